@@ -1,0 +1,109 @@
+//! The action vocabulary: one variant per operation of the real consumer; traces carry these values.
+
+use crate::state::Offset;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One step of the system. Owner steps name the owner and partition they act on and the offset
+/// (or next offset) they concern, so a trace is readable and replayable without indices. The
+/// outcome of a step (applied, skipped, fenced) is not part of the action: it follows from the
+/// state, exactly as the real consumer's outcome follows from its database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Action {
+    /// The producer appends a record and the append is durable.
+    Append { partition: u8, delta: i64 },
+    /// An owner reads the record at its position into memory (no durable write).
+    Fetch { group: u8, owner: u8, partition: u8, offset: Offset },
+    /// A separate effect write: `total += delta` (dedup-separate: unless the id is processed).
+    ApplyEffect { group: u8, owner: u8, partition: u8, offset: Offset },
+    /// dedup-separate: a separate write recording the record's id as processed.
+    InsertProcessed { group: u8, owner: u8, partition: u8, offset: Offset },
+    /// A separate progress write: the committed next offset becomes `next_offset`.
+    CommitOffset { group: u8, owner: u8, partition: u8, next_offset: Offset },
+    /// offset-stamp: one write adding the delta and stamping the offset, only if strictly newer.
+    ApplyStamped { group: u8, owner: u8, partition: u8, offset: Offset },
+    /// dedup-atomic: one transaction adding the delta and inserting the id, unless present.
+    ApplyDeduped { group: u8, owner: u8, partition: u8, offset: Offset },
+    /// atomic, atomic-fenced, atomic-cas: one transaction with the effect and the next offset.
+    ApplyAtomic { group: u8, owner: u8, partition: u8, offset: Offset },
+    /// The owner process dies: its volatile state is lost, the log and store are kept.
+    Crash { group: u8, owner: u8 },
+    /// A crashed owner starts again and reloads its partitions from the committed checkpoint.
+    Restart { group: u8, owner: u8 },
+    /// The coordinator moves a partition to another owner and bumps its epoch; the old owner
+    /// is not told.
+    Rebalance { group: u8, partition: u8, to_owner: u8 },
+}
+
+impl Action {
+    /// The group whose state this action may change (`None` for appends to the shared log).
+    pub fn group(&self) -> Option<u8> {
+        match *self {
+            Action::Append { .. } => None,
+            Action::Fetch { group, .. }
+            | Action::ApplyEffect { group, .. }
+            | Action::InsertProcessed { group, .. }
+            | Action::CommitOffset { group, .. }
+            | Action::ApplyStamped { group, .. }
+            | Action::ApplyDeduped { group, .. }
+            | Action::ApplyAtomic { group, .. }
+            | Action::Crash { group, .. }
+            | Action::Restart { group, .. }
+            | Action::Rebalance { group, .. } => Some(group),
+        }
+    }
+
+    /// The (group, owner, partition) of an owner step that works on a lease.
+    pub fn lease_step(&self) -> Option<(u8, u8, u8)> {
+        match *self {
+            Action::Fetch { group, owner, partition, .. }
+            | Action::ApplyEffect { group, owner, partition, .. }
+            | Action::InsertProcessed { group, owner, partition, .. }
+            | Action::CommitOffset { group, owner, partition, .. }
+            | Action::ApplyStamped { group, owner, partition, .. }
+            | Action::ApplyDeduped { group, owner, partition, .. }
+            | Action::ApplyAtomic { group, owner, partition, .. } => Some((group, owner, partition)),
+            _ => None,
+        }
+    }
+
+    /// Whether the action attempts a durable write on behalf of an owner.
+    pub fn is_owner_write(&self) -> bool {
+        self.lease_step().is_some() && !matches!(self, Action::Fetch { .. })
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Action::Append { partition, delta } => write!(f, "append (+{delta}) to p{partition}"),
+            Action::Fetch { group, owner, partition, offset } => {
+                write!(f, "g{group}/o{owner} fetches p{partition} offset {offset}")
+            }
+            Action::ApplyEffect { group, owner, partition, offset } => {
+                write!(f, "g{group}/o{owner} applies the effect of p{partition} offset {offset}")
+            }
+            Action::InsertProcessed { group, owner, partition, offset } => {
+                write!(f, "g{group}/o{owner} records p{partition} offset {offset} as processed")
+            }
+            Action::CommitOffset { group, owner, partition, next_offset } => {
+                write!(f, "g{group}/o{owner} commits p{partition} next offset {next_offset}")
+            }
+            Action::ApplyStamped { group, owner, partition, offset } => {
+                write!(f, "g{group}/o{owner} applies p{partition} offset {offset} if newer than the stamp")
+            }
+            Action::ApplyDeduped { group, owner, partition, offset } => {
+                write!(f, "g{group}/o{owner} applies p{partition} offset {offset} with its id, unless processed")
+            }
+            Action::ApplyAtomic { group, owner, partition, offset } => {
+                write!(f, "g{group}/o{owner} applies p{partition} offset {offset} and its next offset in one transaction")
+            }
+            Action::Crash { group, owner } => write!(f, "g{group}/o{owner} crashes"),
+            Action::Restart { group, owner } => write!(f, "g{group}/o{owner} restarts"),
+            Action::Rebalance { group, partition, to_owner } => {
+                write!(f, "rebalance g{group} p{partition} to o{to_owner}")
+            }
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! `model bench`: unique states, states per second and peak memory per strategy and search mode.
+
+use anyhow::{bail, Context};
+use clap::Args;
+use model::Strategy;
+use std::process::{Command, ExitCode};
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Also run the large configuration (4 records, 2 crashes, 2 rebalances); slow.
+    #[arg(long)]
+    large: bool,
+    /// Only these strategies (default: all).
+    #[arg(long, value_parser = crate::parse_strategy)]
+    strategy: Vec<Strategy>,
+    /// Seconds allowed per run before it is reported as unfinished.
+    #[arg(long, default_value_t = 300.0)]
+    timeout: f64,
+}
+
+/// One measured run: a child `model check --json` process, so that each peak RSS is its own.
+struct Measurement {
+    unique_states: u64,
+    states: u64,
+    seconds: f64,
+    peak_rss_kib: u64,
+    complete: bool,
+}
+
+const MODES: [(&str, &[&str]); 4] = [
+    ("bfs 1 thread", &["--search", "bfs", "--threads", "1"]),
+    ("bfs 2 threads", &["--search", "bfs", "--threads", "2"]),
+    ("dfs 1 thread", &["--search", "dfs", "--threads", "1"]),
+    ("dfs + symmetry", &["--search", "dfs", "--threads", "1", "--symmetry"]),
+];
+
+pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let strategies = if args.strategy.is_empty() { Strategy::ALL.to_vec() } else { args.strategy.clone() };
+    let mut configs: Vec<(&str, Vec<&str>)> = vec![("default", vec![])];
+    if args.large {
+        configs.push(("large", vec!["--records", "4", "--crashes", "2", "--rebalances", "2"]));
+    }
+    println!("{:<10} {:<19} {:<15} {:>10} {:>11} {:>9} {:>12} {:>9}", "config", "strategy", "mode", "unique", "states", "seconds", "states/s", "peak MiB");
+    for (config_name, bounds) in &configs {
+        for strategy in &strategies {
+            for (mode_name, mode) in MODES {
+                let m = measure(*strategy, bounds, mode, args.timeout)?;
+                println!(
+                    "{:<10} {:<19} {:<15} {:>10} {:>11} {:>9.2} {:>12.0} {:>9.1}{}",
+                    config_name,
+                    strategy.name(),
+                    mode_name,
+                    m.unique_states,
+                    m.states,
+                    m.seconds,
+                    m.states as f64 / m.seconds.max(1e-9),
+                    m.peak_rss_kib as f64 / 1024.0,
+                    if m.complete { "" } else { "  (timed out)" }
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn measure(strategy: Strategy, bounds: &[&str], mode: &[&str], timeout: f64) -> anyhow::Result<Measurement> {
+    let exe = std::env::current_exe().context("cannot find the model binary")?;
+    let output = Command::new(exe)
+        .args(["check", "--json", "--strategy", strategy.name(), "--timeout", &timeout.to_string()])
+        .args(bounds)
+        .args(mode)
+        .output()
+        .context("cannot run model check")?;
+    if output.status.code() == Some(2) {
+        bail!("model check failed: {}", String::from_utf8_lossy(&output.stderr).lines().last().unwrap_or(""));
+    }
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout).context("model check printed no JSON")?;
+    let report = &document["reports"][0];
+    let number = |value: &serde_json::Value| value.as_u64().unwrap_or(0);
+    Ok(Measurement {
+        unique_states: number(&report["unique_states"]),
+        states: number(&report["states"]),
+        seconds: report["seconds"].as_f64().unwrap_or(0.0),
+        peak_rss_kib: number(&document["peak_rss_kib"]),
+        complete: report["complete"].as_bool().unwrap_or(false),
+    })
+}

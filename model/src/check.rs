@@ -1,0 +1,269 @@
+//! Runs the checker on one configuration and turns its discoveries into verdicts.
+
+use crate::action::Action;
+use crate::properties::{is_safety, properties_for};
+use crate::state::State;
+use crate::ConsumerModel;
+use serde::{Deserialize, Serialize};
+use stateright::{Checker, Expectation, Model, Property, UniformChooser};
+use std::time::{Duration, Instant};
+
+/// How the state space is searched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Search {
+    /// Breadth-first: complete, and its counterexamples are short. Ignores symmetry.
+    Bfs,
+    /// Depth-first: complete; honours symmetry reduction.
+    Dfs,
+    /// Seeded random walks: never complete, so it can refute but not prove.
+    Simulation,
+}
+
+#[derive(Clone, Debug)]
+pub struct CheckOptions {
+    pub search: Search,
+    pub threads: usize,
+    pub seed: u64,
+    /// Stop after this long; unfinished properties are then `unknown`.
+    pub timeout: Option<Duration>,
+    /// Owners within a group are interchangeable (DFS and simulation only).
+    pub symmetry: bool,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions { search: Search::Bfs, threads: 1, seed: 0, timeout: None, symmetry: false }
+    }
+}
+
+/// The outcome of one property.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// `always`: no reachable state violates it (the search was complete).
+    Holds,
+    /// `always`: this counterexample reaches a violating state.
+    Violated,
+    /// `sometimes`: this example reaches the situation.
+    Reached,
+    /// `sometimes`: the complete search never reached the situation: the check is vacuous.
+    Unreached,
+    /// The search stopped early (timeout or simulation) without a discovery.
+    Unknown,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PropertyOutcome {
+    pub name: String,
+    /// `always` or `sometimes`.
+    pub expectation: String,
+    pub verdict: Verdict,
+    /// The counterexample (or example), minimised, as action values.
+    pub actions: Vec<Action>,
+}
+
+/// Progress of a running check, reported every few seconds.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    pub states: usize,
+    pub unique_states: usize,
+    pub depth: usize,
+    pub elapsed: Duration,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CheckReport {
+    pub config: crate::Config,
+    pub search: Search,
+    pub threads: usize,
+    pub symmetry: bool,
+    /// Whether the whole reachable state space was explored.
+    pub complete: bool,
+    pub states: usize,
+    pub unique_states: usize,
+    pub max_depth: usize,
+    pub seconds: f64,
+    pub properties: Vec<PropertyOutcome>,
+}
+
+impl CheckReport {
+    pub fn outcome(&self, name: &str) -> Option<&PropertyOutcome> {
+        self.properties.iter().find(|p| p.name == name)
+    }
+
+    /// True when a safety property is violated.
+    pub fn any_violated(&self) -> bool {
+        self.properties.iter().any(|p| p.verdict == Verdict::Violated)
+    }
+
+    /// The `sometimes` properties a complete search never reached.
+    pub fn unreached(&self) -> Vec<&str> {
+        self.properties.iter().filter(|p| p.verdict == Verdict::Unreached).map(|p| p.name.as_str()).collect()
+    }
+}
+
+/// Checks `model` to completion (or until the timeout) and computes every property's verdict.
+pub fn run(model: &ConsumerModel, options: &CheckOptions, progress: &mut dyn FnMut(Progress)) -> CheckReport {
+    let started = Instant::now();
+    let mut builder = model.clone().checker().threads(options.threads.max(1));
+    if let Some(timeout) = options.timeout {
+        builder = builder.timeout(timeout);
+    }
+    if options.symmetry {
+        builder = builder.symmetry();
+    }
+    let (complete, states, unique_states, max_depth, discoveries) = match options.search {
+        Search::Bfs => finish(builder.spawn_bfs(), started, options, progress),
+        Search::Dfs => finish(builder.spawn_dfs(), started, options, progress),
+        Search::Simulation => finish(builder.spawn_simulation(options.seed, UniformChooser), started, options, progress),
+    };
+    let properties = model
+        .properties()
+        .iter()
+        .map(|property| {
+            let found = discoveries.iter().find(|(name, _)| *name == property.name).map(|(_, path)| path.clone());
+            outcome(model, property, found, complete)
+        })
+        .collect();
+    CheckReport {
+        config: model.config.clone(),
+        search: options.search,
+        threads: options.threads.max(1),
+        symmetry: options.symmetry,
+        complete,
+        states,
+        unique_states,
+        max_depth,
+        seconds: started.elapsed().as_secs_f64(),
+        properties,
+    }
+}
+
+type Discoveries = Vec<(&'static str, Vec<Action>)>;
+
+/// Waits for the checker, reporting progress every two seconds, and collects its discoveries.
+fn finish(
+    checker: impl Checker<ConsumerModel>,
+    started: Instant,
+    options: &CheckOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> (bool, usize, usize, usize, Discoveries) {
+    let interval = Duration::from_secs(2);
+    let mut last_report = Instant::now();
+    while !checker.is_done() {
+        let timed_out = options.timeout.is_some_and(|timeout| started.elapsed() >= timeout);
+        if timed_out {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        if last_report.elapsed() >= interval {
+            last_report = Instant::now();
+            progress(Progress {
+                states: checker.state_count(),
+                unique_states: checker.unique_state_count(),
+                depth: checker.max_depth(),
+                elapsed: started.elapsed(),
+            });
+        }
+    }
+    let checker = checker.join();
+    // Simulation never proves anything; BFS and DFS are complete unless the timeout cut them.
+    let timed_out = options.timeout.is_some_and(|timeout| started.elapsed() >= timeout);
+    let complete = options.search != Search::Simulation && !timed_out;
+    let mut discoveries: Discoveries =
+        checker.discoveries().into_iter().map(|(name, path)| (name, path.into_actions())).collect();
+    discoveries.sort_by_key(|(name, _)| *name);
+    (complete, checker.state_count(), checker.unique_state_count(), checker.max_depth(), discoveries)
+}
+
+fn outcome(model: &ConsumerModel, property: &Property<ConsumerModel>, found: Option<Vec<Action>>, complete: bool) -> PropertyOutcome {
+    let safety = is_safety(property);
+    let verdict = match (&found, safety, complete) {
+        (Some(_), true, _) => Verdict::Violated,
+        (Some(_), false, _) => Verdict::Reached,
+        (None, true, true) => Verdict::Holds,
+        (None, false, true) => Verdict::Unreached,
+        (None, _, false) => Verdict::Unknown,
+    };
+    let actions = found.map(|actions| minimize(model, property, actions)).unwrap_or_default();
+    PropertyOutcome {
+        name: property.name.to_string(),
+        expectation: if safety { "always" } else { "sometimes" }.to_string(),
+        verdict,
+        actions,
+    }
+}
+
+/// Why a sequence of actions cannot be replayed through the model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unreachable {
+    /// 1-based number of the first step that is not enabled.
+    pub step: usize,
+    pub action: Action,
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "step {} ({}) is not enabled in the model at that point", self.step, self.action)
+    }
+}
+
+/// Replays `actions` from the initial state, returning every state visited (initial first).
+pub fn replay(model: &ConsumerModel, actions: &[Action]) -> Result<Vec<State>, Unreachable> {
+    let mut states = model.init_states();
+    let mut enabled = Vec::new();
+    for (index, action) in actions.iter().enumerate() {
+        let state = states.last().expect("replay starts from the initial state");
+        enabled.clear();
+        model.actions(state, &mut enabled);
+        if !enabled.contains(action) {
+            return Err(Unreachable { step: index + 1, action: *action });
+        }
+        let next = model.next_state(state, *action).expect("enabled actions always have a successor");
+        states.push(next);
+    }
+    Ok(states)
+}
+
+/// Whether the property's discovery condition holds in `state`: a violation for `always`, the
+/// situation for `sometimes`.
+pub fn is_discovery(model: &ConsumerModel, property: &Property<ConsumerModel>, state: &State) -> bool {
+    let satisfied = (property.condition)(model, state);
+    match property.expectation {
+        Expectation::Always | Expectation::Eventually => !satisfied,
+        Expectation::Sometimes => satisfied,
+    }
+}
+
+/// Shortens a discovery: cut it at its first discovering state, then drop runs of consecutive
+/// steps (longest runs first, down to single steps) while the rest still replays and still
+/// reaches a discovery, until no run can be dropped. Deterministic for a given input.
+pub fn minimize(model: &ConsumerModel, property: &Property<ConsumerModel>, actions: Vec<Action>) -> Vec<Action> {
+    let discovery_end = |actions: &[Action]| -> Option<usize> {
+        let states = replay(model, actions).ok()?;
+        states.iter().position(|state| is_discovery(model, property, state))
+    };
+    let mut best = actions;
+    let end = discovery_end(&best).expect("a checker discovery replays to a discovering state");
+    best.truncate(end);
+    'shrink: loop {
+        for run in (1..=best.len()).rev() {
+            for start in 0..=best.len() - run {
+                let mut candidate = best.clone();
+                candidate.drain(start..start + run);
+                if let Some(end) = discovery_end(&candidate) {
+                    candidate.truncate(end);
+                    best = candidate;
+                    continue 'shrink;
+                }
+            }
+        }
+        return best;
+    }
+}
+
+/// Checks one property by name against a configuration's property list.
+pub fn property_named(model: &ConsumerModel, name: &str) -> Option<Property<ConsumerModel>> {
+    properties_for(&model.config).into_iter().find(|p| p.name == name)
+}

@@ -1,0 +1,192 @@
+//! Bounds of one model-checking run and the consumer strategies, with their validation.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// How a consumer orders its durable writes for one record. The names are the CLI names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    CommitFirst,
+    EffectFirst,
+    PeriodicCommit,
+    OffsetStamp,
+    DedupSeparate,
+    DedupAtomic,
+    Atomic,
+    AtomicFenced,
+    AtomicCas,
+    ParallelMax,
+    ParallelWatermark,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 11] = [
+        Strategy::CommitFirst,
+        Strategy::EffectFirst,
+        Strategy::PeriodicCommit,
+        Strategy::OffsetStamp,
+        Strategy::DedupSeparate,
+        Strategy::DedupAtomic,
+        Strategy::Atomic,
+        Strategy::AtomicFenced,
+        Strategy::AtomicCas,
+        Strategy::ParallelMax,
+        Strategy::ParallelWatermark,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::CommitFirst => "commit-first",
+            Strategy::EffectFirst => "effect-first",
+            Strategy::PeriodicCommit => "periodic-commit",
+            Strategy::OffsetStamp => "offset-stamp",
+            Strategy::DedupSeparate => "dedup-separate",
+            Strategy::DedupAtomic => "dedup-atomic",
+            Strategy::Atomic => "atomic",
+            Strategy::AtomicFenced => "atomic-fenced",
+            Strategy::AtomicCas => "atomic-cas",
+            Strategy::ParallelMax => "parallel-max",
+            Strategy::ParallelWatermark => "parallel-watermark",
+        }
+    }
+
+    /// Strategies whose whole per-record work is one transaction (effect and next offset).
+    pub fn is_single_write(self) -> bool {
+        matches!(self, Strategy::Atomic | Strategy::AtomicFenced | Strategy::AtomicCas)
+    }
+
+    /// Strategies that checkpoint every `commit_every` records instead of after each one.
+    pub fn is_periodic(self) -> bool {
+        matches!(self, Strategy::PeriodicCommit | Strategy::OffsetStamp)
+    }
+
+    /// Strategies that hold up to `inflight` records and complete them in any order.
+    pub fn is_parallel(self) -> bool {
+        matches!(self, Strategy::ParallelMax | Strategy::ParallelWatermark)
+    }
+
+    /// Strategies whose store recognises and skips a record it has already applied.
+    pub fn skips_duplicates(self) -> bool {
+        matches!(
+            self,
+            Strategy::OffsetStamp | Strategy::DedupSeparate | Strategy::DedupAtomic | Strategy::AtomicCas
+        )
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Strategy::ALL.iter().copied().find(|s| s.name() == text).ok_or_else(|| {
+            let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
+            format!("unknown strategy '{text}' (expected one of: {})", names.join(", "))
+        })
+    }
+}
+
+/// The bounds of one run. Every field is a CLI flag of `model check` and `model explore`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Config {
+    pub strategy: Strategy,
+    /// Consumer groups reading the same log, each with its own effect and progress.
+    pub groups: u8,
+    /// Competing owner processes per group.
+    pub owners: u8,
+    pub partitions: u8,
+    /// Records the producer appends to each partition.
+    pub records: u8,
+    /// Owner crashes allowed in the whole run (all groups together).
+    pub crashes: u8,
+    /// Rebalances allowed in the whole run (all groups together).
+    pub rebalances: u8,
+    /// Checkpoint interval of `periodic-commit` and `offset-stamp`, in records.
+    pub commit_every: u8,
+    /// Records one owner may hold at once in the parallel strategies.
+    pub inflight: u8,
+    /// The value each appended record adds to a group's total.
+    pub delta: i64,
+}
+
+/// The largest bounds accepted. Past them the state space no longer fits in memory on the
+/// 2-core, 24 GiB machines this project targets (it grows exponentially in each bound).
+pub const GROUPS_MAX: u8 = 3;
+pub const OWNERS_MAX: u8 = 3;
+pub const PARTITIONS_MAX: u8 = 2;
+pub const RECORDS_MAX: u8 = 8;
+pub const CRASHES_MAX: u8 = 4;
+pub const REBALANCES_MAX: u8 = 4;
+
+impl Config {
+    pub fn new(strategy: Strategy) -> Config {
+        Config {
+            strategy,
+            groups: 2,
+            owners: 2,
+            partitions: 1,
+            records: 3,
+            crashes: 1,
+            rebalances: 1,
+            commit_every: 2,
+            inflight: 2,
+            delta: 5,
+        }
+    }
+
+    /// True when every bound has its default value (the configuration of spec.md's table).
+    pub fn has_default_bounds(&self) -> bool {
+        *self == Config::new(self.strategy)
+    }
+
+    /// Checks every bound; the error is one line naming the flag and the accepted range.
+    pub fn validate(&self) -> Result<(), String> {
+        const TOO_BIG: &str = " (larger state spaces do not fit in memory)";
+        const PER_RECORDS: &str = " (at most --records)";
+        let ranges: [(&str, u8, u8, u8, &str); 8] = [
+            ("--groups", self.groups, 1, GROUPS_MAX, TOO_BIG),
+            ("--owners", self.owners, 1, OWNERS_MAX, TOO_BIG),
+            ("--partitions", self.partitions, 1, PARTITIONS_MAX, ""),
+            ("--records", self.records, 1, RECORDS_MAX, TOO_BIG),
+            ("--crashes", self.crashes, 0, CRASHES_MAX, TOO_BIG),
+            ("--rebalances", self.rebalances, 0, REBALANCES_MAX, TOO_BIG),
+            ("--commit-every", self.commit_every, 1, self.records.max(1), PER_RECORDS),
+            ("--inflight", self.inflight, 1, self.records.max(1), PER_RECORDS),
+        ];
+        for (flag, value, low, high, why) in ranges {
+            if value < low || value > high {
+                let why = if value > high { why } else { "" };
+                return Err(format!("{flag} {value} is out of range: accepted values are {low}..={high}{why}"));
+            }
+        }
+        if self.delta == 0 {
+            return Err("--delta 0 would make every effect invisible in the total".to_string());
+        }
+        Ok(())
+    }
+
+    /// The bounds as CLI flags, so that every report can print the command that reproduces it.
+    pub fn flags(&self) -> String {
+        format!(
+            "--strategy {} --groups {} --owners {} --partitions {} --records {} --crashes {} \
+             --rebalances {} --commit-every {} --inflight {} --delta {}",
+            self.strategy,
+            self.groups,
+            self.owners,
+            self.partitions,
+            self.records,
+            self.crashes,
+            self.rebalances,
+            self.commit_every,
+            self.inflight,
+            self.delta
+        )
+    }
+}

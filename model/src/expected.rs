@@ -1,0 +1,58 @@
+//! Reads the expected verdict table out of spec.md, the single place where it is written.
+
+use crate::config::Strategy;
+use crate::properties::SAFETY;
+use std::collections::BTreeMap;
+
+/// spec.md, compiled in: the table `check` compares computed verdicts with.
+pub const SPEC: &str = include_str!("../../spec.md");
+
+const BEGIN: &str = "<!-- expected-verdicts:begin -->";
+const END: &str = "<!-- expected-verdicts:end -->";
+
+/// The expected verdict of one safety property: true when it holds.
+pub type ExpectedTable = BTreeMap<(Strategy, &'static str), bool>;
+
+/// Parses the table between the markers in `spec`: a header row naming the safety properties
+/// in `SAFETY` order, then one row per strategy with `holds` or `violated` in each cell. Every
+/// strategy must have exactly one row.
+pub fn parse(spec: &str) -> Result<ExpectedTable, String> {
+    let start = spec.find(BEGIN).ok_or("spec.md has no expected-verdicts:begin marker")? + BEGIN.len();
+    let end = spec[start..].find(END).ok_or("spec.md has no expected-verdicts:end marker")? + start;
+    let mut rows = spec[start..end].lines().map(str::trim).filter(|line| line.starts_with('|'));
+    let header = cells(rows.next().ok_or("the expected table has no header")?);
+    if header.len() != SAFETY.len() + 1 || header[1..].iter().zip(SAFETY).any(|(cell, name)| cell != name) {
+        return Err(format!("the expected table's header must be: strategy | {}", SAFETY.join(" | ")));
+    }
+    let mut table = ExpectedTable::new();
+    for row in rows.filter(|row| !row.starts_with("|-") && !row.starts_with("| -")) {
+        let cells = cells(row);
+        let strategy: Strategy = cells[0].trim_matches('`').parse()?;
+        if cells.len() != SAFETY.len() + 1 {
+            return Err(format!("the expected row of {strategy} has {} cells, expected {}", cells.len(), SAFETY.len() + 1));
+        }
+        for (cell, name) in cells[1..].iter().zip(SAFETY) {
+            let holds = match cell.as_str() {
+                "holds" => true,
+                "violated" => false,
+                other => return Err(format!("expected cell '{other}' for {strategy} / {name} is neither holds nor violated")),
+            };
+            if table.insert((strategy, name), holds).is_some() {
+                return Err(format!("the expected table has two rows for {strategy}"));
+            }
+        }
+    }
+    if let Some(missing) = Strategy::ALL.iter().find(|s| !table.contains_key(&(**s, SAFETY[0]))) {
+        return Err(format!("the expected table has no row for {missing}"));
+    }
+    Ok(table)
+}
+
+/// The table of the spec.md this binary was built with.
+pub fn from_spec() -> Result<ExpectedTable, String> {
+    parse(SPEC)
+}
+
+fn cells(row: &str) -> Vec<String> {
+    row.trim_matches('|').split('|').map(|cell| cell.trim().to_string()).collect()
+}

@@ -1,0 +1,171 @@
+//! A stateright model of log consumers: which delivery guarantees each consumer strategy keeps.
+//!
+//! The model does no I/O. `ConsumerModel` enumerates every interleaving of appends, owner
+//! steps, crashes, restarts and rebalances within the bounds of a `Config`; `check` runs the
+//! checker and turns its discoveries into verdicts with short counterexamples; `trace` is the
+//! versioned file format those counterexamples are saved in; `expected` reads spec.md's table.
+
+pub mod action;
+pub mod check;
+pub mod config;
+pub mod expected;
+pub mod properties;
+pub mod state;
+pub mod step;
+pub mod svg;
+pub mod trace;
+
+pub use action::Action;
+pub use config::{Config, Strategy};
+pub use state::State;
+
+use state::Witness;
+use stateright::{Model, Property};
+
+/// The model of one configuration: the bounds and the strategy every owner runs.
+#[derive(Clone, Debug)]
+pub struct ConsumerModel {
+    pub config: Config,
+    /// Witness bits some `sometimes` property reads; the others are never set, so that ghost
+    /// history nobody checks does not multiply states.
+    witness_mask: u16,
+}
+
+impl ConsumerModel {
+    pub fn new(config: Config) -> ConsumerModel {
+        let properties = properties::properties_for(&config);
+        let witness_mask = [
+            ("crash-mid-record", Witness::CrashMidRecord),
+            ("crash-after-write", Witness::CrashAfterWrite),
+            ("zombie-write", Witness::ZombieWrite),
+            ("replay", Witness::Replay),
+            ("duplicate-skipped", Witness::DuplicateSkipped),
+            ("zombie-fenced", Witness::ZombieFenced),
+            ("out-of-order", Witness::OutOfOrder),
+        ]
+        .iter()
+        .filter(|(name, _)| properties.iter().any(|p| p.name == *name))
+        .fold(0u16, |mask, (_, witness)| mask | 1 << *witness as u16);
+        ConsumerModel { config, witness_mask }
+    }
+
+    /// Describes what `action` does in `state`, with the values it reads and writes.
+    pub fn describe_step(&self, state: &State, action: &Action) -> String {
+        let next = step::next_state(&self.config, state, *action);
+        let totals = |g: u8| (state.groups[usize::from(g)].store.total, next.groups[usize::from(g)].store.total);
+        let row = |s: &State, g: u8, p: u8| s.groups[usize::from(g)].store.partitions[usize::from(p)].clone();
+        match *action {
+            Action::Append { partition, delta } => {
+                format!("producer appends offset {} (+{delta}) to p{partition}", state.log[usize::from(partition)].len())
+            }
+            Action::Crash { .. } | Action::Restart { .. } => {
+                let resumed = self.describe_restart(&next, action);
+                format!("{action}{resumed}")
+            }
+            Action::Rebalance { group, partition, to_owner } => {
+                let (before, after) = (row(state, group, partition), row(&next, group, partition));
+                format!(
+                    "rebalance: g{group} p{partition} moves from o{} to o{to_owner}, epoch {} -> {}",
+                    before.owner, before.epoch, after.epoch
+                )
+            }
+            Action::Fetch { group, owner, partition, offset } => {
+                let delta = state.log[usize::from(partition)][usize::from(offset)];
+                format!("g{group}/o{owner} fetches p{partition} offset {offset} (+{delta})")
+            }
+            Action::CommitOffset { group, owner, partition, next_offset } => {
+                let before = row(state, group, partition).next_offset;
+                format!("g{group}/o{owner} commits p{partition}: next offset {before} -> {next_offset}{}", self.epoch_note(state, action))
+            }
+            write => {
+                let (group, owner, partition) = write.lease_step().expect("owner write");
+                let (before, after) = totals(group);
+                let offset = match write {
+                    Action::ApplyEffect { offset, .. }
+                    | Action::InsertProcessed { offset, .. }
+                    | Action::ApplyStamped { offset, .. }
+                    | Action::ApplyDeduped { offset, .. }
+                    | Action::ApplyAtomic { offset, .. } => offset,
+                    _ => unreachable!(),
+                };
+                let delta = state.log[usize::from(partition)][usize::from(offset)];
+                let what = match write {
+                    Action::InsertProcessed { .. } => format!("records p{partition} offset {offset} as processed"),
+                    _ if before == after && next.lease(group, owner, partition).is_none() => {
+                        format!("is fenced applying p{partition} offset {offset}: its epoch is stale, the transaction aborts")
+                    }
+                    _ if before == after => format!("skips p{partition} offset {offset} (+{delta}): already applied"),
+                    _ => format!("applies p{partition} offset {offset} (+{delta}): total {before} -> {after}"),
+                };
+                let checkpoint = match write {
+                    Action::ApplyAtomic { .. } => {
+                        let (b, a) = (row(state, group, partition).next_offset, row(&next, group, partition).next_offset);
+                        if b != a { format!(", next offset {b} -> {a}") } else { String::new() }
+                    }
+                    _ => String::new(),
+                };
+                format!("g{group}/o{owner} {what}{checkpoint}{}", self.epoch_note(state, action))
+            }
+        }
+    }
+
+    /// Marks a write by an owner whose epoch is stale: the zombie case.
+    fn epoch_note(&self, state: &State, action: &Action) -> String {
+        let Some((group, owner, partition)) = action.lease_step() else { return String::new() };
+        let stored = state.groups[usize::from(group)].store.partitions[usize::from(partition)].epoch;
+        match state.lease(group, owner, partition) {
+            Some(lease) if lease.epoch != stored => format!(" [zombie: epoch {} < {stored}]", lease.epoch),
+            _ => String::new(),
+        }
+    }
+
+    fn describe_restart(&self, next: &State, action: &Action) -> String {
+        let Action::Restart { group, owner } = *action else { return String::new() };
+        let resumed: Vec<String> = next.groups[usize::from(group)].owners[usize::from(owner)]
+            .leases
+            .iter()
+            .enumerate()
+            .filter_map(|(p, lease)| lease.as_ref().map(|l| format!("p{p} from offset {} (epoch {})", l.position, l.epoch)))
+            .collect();
+        if resumed.is_empty() {
+            " and owns nothing".to_string()
+        } else {
+            format!(" and resumes {}", resumed.join(", "))
+        }
+    }
+}
+
+impl Model for ConsumerModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![State::initial(&self.config)]
+    }
+
+    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
+        step::enabled_actions(&self.config, state, actions);
+    }
+
+    fn next_state(&self, state: &State, action: Action) -> Option<State> {
+        let mut next = step::next_state(&self.config, state, action);
+        next.witnessed &= self.witness_mask;
+        Some(next)
+    }
+
+    fn format_action(&self, action: &Action) -> String {
+        action.to_string()
+    }
+
+    fn format_step(&self, state: &State, action: Action) -> Option<String> {
+        Some(self.describe_step(state, &action))
+    }
+
+    fn as_svg(&self, path: stateright::Path<State, Action>) -> Option<String> {
+        Some(svg::timeline(self, &path.into_vec()))
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        properties::properties_for(&self.config)
+    }
+}

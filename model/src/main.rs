@@ -1,0 +1,246 @@
+//! The `model` command line: `check` verdicts against spec.md, `explore` in a browser, `bench`.
+
+mod bench;
+mod report;
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use model::check::{self, CheckOptions, CheckReport, Search};
+use model::{Config, ConsumerModel, Strategy};
+use stateright::Model;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "model", about = "Proves or refutes the delivery guarantees of log consumer strategies.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check one strategy, or every strategy against spec.md's expected verdict table.
+    Check(CheckArgs),
+    /// Serve stateright's web explorer for one strategy.
+    Explore(ExploreArgs),
+    /// Measure states, states per second and peak memory per strategy and search mode.
+    Bench(bench::BenchArgs),
+}
+
+/// The bounds of the model; every default is spec.md's default configuration.
+#[derive(Args, Clone, Debug)]
+struct Bounds {
+    /// Consumer groups, each with its own effect and progress.
+    #[arg(long, default_value_t = 2)]
+    groups: u8,
+    /// Competing owner processes per group.
+    #[arg(long, default_value_t = 2)]
+    owners: u8,
+    /// Partitions of the log (at most 2).
+    #[arg(long, default_value_t = 1)]
+    partitions: u8,
+    /// Records appended to each partition.
+    #[arg(long, default_value_t = 3)]
+    records: u8,
+    /// Owner crashes allowed in a run (all groups together).
+    #[arg(long, default_value_t = 1)]
+    crashes: u8,
+    /// Rebalances allowed in a run (all groups together).
+    #[arg(long, default_value_t = 1)]
+    rebalances: u8,
+    /// Checkpoint interval of periodic-commit and offset-stamp, in records.
+    #[arg(long, default_value_t = 2)]
+    commit_every: u8,
+    /// Records one owner may hold at once (parallel strategies).
+    #[arg(long, default_value_t = 2)]
+    inflight: u8,
+    /// The value each record adds to a group's total.
+    #[arg(long, default_value_t = 5, allow_hyphen_values = true)]
+    delta: i64,
+}
+
+impl Bounds {
+    fn config(&self, strategy: Strategy) -> Config {
+        Config {
+            strategy,
+            groups: self.groups,
+            owners: self.owners,
+            partitions: self.partitions,
+            records: self.records,
+            crashes: self.crashes,
+            rebalances: self.rebalances,
+            commit_every: self.commit_every,
+            inflight: self.inflight,
+            delta: self.delta,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum SearchArg {
+    Bfs,
+    Dfs,
+    Simulation,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// The strategy to check; without it, every strategy is checked and compared with spec.md.
+    #[arg(long, value_parser = parse_strategy)]
+    strategy: Option<Strategy>,
+    #[command(flatten)]
+    bounds: Bounds,
+    #[arg(long, value_enum, default_value = "bfs")]
+    search: SearchArg,
+    /// Seed of the simulation's random walks.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Checker threads per strategy.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Strategies checked at once (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Stop after this many seconds; unfinished verdicts are `unknown` (simulation: default 10).
+    #[arg(long)]
+    timeout: Option<f64>,
+    /// Treat owners of a group as interchangeable (honoured by dfs and simulation only).
+    #[arg(long)]
+    symmetry: bool,
+    /// Print one JSON document instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Write every counterexample as a trace file into this directory.
+    #[arg(long)]
+    traces: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct ExploreArgs {
+    #[arg(long, value_parser = parse_strategy)]
+    strategy: Strategy,
+    #[command(flatten)]
+    bounds: Bounds,
+    /// Address to serve the explorer on.
+    #[arg(long, default_value = "127.0.0.1:3000")]
+    addr: String,
+}
+
+fn parse_strategy(text: &str) -> Result<Strategy, String> {
+    text.parse()
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check(args) => run_check(args),
+        Command::Explore(args) => run_explore(args),
+        Command::Bench(args) => bench::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let strategies: Vec<Strategy> = match args.strategy {
+        Some(strategy) => vec![strategy],
+        None => Strategy::ALL.to_vec(),
+    };
+    let configs: Vec<Config> = strategies.iter().map(|&s| args.bounds.config(s)).collect();
+    for config in &configs {
+        config.validate().map_err(anyhow::Error::msg)?;
+    }
+    let options = check_options(&args)?;
+    if let Some(dir) = &args.traces {
+        report::prepare_traces_dir(dir)?;
+    }
+    let expected = model::expected::from_spec().map_err(|e| anyhow::anyhow!("spec.md: {e}"))?;
+    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    if jobs == 0 || jobs > 64 {
+        bail!("--jobs {jobs} is out of range: accepted values are 1..=64");
+    }
+    let reports = check_all(configs, &options, jobs);
+    if let Some(dir) = &args.traces {
+        for report in &reports {
+            report::write_traces(dir, &ConsumerModel::new(report.config.clone()), report)?;
+        }
+    }
+    let outcome = report::judge(&reports, args.strategy.is_none().then_some(&expected));
+    if args.json {
+        println!("{}", report::json(&reports, &outcome));
+    } else {
+        print!("{}", report::text(&reports, &outcome));
+    }
+    Ok(ExitCode::from(outcome.exit_code))
+}
+
+/// Checks each configuration, `jobs` of them at once; reports come back in input order, and
+/// each check is deterministic on its own, so the result does not depend on `jobs`.
+fn check_all(configs: Vec<Config>, options: &CheckOptions, jobs: usize) -> Vec<CheckReport> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<Option<CheckReport>>> = configs.iter().map(|_| Default::default()).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.min(configs.len()) {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(config) = configs.get(index) else { break };
+                let model = ConsumerModel::new(config.clone());
+                let strategy = config.strategy;
+                eprintln!("checking {strategy} ({} properties)", model.properties().len());
+                let report = check::run(&model, options, &mut |p| {
+                    eprintln!(
+                        "  {strategy}: {} states, {} unique, depth {}, {:.0} states/s",
+                        p.states,
+                        p.unique_states,
+                        p.depth,
+                        p.states as f64 / p.elapsed.as_secs_f64().max(1e-9)
+                    )
+                });
+                *slots[index].lock().expect("no checker thread panics while holding a slot") = Some(report);
+            });
+        }
+    });
+    slots.into_iter().map(|slot| slot.into_inner().ok().flatten().expect("every configuration was checked")).collect()
+}
+
+fn check_options(args: &CheckArgs) -> anyhow::Result<CheckOptions> {
+    let search = match args.search {
+        SearchArg::Bfs => Search::Bfs,
+        SearchArg::Dfs => Search::Dfs,
+        SearchArg::Simulation => Search::Simulation,
+    };
+    if args.threads == 0 || args.threads > 64 {
+        bail!("--threads {} is out of range: accepted values are 1..=64", args.threads);
+    }
+    let timeout = match (args.timeout, search) {
+        (Some(seconds), _) if !(seconds > 0.0 && seconds.is_finite()) => {
+            bail!("--timeout {seconds} is not a positive number of seconds")
+        }
+        (Some(seconds), _) => Some(Duration::from_secs_f64(seconds)),
+        // Random walks never finish on their own.
+        (None, Search::Simulation) => Some(Duration::from_secs(10)),
+        (None, _) => None,
+    };
+    if args.symmetry && search == Search::Bfs {
+        bail!("--symmetry is honoured only by --search dfs or simulation (stateright's BFS ignores it)");
+    }
+    Ok(CheckOptions { search, threads: args.threads, seed: args.seed, timeout, symmetry: args.symmetry })
+}
+
+fn run_explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
+    let config = args.bounds.config(args.strategy);
+    config.validate().map_err(anyhow::Error::msg)?;
+    let listener = std::net::TcpListener::bind(&args.addr).with_context(|| format!("cannot listen on {}", args.addr))?;
+    drop(listener);
+    println!("explorer for {} at http://{}/", config.strategy, args.addr);
+    println!("(Ctrl-C to stop; states are explored on demand as you click)");
+    ConsumerModel::new(config).checker().serve(args.addr.as_str());
+    Ok(ExitCode::SUCCESS)
+}

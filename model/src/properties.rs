@@ -1,0 +1,126 @@
+//! The properties of spec.md as predicates on a state, and which apply to a configuration.
+
+use crate::config::{Config, Strategy};
+use crate::state::{State, Witness};
+use crate::ConsumerModel;
+use stateright::{Expectation, Property};
+
+/// The safety properties, in the order of spec.md's verdict table.
+pub const SAFETY: [&str; 6] = [
+    "no-duplicate",
+    "contiguous-prefix",
+    "effectively-once",
+    "monotonic-checkpoint",
+    "group-isolation",
+    "fenced-writes",
+];
+
+/// No record's effect was applied more than once in any group.
+pub fn no_duplicate(state: &State) -> bool {
+    state.groups.iter().all(|group| group.ghost.applied.iter().flatten().all(|&count| count <= 1))
+}
+
+/// Every offset below each committed checkpoint was applied (no skip, no gap) or is still held,
+/// unapplied, in the memory of a live owner that will apply it next. The second case is the
+/// window commit-first opens on purpose between its two writes; a crash in it turns it into a
+/// skip, which is what this property reports.
+pub fn contiguous_prefix(state: &State) -> bool {
+    state.groups.iter().all(|group| {
+        group.store.partitions.iter().zip(&group.ghost.applied).enumerate().all(|(partition, (row, applied))| {
+            (0..row.next_offset).all(|offset| {
+                let held = group.owners.iter().any(|owner| {
+                    owner.alive
+                        && owner.leases[partition].as_ref().is_some_and(|lease| {
+                            lease.records.get(&offset).is_some_and(|stage| stage.is_before_effect())
+                        })
+                });
+                applied[usize::from(offset)] >= 1 || held
+            })
+        })
+    })
+}
+
+/// No committed checkpoint is below the highest one ever stored for its group and partition.
+pub fn monotonic_checkpoint(state: &State) -> bool {
+    state.groups.iter().all(|group| {
+        group.store.partitions.iter().zip(&group.ghost.high_water).all(|(row, &high)| row.next_offset >= high)
+    })
+}
+
+/// No step of one group changed another group's store, and each total is exactly the sum of
+/// the group's own applications.
+pub fn group_isolation(state: &State) -> bool {
+    state.groups.iter().all(|group| {
+        let own_sum: i64 = state
+            .log
+            .iter()
+            .zip(&group.ghost.applied)
+            .flat_map(|(records, applied)| records.iter().zip(applied).map(|(&delta, &count)| delta * i64::from(count)))
+            .sum();
+        !group.ghost.foreign_write && group.store.total == own_sum
+    })
+}
+
+/// No durable write by an owner whose epoch was stale landed.
+pub fn fenced_writes(state: &State) -> bool {
+    state.groups.iter().all(|group| !group.ghost.stale_write_landed)
+}
+
+/// Every group committed every record of every partition.
+pub fn log_end(model: &ConsumerModel, state: &State) -> bool {
+    let records = model.config.records;
+    state.groups.iter().all(|group| group.store.partitions.iter().all(|row| row.next_offset == records))
+}
+
+/// Two groups hold different checkpoints: they progress independently.
+pub fn groups_diverge(state: &State) -> bool {
+    state.groups.windows(2).any(|pair| pair[0].store.partitions != pair[1].store.partitions)
+}
+
+/// The properties checked for `config`: every safety property, plus the `sometimes`
+/// properties whose situation the configuration can produce (a crash witness needs a crash
+/// budget, a zombie witness a rebalance and a second owner, and so on), so that none is
+/// vacuous and none is unreachable by construction.
+pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
+    let mut properties = vec![
+        Property::always("no-duplicate", |_, s: &State| no_duplicate(s)),
+        Property::always("contiguous-prefix", |_, s: &State| contiguous_prefix(s)),
+        Property::always("effectively-once", |_, s: &State| no_duplicate(s) && contiguous_prefix(s)),
+        Property::always("monotonic-checkpoint", |_, s: &State| monotonic_checkpoint(s)),
+        Property::always("group-isolation", |_, s: &State| group_isolation(s)),
+        Property::always("fenced-writes", |_, s: &State| fenced_writes(s)),
+        Property::sometimes("log-end", log_end),
+    ];
+    let strategy = config.strategy;
+    let zombies_possible = config.rebalances > 0 && config.owners > 1;
+    if config.groups > 1 {
+        properties.push(Property::sometimes("groups-diverge", |_, s: &State| groups_diverge(s)));
+    }
+    if config.crashes > 0 {
+        properties.push(Property::sometimes("crash-after-write", |_, s: &State| s.has_witnessed(Witness::CrashAfterWrite)));
+        if !strategy.is_single_write() {
+            properties.push(Property::sometimes("crash-mid-record", |_, s: &State| s.has_witnessed(Witness::CrashMidRecord)));
+        }
+    }
+    if zombies_possible {
+        properties.push(Property::sometimes("zombie-write", |_, s: &State| s.has_witnessed(Witness::ZombieWrite)));
+    }
+    if config.crashes > 0 || zombies_possible {
+        properties.push(Property::sometimes("replay", |_, s: &State| s.has_witnessed(Witness::Replay)));
+    }
+    if strategy.skips_duplicates() && (config.crashes > 0 || zombies_possible) {
+        properties.push(Property::sometimes("duplicate-skipped", |_, s: &State| s.has_witnessed(Witness::DuplicateSkipped)));
+    }
+    if strategy == Strategy::AtomicFenced && zombies_possible {
+        properties.push(Property::sometimes("zombie-fenced", |_, s: &State| s.has_witnessed(Witness::ZombieFenced)));
+    }
+    if strategy.is_parallel() && config.inflight > 1 && config.records > 1 {
+        properties.push(Property::sometimes("out-of-order", |_, s: &State| s.has_witnessed(Witness::OutOfOrder)));
+    }
+    properties
+}
+
+/// Whether a property is a safety (`always`) property.
+pub fn is_safety(property: &Property<ConsumerModel>) -> bool {
+    property.expectation == Expectation::Always
+}

@@ -1,0 +1,199 @@
+//! Renders check reports (table, counterexamples, JSON), writes trace files and decides the exit code.
+
+use anyhow::Context;
+use model::check::{CheckReport, Verdict};
+use model::expected::ExpectedTable;
+use model::properties::SAFETY;
+use model::trace::Trace;
+use model::ConsumerModel;
+use std::fmt::Write;
+use std::path::Path;
+
+/// The judgement of a whole `check` run.
+pub struct Outcome {
+    pub exit_code: u8,
+    /// One line per problem: a verdict that differs from spec.md, or a vacuous check.
+    pub problems: Vec<String>,
+    /// What the verdicts were compared with.
+    pub compared_with: String,
+}
+
+/// Exit 0 when everything agrees, 1 on a mismatch, violation or unreached `sometimes`, and 3
+/// when a single-strategy search was incomplete and found nothing (nothing proven either way).
+pub fn judge(reports: &[CheckReport], expected: Option<&ExpectedTable>) -> Outcome {
+    let mut problems = Vec::new();
+    for report in reports {
+        for name in report.unreached() {
+            problems.push(format!("{}: sometimes '{name}' was never reached, so the check is vacuous", report.config.strategy));
+        }
+    }
+    let comparable = expected.filter(|_| reports.iter().all(|r| r.config.has_default_bounds()));
+    let compared_with = match (expected, comparable) {
+        (Some(_), Some(_)) => "spec.md's expected verdict table".to_string(),
+        (Some(_), None) => "nothing: spec.md's table is for the default bounds only".to_string(),
+        (None, _) => "nothing (single strategy: exit 1 when a safety property is violated)".to_string(),
+    };
+    if let Some(table) = comparable {
+        for report in reports {
+            let strategy = report.config.strategy;
+            for name in SAFETY {
+                let holds = table[&(strategy, name)];
+                let verdict = report.outcome(name).map(|o| o.verdict.clone()).unwrap_or(Verdict::Unknown);
+                let agrees = matches!((&verdict, holds), (Verdict::Holds, true) | (Verdict::Violated, false));
+                if !agrees {
+                    let want = if holds { "holds" } else { "violated" };
+                    problems.push(format!("{strategy} / {name}: spec.md expects {want}, the checker found {}", verdict_word(&verdict)));
+                }
+            }
+        }
+    }
+    let incomplete = reports.iter().any(|r| !r.complete);
+    let exit_code = if !problems.is_empty() {
+        1
+    } else if expected.is_some() {
+        u8::from(comparable.is_some() && incomplete)
+    } else if reports.iter().any(CheckReport::any_violated) {
+        1
+    } else if incomplete {
+        3
+    } else {
+        0
+    };
+    Outcome { exit_code, problems, compared_with }
+}
+
+fn verdict_word(verdict: &Verdict) -> &'static str {
+    match verdict {
+        Verdict::Holds => "holds",
+        Verdict::Violated => "violated",
+        Verdict::Reached => "reached",
+        Verdict::Unreached => "unreached",
+        Verdict::Unknown => "unknown",
+    }
+}
+
+/// The verdict table, then each counterexample as numbered steps, then the judgement.
+pub fn text(reports: &[CheckReport], outcome: &Outcome) -> String {
+    let mut out = String::new();
+    if let Some(first) = reports.first() {
+        let c = &first.config;
+        let _ = writeln!(
+            out,
+            "bounds: groups {} owners {} partitions {} records {} crashes {} rebalances {} commit-every {} inflight {}",
+            c.groups, c.owners, c.partitions, c.records, c.crashes, c.rebalances, c.commit_every, c.inflight
+        );
+        let _ = writeln!(out, "search: {:?}, {} thread(s){}\n", first.search, first.threads, if first.symmetry { ", symmetry" } else { "" });
+    }
+    out.push_str(&table(reports));
+    for report in reports {
+        let model = ConsumerModel::new(report.config.clone());
+        for property in report.properties.iter().filter(|p| p.verdict == Verdict::Violated) {
+            let _ = writeln!(out, "\n{} violates {} in {} steps:", report.config.strategy, property.name, property.actions.len());
+            out.push_str(&numbered_steps(&model, &property.actions));
+        }
+    }
+    let _ = writeln!(out, "\ncompared with {}", outcome.compared_with);
+    for problem in &outcome.problems {
+        let _ = writeln!(out, "MISMATCH {problem}");
+    }
+    let summary = match outcome.exit_code {
+        0 => "OK: every verdict as expected, every sometimes property reached",
+        1 if outcome.problems.is_empty() => "FAILED: a safety property is violated",
+        1 => "FAILED",
+        _ => "INCONCLUSIVE: the search did not finish and found no violation",
+    };
+    let _ = writeln!(out, "{summary}");
+    out
+}
+
+fn table(reports: &[CheckReport]) -> String {
+    let mut header = vec!["strategy".to_string()];
+    header.extend(SAFETY.iter().map(|s| s.to_string()));
+    header.extend(["sometimes", "states", "unique", "depth", "seconds"].map(String::from));
+    let mut rows = vec![header];
+    for report in reports {
+        let mut row = vec![report.config.strategy.to_string()];
+        for name in SAFETY {
+            row.push(match report.outcome(name) {
+                Some(o) if o.verdict == Verdict::Violated => format!("VIOLATED ({})", o.actions.len()),
+                Some(o) => verdict_word(&o.verdict).to_string(),
+                None => "-".to_string(),
+            });
+        }
+        let sometimes: Vec<_> = report.properties.iter().filter(|p| p.expectation == "sometimes").collect();
+        let reached = sometimes.iter().filter(|p| p.verdict == Verdict::Reached).count();
+        row.push(format!("{reached}/{}", sometimes.len()));
+        row.push(report.states.to_string());
+        row.push(report.unique_states.to_string());
+        row.push(report.max_depth.to_string());
+        row.push(format!("{:.2}", report.seconds));
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..rows[0].len()).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for (index, row) in rows.iter().enumerate() {
+        let cells: Vec<String> = row.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+        if index == 0 {
+            let _ = writeln!(out, "{}", widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  "));
+        }
+    }
+    out
+}
+
+/// A counterexample as numbered, human-readable steps.
+pub fn numbered_steps(model: &ConsumerModel, actions: &[model::Action]) -> String {
+    let states = model::check::replay(model, actions).expect("a minimised counterexample replays");
+    let mut out = String::new();
+    for (index, (state, action)) in states.iter().zip(actions).enumerate() {
+        let _ = writeln!(out, "  {:>2}. {}", index + 1, model.describe_step(state, action));
+    }
+    out
+}
+
+pub fn json(reports: &[CheckReport], outcome: &Outcome) -> String {
+    let document = serde_json::json!({
+        "format": "onceproof-check",
+        "version": 1,
+        "ok": outcome.exit_code == 0,
+        "exit_code": outcome.exit_code,
+        "compared_with": outcome.compared_with,
+        "problems": outcome.problems,
+        "peak_rss_kib": peak_rss_kib(),
+        "reports": reports,
+    });
+    serde_json::to_string_pretty(&document).expect("reports always serialise")
+}
+
+/// The process's peak resident set size (VmHWM), when the platform tells it.
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Creates the traces directory and proves it writable before any checking starts.
+pub fn prepare_traces_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create traces directory {}", dir.display()))?;
+    let probe = dir.join(".onceproof-write-test");
+    std::fs::write(&probe, b"").with_context(|| format!("traces directory {} is not writable", dir.display()))?;
+    std::fs::remove_file(&probe).with_context(|| format!("cannot clean up {}", probe.display()))?;
+    Ok(())
+}
+
+/// Writes one trace file per violated safety property of `report`.
+pub fn write_traces(dir: &Path, model: &ConsumerModel, report: &CheckReport) -> anyhow::Result<()> {
+    for property in report.properties.iter().filter(|p| p.verdict == Verdict::Violated) {
+        let description = format!(
+            "{} violates {} in {} steps (found by model check, minimised)",
+            report.config.strategy,
+            property.name,
+            property.actions.len()
+        );
+        let trace = Trace::new(model.config.clone(), Some(&property.name), Some(Verdict::Violated), description, property.actions.clone());
+        let path = dir.join(trace.file_name());
+        std::fs::write(&path, trace.to_json()).with_context(|| format!("cannot write trace {}", path.display()))?;
+        eprintln!("  wrote {}", path.display());
+    }
+    Ok(())
+}

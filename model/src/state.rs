@@ -1,0 +1,217 @@
+//! The model's state: the durable log and store, each owner's volatile state, and ghost history.
+
+use crate::config::Config;
+use stateright::Representative;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// An offset in one partition. Bounds keep it far below 256.
+pub type Offset = u8;
+
+/// The whole system: survives-a-crash parts (`log`, each group's `store`) and the rest.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    /// Durable: per partition, the delta of each appended record, indexed by offset.
+    pub log: Vec<Vec<i64>>,
+    pub groups: Vec<Group>,
+    /// Fault budget spent so far (bounded by `Config::crashes` and `Config::rebalances`).
+    pub crashes_used: u8,
+    pub rebalances_used: u8,
+    /// Ghost: one bit per `Witness` reached so far, for the `sometimes` properties.
+    pub witnessed: u16,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Group {
+    pub store: Store,
+    pub owners: Vec<Owner>,
+    pub ghost: Ghost,
+}
+
+/// Durable per group: what the database holds. Never touched by a crash.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Store {
+    /// The effect: the sum of the deltas the group applied.
+    pub total: i64,
+    pub partitions: Vec<PartitionRow>,
+    /// Processed-id table of the dedup strategies: (partition, offset).
+    pub processed: BTreeSet<(u8, Offset)>,
+}
+
+/// Durable per (group, partition): progress, ownership and the offset stamp.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PartitionRow {
+    /// The committed checkpoint: the next offset to process.
+    pub next_offset: Offset,
+    /// The current owner epoch (fencing token); bumped by every rebalance.
+    pub epoch: u8,
+    /// The owner the coordinator assigned the partition to.
+    pub owner: u8,
+    /// `offset-stamp`: the highest offset whose effect was applied.
+    pub stamp: Option<Offset>,
+}
+
+/// Volatile per owner process: lost by a crash.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Owner {
+    pub alive: bool,
+    /// Per partition, what the owner believes it owns (`None`: not its partition as far as it knows).
+    pub leases: Vec<Option<Lease>>,
+}
+
+/// An owner's in-memory view of one partition it believes it owns.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Lease {
+    /// The epoch the owner was given; stale once a rebalance bumps the stored one.
+    pub epoch: u8,
+    /// The next offset to fetch.
+    pub position: Offset,
+    /// The next offset this owner last committed or loaded.
+    pub checkpoint: Offset,
+    /// Fetched but unfinished records and where each is inside its strategy.
+    pub records: BTreeMap<Offset, Stage>,
+    /// Parallel strategies: offsets completed at or above `checkpoint`.
+    pub done: BTreeSet<Offset>,
+}
+
+/// Where a fetched record is inside its strategy's sequence of durable writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Stage {
+    /// Read from the log; no durable write yet.
+    Fetched,
+    /// `commit-first`: the next offset is committed, the effect is not applied yet.
+    Committed,
+    /// The effect (or dedup transaction) landed; the next write is pending.
+    EffectApplied,
+    /// `dedup-separate`: the processed id is recorded; the commit is pending.
+    Recorded,
+}
+
+/// Ghost history per group, used only by properties; the real system has no such data.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ghost {
+    /// Per partition and offset: how many times the record's effect was applied.
+    pub applied: Vec<Vec<u8>>,
+    /// Per partition: the highest checkpoint ever stored.
+    pub high_water: Vec<Offset>,
+    /// A durable write by an owner with a stale epoch landed.
+    pub stale_write_landed: bool,
+    /// A step of another group changed this group's store.
+    pub foreign_write: bool,
+}
+
+/// Situations the `sometimes` properties must see reached, one bit each in `State::witnessed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Witness {
+    /// An owner crashed between two durable writes of one record (or with applied, uncommitted records).
+    CrashMidRecord = 0,
+    /// An owner crashed on a partition with durable progress (a committed checkpoint above 0).
+    CrashAfterWrite = 1,
+    /// An owner with a stale epoch attempted a durable write.
+    ZombieWrite = 2,
+    /// An owner fetched a record its group had already applied (a redelivery).
+    Replay = 3,
+    /// The store recognised a redelivered record and skipped its effect.
+    DuplicateSkipped = 4,
+    /// A fenced write was rejected because the owner's epoch was stale.
+    ZombieFenced = 5,
+    /// A record completed while a lower fetched record was still pending.
+    OutOfOrder = 6,
+}
+
+impl Stage {
+    /// Whether the record's effect is still to be applied by the owner holding it.
+    pub fn is_before_effect(self) -> bool {
+        matches!(self, Stage::Fetched | Stage::Committed)
+    }
+}
+
+impl State {
+    pub fn initial(config: &Config) -> State {
+        let partitions = usize::from(config.partitions);
+        let records = usize::from(config.records);
+        let group = Group {
+            store: Store {
+                total: 0,
+                partitions: vec![PartitionRow { next_offset: 0, epoch: 1, owner: 0, stamp: None }; partitions],
+                processed: BTreeSet::new(),
+            },
+            // Owner 0 starts with every partition; the others stand by until a rebalance.
+            owners: (0..config.owners)
+                .map(|owner| Owner {
+                    alive: true,
+                    leases: vec![if owner == 0 { Some(Lease::fresh(1, 0)) } else { None }; partitions],
+                })
+                .collect(),
+            ghost: Ghost {
+                applied: vec![vec![0; records]; partitions],
+                high_water: vec![0; partitions],
+                stale_write_landed: false,
+                foreign_write: false,
+            },
+        };
+        State {
+            log: vec![Vec::new(); partitions],
+            groups: vec![group; usize::from(config.groups)],
+            crashes_used: 0,
+            rebalances_used: 0,
+            witnessed: 0,
+        }
+    }
+
+    pub fn has_witnessed(&self, witness: Witness) -> bool {
+        self.witnessed & (1 << witness as u16) != 0
+    }
+
+    pub fn witness(&mut self, witness: Witness) {
+        self.witnessed |= 1 << witness as u16;
+    }
+
+    pub fn lease(&self, group: u8, owner: u8, partition: u8) -> Option<&Lease> {
+        self.groups[usize::from(group)].owners[usize::from(owner)].leases[usize::from(partition)].as_ref()
+    }
+}
+
+impl Lease {
+    pub fn fresh(epoch: u8, next_offset: Offset) -> Lease {
+        Lease {
+            epoch,
+            position: next_offset,
+            checkpoint: next_offset,
+            records: BTreeMap::new(),
+            done: BTreeSet::new(),
+        }
+    }
+}
+
+/// Owners within a group are interchangeable, and so are the groups themselves (they start
+/// alike and read the same log): sorting the owners of each group (renaming the stored owner of
+/// each partition accordingly), then sorting the groups, yields one representative per
+/// equivalence class. Every property quantifies over all groups and owners alike, so verdicts
+/// are unchanged. Honoured by stateright's DFS and simulation only, not BFS.
+impl Representative for State {
+    fn representative(&self) -> Self {
+        let mut state = self.clone();
+        for group in &mut state.groups {
+            let partitions = group.store.partitions.len();
+            // The sort key includes which partitions the owner is assigned, so that ties are
+            // identical owners and the representative is canonical.
+            let key = |owner: usize| {
+                let assigned: Vec<bool> =
+                    (0..partitions).map(|p| usize::from(group.store.partitions[p].owner) == owner).collect();
+                (group.owners[owner].clone(), assigned)
+            };
+            let mut order: Vec<usize> = (0..group.owners.len()).collect();
+            order.sort_by_key(|&owner| key(owner));
+            let mut renamed = vec![0u8; order.len()];
+            for (new_index, &old_index) in order.iter().enumerate() {
+                renamed[old_index] = new_index as u8;
+            }
+            group.owners = order.iter().map(|&old| group.owners[old].clone()).collect();
+            for row in &mut group.store.partitions {
+                row.owner = renamed[usize::from(row.owner)];
+            }
+        }
+        state.groups.sort();
+        state
+    }
+}

@@ -1,0 +1,382 @@
+//! Which actions are enabled in a state, and what each one does: the transition relation.
+
+use crate::action::Action;
+use crate::config::{Config, Strategy};
+use crate::state::{Lease, Offset, Stage, State, Witness};
+
+/// Appends every action enabled in `state`, in a fixed order (log, owners, coordinator).
+pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>) {
+    for (partition, records) in state.log.iter().enumerate() {
+        if records.len() < usize::from(config.records) {
+            actions.push(Action::Append { partition: partition as u8, delta: config.delta });
+        }
+    }
+    for (g, group) in state.groups.iter().enumerate() {
+        for (o, owner) in group.owners.iter().enumerate() {
+            let (g, o) = (g as u8, o as u8);
+            if !owner.alive {
+                actions.push(Action::Restart { group: g, owner: o });
+                continue;
+            }
+            for (p, lease) in owner.leases.iter().enumerate() {
+                if let Some(lease) = lease {
+                    lease_actions(config, lease, state.log[p].len() as Offset, (g, o, p as u8), actions);
+                }
+            }
+            // Only an owner holding a partition has anything to lose; crashing an idle standby
+            // would only add states.
+            if state.crashes_used < config.crashes && owner.leases.iter().any(Option::is_some) {
+                actions.push(Action::Crash { group: g, owner: o });
+            }
+        }
+    }
+    if state.rebalances_used < config.rebalances {
+        for (g, group) in state.groups.iter().enumerate() {
+            for (p, row) in group.store.partitions.iter().enumerate() {
+                for to_owner in (0..config.owners).filter(|&o| o != row.owner) {
+                    actions.push(Action::Rebalance { group: g as u8, partition: p as u8, to_owner });
+                }
+            }
+        }
+    }
+}
+
+/// The owner steps a lease allows under the configured strategy.
+fn lease_actions(config: &Config, lease: &Lease, log_end: Offset, (group, owner, partition): (u8, u8, u8), actions: &mut Vec<Action>) {
+    let fetch = Action::Fetch { group, owner, partition, offset: lease.position };
+    let commit = |next_offset| Action::CommitOffset { group, owner, partition, next_offset };
+    if config.strategy.is_parallel() {
+        // The owner commits as soon as a completion moves its commit target, before it fetches
+        // or completes anything else; other owners, groups and faults still interleave.
+        if let Some(next_offset) = parallel_commit_target(config.strategy, lease) {
+            actions.push(commit(next_offset));
+            return;
+        }
+        if lease.position < log_end && lease.records.len() < usize::from(config.inflight) {
+            actions.push(fetch);
+        }
+        for &offset in lease.records.keys() {
+            actions.push(Action::ApplyEffect { group, owner, partition, offset });
+        }
+        return;
+    }
+    let Some((&offset, &stage)) = lease.records.iter().next() else {
+        // No record in flight: fetch the next one, or checkpoint first (periodic strategies).
+        let finished = lease.position - lease.checkpoint;
+        if config.strategy.is_periodic() {
+            if finished > 0 && (finished >= config.commit_every || lease.position == log_end) {
+                actions.push(commit(lease.position));
+            }
+            if finished < config.commit_every && lease.position < log_end {
+                actions.push(fetch);
+            }
+        } else if lease.position < log_end {
+            actions.push(fetch);
+        }
+        return;
+    };
+    let step = |kind: fn(u8, u8, u8, Offset) -> Action| kind(group, owner, partition, offset);
+    let apply_effect = |g, o, p, offset| Action::ApplyEffect { group: g, owner: o, partition: p, offset };
+    actions.push(match (config.strategy, stage) {
+        (Strategy::CommitFirst, Stage::Fetched) => commit(offset + 1),
+        (Strategy::CommitFirst, Stage::Committed) => step(apply_effect),
+        (Strategy::EffectFirst | Strategy::PeriodicCommit | Strategy::DedupSeparate, Stage::Fetched) => step(apply_effect),
+        (Strategy::EffectFirst | Strategy::DedupAtomic, Stage::EffectApplied) => commit(offset + 1),
+        (Strategy::DedupSeparate, Stage::EffectApplied) => {
+            step(|g, o, p, offset| Action::InsertProcessed { group: g, owner: o, partition: p, offset })
+        }
+        (Strategy::DedupSeparate, Stage::Recorded) => commit(offset + 1),
+        (Strategy::OffsetStamp, Stage::Fetched) => {
+            step(|g, o, p, offset| Action::ApplyStamped { group: g, owner: o, partition: p, offset })
+        }
+        (Strategy::DedupAtomic, Stage::Fetched) => {
+            step(|g, o, p, offset| Action::ApplyDeduped { group: g, owner: o, partition: p, offset })
+        }
+        (Strategy::Atomic | Strategy::AtomicFenced | Strategy::AtomicCas, Stage::Fetched) => {
+            step(|g, o, p, offset| Action::ApplyAtomic { group: g, owner: o, partition: p, offset })
+        }
+        (strategy, stage) => unreachable!("{strategy} never leaves a record in stage {stage:?}"),
+    });
+}
+
+/// The next offset a parallel owner would commit now, if it is above its last checkpoint.
+/// `parallel-max` takes the highest completed offset + 1 (the trap: lower records may still be
+/// pending); `parallel-watermark` takes the end of the contiguous completed prefix.
+pub fn parallel_commit_target(strategy: Strategy, lease: &Lease) -> Option<Offset> {
+    let target = match strategy {
+        Strategy::ParallelMax => lease.done.iter().next_back().map_or(lease.checkpoint, |&max| max + 1),
+        Strategy::ParallelWatermark => {
+            let mut next = lease.checkpoint;
+            while lease.done.contains(&next) {
+                next += 1;
+            }
+            next
+        }
+        other => unreachable!("{other} is not a parallel strategy"),
+    };
+    (target > lease.checkpoint).then_some(target)
+}
+
+/// Applies `action` to a copy of `state`. Dispatches to one helper per kind of step.
+pub fn next_state(config: &Config, state: &State, action: Action) -> State {
+    let mut next = state.clone();
+    match action {
+        Action::Append { partition, delta } => next.log[usize::from(partition)].push(delta),
+        Action::Fetch { group, owner, partition, offset } => fetch(&mut next, (group, owner, partition), offset),
+        Action::Crash { group, owner } => crash(config, &mut next, group, owner),
+        Action::Restart { group, owner } => restart(&mut next, group, owner),
+        Action::Rebalance { group, partition, to_owner } => rebalance(&mut next, group, partition, to_owner),
+        write => owner_write(config, &mut next, write),
+    }
+    if let Some(acting) = action.group() {
+        record_foreign_writes(state, &mut next, acting);
+    }
+    next
+}
+
+fn fetch(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
+    if state.groups[usize::from(group)].ghost.applied[usize::from(partition)][usize::from(offset)] > 0 {
+        state.witness(Witness::Replay);
+    }
+    let lease = lease_mut(state, group, owner, partition);
+    assert_eq!(lease.position, offset, "fetch must read the record at the owner's position");
+    lease.records.insert(offset, Stage::Fetched);
+    lease.position = offset + 1;
+}
+
+fn crash(config: &Config, state: &mut State, group: u8, owner: u8) {
+    let group_state = &state.groups[usize::from(group)];
+    let leases = &group_state.owners[usize::from(owner)].leases;
+    let mid_record = leases.iter().flatten().any(|lease| is_mid_record(config, lease));
+    // After a write: the crash falls on a partition with durable progress behind it, so the
+    // restart has a checkpoint to resume from rather than the beginning of the log.
+    let after_write = leases
+        .iter()
+        .zip(&group_state.store.partitions)
+        .any(|(lease, row)| lease.is_some() && row.next_offset > 0);
+    if mid_record {
+        state.witness(Witness::CrashMidRecord);
+    }
+    if after_write {
+        state.witness(Witness::CrashAfterWrite);
+    }
+    let owner = &mut state.groups[usize::from(group)].owners[usize::from(owner)];
+    owner.alive = false;
+    owner.leases.iter_mut().for_each(|lease| *lease = None);
+    state.crashes_used += 1;
+}
+
+/// Whether a crash now falls between two durable writes of a record: a record past its first
+/// write, or records applied but not yet covered by a checkpoint.
+fn is_mid_record(config: &Config, lease: &Lease) -> bool {
+    let past_first_write = lease.records.values().any(|&stage| stage != Stage::Fetched);
+    let applied_uncommitted = if config.strategy.is_parallel() {
+        !lease.done.is_empty()
+    } else if config.strategy.is_periodic() {
+        lease.position - lease.checkpoint > lease.records.len() as Offset
+    } else {
+        false
+    };
+    past_first_write || applied_uncommitted
+}
+
+fn restart(state: &mut State, group: u8, owner: u8) {
+    let group = &mut state.groups[usize::from(group)];
+    let rows = &group.store.partitions;
+    let owner_state = &mut group.owners[usize::from(owner)];
+    owner_state.alive = true;
+    for (partition, row) in rows.iter().enumerate() {
+        // The coordinator hands the restarted owner its assignment at the current epoch; it
+        // resumes from the committed checkpoint.
+        if row.owner == owner {
+            owner_state.leases[partition] = Some(Lease::fresh(row.epoch, row.next_offset));
+        }
+    }
+}
+
+fn rebalance(state: &mut State, group: u8, partition: u8, to_owner: u8) {
+    state.rebalances_used += 1;
+    let group = &mut state.groups[usize::from(group)];
+    let row = &mut group.store.partitions[usize::from(partition)];
+    row.epoch += 1;
+    row.owner = to_owner;
+    let lease = Lease::fresh(row.epoch, row.next_offset);
+    // The old owner is not told: its lease stays as it is, a zombie. A crashed new owner
+    // picks the partition up when it restarts.
+    let new_owner = &mut group.owners[usize::from(to_owner)];
+    if new_owner.alive {
+        new_owner.leases[usize::from(partition)] = Some(lease);
+    }
+}
+
+/// Every durable write an owner attempts: effect, dedup row, checkpoint, or a transaction.
+fn owner_write(config: &Config, state: &mut State, action: Action) {
+    let (group, owner, partition) = action.lease_step().expect("owner writes act on a lease");
+    let stored_epoch = state.groups[usize::from(group)].store.partitions[usize::from(partition)].epoch;
+    let stale = lease_mut(state, group, owner, partition).epoch != stored_epoch;
+    if stale {
+        state.witness(Witness::ZombieWrite);
+    }
+    let landed = match action {
+        Action::ApplyEffect { offset, .. } => apply_effect(config, state, (group, owner, partition), offset),
+        Action::InsertProcessed { offset, .. } => insert_processed(state, (group, owner, partition), offset),
+        Action::CommitOffset { next_offset, .. } => commit_offset(config, state, (group, owner, partition), next_offset),
+        Action::ApplyStamped { offset, .. } => apply_stamped(state, (group, owner, partition), offset),
+        Action::ApplyDeduped { offset, .. } => apply_deduped(state, (group, owner, partition), offset),
+        Action::ApplyAtomic { offset, .. } => apply_atomic(config, state, (group, owner, partition), offset, stale),
+        other => unreachable!("{other} is not an owner write"),
+    };
+    if landed && stale {
+        state.groups[usize::from(group)].ghost.stale_write_landed = true;
+    }
+}
+
+/// Adds the record's delta to the group's total and counts the application in the ghost.
+fn add_effect(state: &mut State, group: u8, partition: u8, offset: Offset) {
+    let delta = state.log[usize::from(partition)][usize::from(offset)];
+    let group = &mut state.groups[usize::from(group)];
+    group.store.total += delta;
+    group.ghost.applied[usize::from(partition)][usize::from(offset)] += 1;
+}
+
+fn apply_effect(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) -> bool {
+    let already_processed = config.strategy == Strategy::DedupSeparate
+        && state.groups[usize::from(group)].store.processed.contains(&(partition, offset));
+    if already_processed {
+        state.witness(Witness::DuplicateSkipped);
+    } else {
+        add_effect(state, group, partition, offset);
+    }
+    let lease = lease_mut(state, group, owner, partition);
+    match config.strategy {
+        Strategy::CommitFirst | Strategy::PeriodicCommit => {
+            lease.records.remove(&offset);
+        }
+        Strategy::EffectFirst => {
+            lease.records.insert(offset, Stage::EffectApplied);
+        }
+        Strategy::DedupSeparate => {
+            // A processed id means the effect and its id both landed before: only the commit is left.
+            lease.records.insert(offset, if already_processed { Stage::Recorded } else { Stage::EffectApplied });
+        }
+        Strategy::ParallelMax | Strategy::ParallelWatermark => {
+            lease.records.remove(&offset);
+            let out_of_order = lease.records.keys().any(|&pending| pending < offset);
+            // Keep only what the commit target depends on, so equal futures are equal states:
+            // completions below the checkpoint are already covered, and parallel-max needs
+            // nothing but the highest completion.
+            if offset >= lease.checkpoint {
+                lease.done.insert(offset);
+            }
+            if config.strategy == Strategy::ParallelMax {
+                let highest = lease.done.last().copied();
+                lease.done.retain(|&done| Some(done) == highest);
+            }
+            if out_of_order {
+                state.witness(Witness::OutOfOrder);
+            }
+        }
+        other => unreachable!("{other} has no separate effect write"),
+    }
+    !already_processed
+}
+
+fn insert_processed(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) -> bool {
+    state.groups[usize::from(group)].store.processed.insert((partition, offset));
+    lease_mut(state, group, owner, partition).records.insert(offset, Stage::Recorded);
+    true
+}
+
+fn commit_offset(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), next_offset: Offset) -> bool {
+    store_checkpoint(state, group, partition, next_offset);
+    let lease = lease_mut(state, group, owner, partition);
+    lease.checkpoint = next_offset;
+    match config.strategy {
+        // Commit-first commits before the effect: the record stays in flight until applied.
+        Strategy::CommitFirst => {
+            lease.records.insert(next_offset - 1, Stage::Committed);
+        }
+        Strategy::ParallelMax | Strategy::ParallelWatermark => {
+            lease.done.retain(|&offset| offset >= next_offset);
+        }
+        Strategy::PeriodicCommit | Strategy::OffsetStamp => {}
+        _ => {
+            lease.records.remove(&(next_offset - 1));
+        }
+    }
+    true
+}
+
+/// Writes a group's committed next offset and tracks its high-water mark in the ghost.
+fn store_checkpoint(state: &mut State, group: u8, partition: u8, next_offset: Offset) {
+    let group = &mut state.groups[usize::from(group)];
+    group.store.partitions[usize::from(partition)].next_offset = next_offset;
+    let high_water = &mut group.ghost.high_water[usize::from(partition)];
+    *high_water = (*high_water).max(next_offset);
+}
+
+fn apply_stamped(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) -> bool {
+    let stamp = state.groups[usize::from(group)].store.partitions[usize::from(partition)].stamp;
+    let newer = stamp.map_or(true, |stamp| offset > stamp);
+    if newer {
+        add_effect(state, group, partition, offset);
+        state.groups[usize::from(group)].store.partitions[usize::from(partition)].stamp = Some(offset);
+    } else {
+        state.witness(Witness::DuplicateSkipped);
+    }
+    lease_mut(state, group, owner, partition).records.remove(&offset);
+    newer
+}
+
+fn apply_deduped(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) -> bool {
+    let fresh = state.groups[usize::from(group)].store.processed.insert((partition, offset));
+    if fresh {
+        add_effect(state, group, partition, offset);
+    } else {
+        state.witness(Witness::DuplicateSkipped);
+    }
+    lease_mut(state, group, owner, partition).records.insert(offset, Stage::EffectApplied);
+    fresh
+}
+
+/// One transaction with the effect and the next offset. `atomic` writes the offset blindly;
+/// `atomic-fenced` first checks the epoch and aborts when stale, and the owner, told, drops the
+/// partition; `atomic-cas` reads the stored next offset and skips a record below it.
+fn apply_atomic(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset, stale: bool) -> bool {
+    if config.strategy == Strategy::AtomicFenced && stale {
+        state.witness(Witness::ZombieFenced);
+        state.groups[usize::from(group)].owners[usize::from(owner)].leases[usize::from(partition)] = None;
+        return false;
+    }
+    let stored = state.groups[usize::from(group)].store.partitions[usize::from(partition)].next_offset;
+    if config.strategy == Strategy::AtomicCas {
+        assert!(offset <= stored, "an atomic-cas owner never runs ahead of the stored offset it serialises on");
+        if offset < stored {
+            state.witness(Witness::DuplicateSkipped);
+            lease_mut(state, group, owner, partition).records.remove(&offset);
+            return false;
+        }
+    }
+    add_effect(state, group, partition, offset);
+    store_checkpoint(state, group, partition, offset + 1);
+    let lease = lease_mut(state, group, owner, partition);
+    lease.records.remove(&offset);
+    lease.checkpoint = offset + 1;
+    true
+}
+
+/// Group isolation, checked on every step: if the acting group's step changed another group's
+/// store, the victim's ghost records it. Stores are compared whole, so any stray write shows.
+fn record_foreign_writes(before: &State, after: &mut State, acting: u8) {
+    for (g, group) in after.groups.iter_mut().enumerate() {
+        if g != usize::from(acting) && group.store != before.groups[g].store {
+            group.ghost.foreign_write = true;
+        }
+    }
+}
+
+fn lease_mut(state: &mut State, group: u8, owner: u8, partition: u8) -> &mut Lease {
+    state.groups[usize::from(group)].owners[usize::from(owner)].leases[usize::from(partition)]
+        .as_mut()
+        .expect("an owner step needs the owner's lease on the partition")
+}

@@ -1,0 +1,92 @@
+//! The versioned trace file: a configuration and a list of action values, replayable anywhere.
+
+use crate::action::Action;
+use crate::check::Verdict;
+use crate::config::Config;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Written in every trace file so that a reader can refuse files it does not understand.
+pub const TRACE_FORMAT: &str = "onceproof-trace";
+pub const TRACE_VERSION: u32 = 1;
+
+/// A replayable run: the bounds and strategy, the actions by value, and what it demonstrates.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Trace {
+    pub format: String,
+    pub version: u32,
+    pub config: Config,
+    /// The property this trace demonstrates (a counterexample or an example), if any.
+    pub property: Option<String>,
+    /// The verdict the property gets at the end of the trace: `violated` or `reached`.
+    pub verdict: Option<Verdict>,
+    /// One line for readers: what the trace shows.
+    pub description: String,
+    pub actions: Vec<Action>,
+}
+
+/// Why a trace file could not be read. Each is rendered as one line.
+#[derive(Debug)]
+pub enum TraceError {
+    Json(serde_json::Error),
+    WrongFormat(String),
+    WrongVersion(u32),
+    BadConfig(String),
+}
+
+impl fmt::Display for TraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TraceError::Json(error) => write!(f, "not a valid trace: {error}"),
+            TraceError::WrongFormat(found) => write!(f, "format is '{found}', expected '{TRACE_FORMAT}'"),
+            TraceError::WrongVersion(found) => {
+                write!(f, "trace format version {found} is not supported (this build reads version {TRACE_VERSION})")
+            }
+            TraceError::BadConfig(why) => write!(f, "the trace's config is invalid: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+impl Trace {
+    pub fn new(config: Config, property: Option<&str>, verdict: Option<Verdict>, description: String, actions: Vec<Action>) -> Trace {
+        Trace {
+            format: TRACE_FORMAT.to_string(),
+            version: TRACE_VERSION,
+            config,
+            property: property.map(str::to_string),
+            verdict,
+            description,
+            actions,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).expect("a trace always serialises");
+        text.push('\n');
+        text
+    }
+
+    /// Parses a trace, checking the format name and version before anything else.
+    pub fn from_json(text: &str) -> Result<Trace, TraceError> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(TraceError::Json)?;
+        let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("<missing>");
+        if format != TRACE_FORMAT {
+            return Err(TraceError::WrongFormat(format.to_string()));
+        }
+        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
+        if version != TRACE_VERSION {
+            return Err(TraceError::WrongVersion(version));
+        }
+        let trace: Trace = serde_json::from_value(value).map_err(TraceError::Json)?;
+        trace.config.validate().map_err(TraceError::BadConfig)?;
+        Ok(trace)
+    }
+
+    /// The file name a counterexample is saved under: `STRATEGY--PROPERTY.json`.
+    pub fn file_name(&self) -> String {
+        format!("{}--{}.json", self.config.strategy, self.property.as_deref().unwrap_or("run"))
+    }
+}
