@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Search {
-    /// Breadth-first: complete, and its counterexamples are short. Ignores symmetry.
+    /// Breadth-first: complete. Ignores symmetry.
     Bfs,
     /// Depth-first: complete; honours symmetry reduction.
     Dfs,
@@ -118,11 +118,18 @@ pub fn run(model: &ConsumerModel, options: &CheckOptions, progress: &mut dyn FnM
         Search::Dfs => finish(builder.spawn_dfs(), started, options, progress),
         Search::Simulation => finish(builder.spawn_simulation(options.seed, UniformChooser), started, options, progress),
     };
-    let properties = model
-        .properties()
+    let properties = model.properties();
+    let discovered: Vec<Property<ConsumerModel>> =
+        properties.iter().filter(|p| discoveries.iter().any(|(name, _)| *name == p.name)).cloned().collect();
+    let depth_max = discoveries.iter().map(|(_, path)| path.len()).max().unwrap_or(0);
+    let shortest = crate::shortest::shortest_discoveries(model, &discovered, depth_max);
+    let properties = properties
         .iter()
         .map(|property| {
-            let found = discoveries.iter().find(|(name, _)| *name == property.name).map(|(_, path)| path.clone());
+            // Prefer the shortest path; keep the checker's own if the bounded search gave up.
+            let found = shortest.get(property.name).cloned().or_else(|| {
+                discoveries.iter().find(|(name, _)| *name == property.name).map(|(_, path)| path.clone())
+            });
             outcome(model, property, found, complete)
         })
         .collect();

@@ -10,6 +10,7 @@ pub mod check;
 pub mod config;
 pub mod expected;
 pub mod properties;
+pub mod shortest;
 pub mod state;
 pub mod step;
 pub mod svg;

@@ -104,7 +104,7 @@ struct CheckArgs {
     #[arg(long)]
     jobs: Option<usize>,
     /// Stop after this many seconds; unfinished verdicts are `unknown` (simulation: default 10).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     timeout: Option<f64>,
     /// Treat owners of a group as interchangeable (honoured by dfs and simulation only).
     #[arg(long)]
@@ -158,13 +158,13 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         config.validate().map_err(anyhow::Error::msg)?;
     }
     let options = check_options(&args)?;
-    if let Some(dir) = &args.traces {
-        report::prepare_traces_dir(dir)?;
-    }
-    let expected = model::expected::from_spec().map_err(|e| anyhow::anyhow!("spec.md: {e}"))?;
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     if jobs == 0 || jobs > 64 {
         bail!("--jobs {jobs} is out of range: accepted values are 1..=64");
+    }
+    let expected = model::expected::from_spec().map_err(|e| anyhow::anyhow!("spec.md: {e}"))?;
+    if let Some(dir) = &args.traces {
+        report::prepare_traces_dir(dir)?;
     }
     let reports = check_all(configs, &options, jobs);
     if let Some(dir) = &args.traces {

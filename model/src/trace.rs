@@ -31,7 +31,8 @@ pub struct Trace {
 pub enum TraceError {
     Json(serde_json::Error),
     WrongFormat(String),
-    WrongVersion(u32),
+    MissingVersion,
+    WrongVersion(String),
     BadConfig(String),
 }
 
@@ -40,6 +41,7 @@ impl fmt::Display for TraceError {
         match self {
             TraceError::Json(error) => write!(f, "not a valid trace: {error}"),
             TraceError::WrongFormat(found) => write!(f, "format is '{found}', expected '{TRACE_FORMAT}'"),
+            TraceError::MissingVersion => write!(f, "the trace has no format version"),
             TraceError::WrongVersion(found) => {
                 write!(f, "trace format version {found} is not supported (this build reads version {TRACE_VERSION})")
             }
@@ -63,10 +65,20 @@ impl Trace {
         }
     }
 
+    /// Pretty JSON with one action per line, so that a trace reads (and diffs) step by step.
     pub fn to_json(&self) -> String {
-        let mut text = serde_json::to_string_pretty(self).expect("a trace always serialises");
-        text.push('\n');
-        text
+        let actions: Vec<String> = self.actions.iter().map(|a| format!("    {}", compact(a))).collect();
+        format!(
+            "{{\n  \"format\": {},\n  \"version\": {},\n  \"config\": {},\n  \"property\": {},\n  \
+             \"verdict\": {},\n  \"description\": {},\n  \"actions\": [\n{}\n  ]\n}}\n",
+            compact(&self.format),
+            self.version,
+            compact(&self.config),
+            compact(&self.property),
+            compact(&self.verdict),
+            compact(&self.description),
+            actions.join(",\n")
+        )
     }
 
     /// Parses a trace, checking the format name and version before anything else.
@@ -76,9 +88,9 @@ impl Trace {
         if format != TRACE_FORMAT {
             return Err(TraceError::WrongFormat(format.to_string()));
         }
-        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
-        if version != TRACE_VERSION {
-            return Err(TraceError::WrongVersion(version));
+        let version = value.get("version").ok_or(TraceError::MissingVersion)?;
+        if version.as_u64() != Some(u64::from(TRACE_VERSION)) {
+            return Err(TraceError::WrongVersion(version.to_string()));
         }
         let trace: Trace = serde_json::from_value(value).map_err(TraceError::Json)?;
         trace.config.validate().map_err(TraceError::BadConfig)?;
@@ -89,4 +101,9 @@ impl Trace {
     pub fn file_name(&self) -> String {
         format!("{}--{}.json", self.config.strategy, self.property.as_deref().unwrap_or("run"))
     }
+}
+
+/// One-line JSON of a trace part.
+fn compact<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("trace parts always serialise")
 }

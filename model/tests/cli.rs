@@ -1,0 +1,214 @@
+//! The `model` command line, run as a process: exit codes, output, trace files and input errors.
+
+use model::check::{self, Verdict};
+use model::trace::Trace;
+use model::{Action, ConsumerModel};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The bounds every run here uses: small enough for the debug binary to check all strategies
+/// in about a second. The default bounds take minutes in debug mode.
+const SMALL: [&str; 4] = ["--groups", "1", "--records", "2"];
+
+/// Runs the debug binary Cargo built for these tests: `model check ARGS...`.
+fn model_check(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_model")).arg("check").args(args).output().expect("the model binary runs")
+}
+
+fn small_check(extra: &[&str]) -> Output {
+    model_check(&[extra, &SMALL[..]].concat())
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
+}
+
+/// A scratch directory under Cargo's per-target temporary directory, removed when dropped.
+/// The process id in its name keeps concurrent test runs apart.
+struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    fn new(name: &str) -> ScratchDir {
+        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{name}-{}", std::process::id()));
+        // A leftover from a run that was killed before its cleanup must not leak into this one.
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("the scratch directory can be created");
+        ScratchDir(path)
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The properties `atomic` violates at the small bounds (see verdicts.rs for the full table).
+const ATOMIC_VIOLATIONS: [&str; 4] = ["no-duplicate", "effectively-once", "monotonic-checkpoint", "fenced-writes"];
+
+/// Asserts that `actions` replay through the small `atomic` model into a violation of `property`.
+fn assert_atomic_counterexample(property: &str, actions: &[Action]) {
+    let model = ConsumerModel::new(model::Config { groups: 1, records: 2, ..model::Config::new(model::Strategy::Atomic) });
+    let states = check::replay(&model, actions).unwrap_or_else(|e| panic!("{property}: {e}"));
+    let checked = check::property_named(&model, property).expect("a property of atomic");
+    assert!(check::is_discovery(&model, &checked, states.last().expect("replay yields states")), "{property}");
+}
+
+#[test]
+fn a_strategy_that_keeps_every_guarantee_exits_0() {
+    let output = small_check(&["--strategy", "atomic-fenced"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}{}", stderr(&output));
+    let row = text.lines().find(|line| line.starts_with("atomic-fenced")).expect("a table row for atomic-fenced");
+    // All six safety properties hold, so the row has six `holds` cells and no violation.
+    assert_eq!(row.matches("holds").count(), 6, "{row}");
+    assert!(!text.contains("VIOLATED"), "{text}");
+}
+
+#[test]
+fn a_violation_exits_1_with_a_numbered_counterexample() {
+    let output = small_check(&["--strategy", "atomic"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}{}", stderr(&output));
+    let heading = "atomic violates no-duplicate in ";
+    let start = text.find(heading).unwrap_or_else(|| panic!("no '{heading}' in:\n{text}"));
+    let mut lines = text[start..].lines();
+    let first = lines.next().expect("the heading line");
+    let steps: usize = first[heading.len()..].trim_end_matches(" steps:").parse().expect("the heading gives a step count");
+    // The heading's count is the number of numbered steps printed under it, 1 to N in order.
+    let numbers: Vec<usize> = lines
+        .map_while(|line| line.trim_start().split_once(". ").and_then(|(number, _)| number.parse().ok()))
+        .collect();
+    assert_eq!(numbers, (1..=steps).collect::<Vec<_>>(), "{text}");
+    assert!(text.contains("FAILED: a safety property is violated"), "{text}");
+}
+
+#[test]
+fn json_output_carries_every_violation_with_its_actions() {
+    let output = small_check(&["--json", "--strategy", "atomic"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let document: Value = serde_json::from_str(&stdout(&output)).expect("stdout is one JSON document");
+    assert_eq!((document["ok"].as_bool(), document["exit_code"].as_u64()), (Some(false), Some(1)));
+    let properties = document["reports"][0]["properties"].as_array().expect("reports[0].properties is an array");
+    let violated: Vec<&Value> = properties.iter().filter(|p| p["verdict"] == "violated").collect();
+    let names: Vec<&str> = violated.iter().map(|p| p["name"].as_str().expect("a property name")).collect();
+    assert_eq!(names, ATOMIC_VIOLATIONS);
+    for property in violated {
+        let name = property["name"].as_str().expect("a property name");
+        let actions: Vec<Action> = serde_json::from_value(property["actions"].clone()).expect("actions are action values");
+        assert!(!actions.is_empty(), "{name}");
+        assert_atomic_counterexample(name, &actions);
+    }
+}
+
+#[test]
+fn traces_are_written_one_file_per_violation_and_replay() {
+    let dir = ScratchDir::new("traces");
+    let traces = dir.0.join("nested").join("traces");
+    let traces_arg = traces.to_str().expect("the scratch path is UTF-8");
+    let output = small_check(&["--strategy", "atomic", "--traces", traces_arg]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let mut files: Vec<String> = std::fs::read_dir(&traces)
+        .expect("the traces directory was created")
+        .map(|entry| entry.expect("a directory entry").file_name().into_string().expect("a UTF-8 file name"))
+        .collect();
+    files.sort();
+    // Only the trace files are there: in particular, the writability probe was removed.
+    let mut expected: Vec<String> = ATOMIC_VIOLATIONS.iter().map(|p| format!("atomic--{p}.json")).collect();
+    expected.sort();
+    assert_eq!(files, expected);
+    let text = std::fs::read_to_string(traces.join("atomic--no-duplicate.json")).expect("the trace is readable");
+    let trace = Trace::from_json(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((trace.property.as_deref(), trace.verdict), (Some("no-duplicate"), Some(Verdict::Violated)));
+    assert_eq!((trace.config.groups, trace.config.records), (1, 2));
+    assert_atomic_counterexample("no-duplicate", &trace.actions);
+}
+
+#[test]
+fn bad_input_exits_2_with_an_error_line_and_no_output() {
+    let dir = ScratchDir::new("bad-input");
+    let file = dir.0.join("a-file");
+    std::fs::write(&file, "not a directory").expect("the scratch file can be written");
+    let under_file = file.join("traces");
+    let under_file = under_file.to_str().expect("the scratch path is UTF-8");
+    // (arguments, text the first stderr line must contain, whether clap reports it). Clap adds
+    // a usage hint after its error line; the model's own errors are exactly one line.
+    let cases: Vec<(Vec<&str>, &str, bool)> = vec![
+        (vec!["--strategy", "exactly-once", "--groups", "1", "--records", "2"], "unknown strategy 'exactly-once'", true),
+        (vec!["--groups", "1", "--records", "0"], "--records 0 is out of range: accepted values are 1..=8", false),
+        (vec!["--groups", "1", "--records", "50"], "--records 50 is out of range", false),
+        (vec!["--groups", "1", "--records", "300"], "300 is not in 0..=255", true),
+        (vec!["--groups", "1", "--records", "2", "--partitions", "3"], "--partitions 3 is out of range", false),
+        (vec!["--groups", "1", "--records", "2", "--commit-every", "3"], "--commit-every 3 is out of range", false),
+        (vec!["--groups", "1", "--records", "2", "--delta", "0"], "--delta 0", false),
+        (vec!["--groups", "1", "--records", "2", "--threads", "0"], "--threads 0 is out of range", false),
+        (vec!["--groups", "1", "--records", "2", "--jobs", "0"], "--jobs 0 is out of range", false),
+        // Clap takes `-1` after a space for a flag of its own, so only the `=` form reaches the
+        // model's own check of the value.
+        (vec!["--groups", "1", "--records", "2", "--timeout", "-1"], "-1", true),
+        (vec!["--groups", "1", "--records", "2", "--timeout=-1"], "--timeout -1 is not a positive number of seconds", false),
+        (vec!["--groups", "1", "--records", "2", "--timeout", "0"], "--timeout 0 is not a positive number of seconds", false),
+        (vec!["--groups", "1", "--records", "2", "--symmetry"], "--symmetry is honoured only by --search dfs or simulation", false),
+        (vec!["--groups", "1", "--records", "2", "--search", "bfs", "--symmetry"], "--symmetry is honoured only by", false),
+        (vec!["--groups", "1", "--records", "2", "--traces", under_file], "cannot create traces directory", false),
+    ];
+    for (args, expected, from_clap) in cases {
+        let output = model_check(&args);
+        let errors = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {errors}");
+        assert_eq!(stdout(&output), "", "{args:?}");
+        let first = errors.lines().next().unwrap_or_default();
+        assert!(first.starts_with("error: "), "{args:?}: {errors}");
+        assert!(first.contains(expected), "{args:?}: '{first}' lacks '{expected}'");
+        if !from_clap {
+            assert_eq!(errors.lines().count(), 1, "{args:?}: {errors}");
+        }
+    }
+}
+
+#[test]
+fn a_simulation_finds_only_real_violations_of_atomic() {
+    // Random walks prove nothing, and how many run in a second depends on the machine, but
+    // atomic's violations are four steps deep and thousands of walks run in that second even in
+    // debug mode, so one is found on every run in practice. What holds whatever the timing is that every
+    // violation the simulation reports is one the exhaustive search confirms.
+    let output = small_check(&["--strategy", "atomic", "--search", "simulation", "--timeout", "1", "--seed", "7"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}{}", stderr(&output));
+    let reported: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("atomic violates "))
+        .map(|rest| rest.split(' ').next().expect("a property name"))
+        .collect();
+    assert!(!reported.is_empty(), "{text}");
+    for property in reported {
+        assert!(ATOMIC_VIOLATIONS.contains(&property), "the simulation reports {property}, which atomic keeps");
+    }
+}
+
+#[test]
+fn all_strategies_at_other_bounds_are_not_compared_with_spec_md() {
+    let output = model_check(&SMALL);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}{}", stderr(&output));
+    assert!(text.contains("compared with nothing: spec.md's table is for the default bounds only"), "{text}");
+    for strategy in model::Strategy::ALL {
+        assert!(text.lines().any(|line| line.starts_with(&format!("{strategy} "))), "no table row for {strategy}");
+    }
+}
+
+#[test]
+fn an_unfinished_search_that_finds_nothing_is_inconclusive() {
+    // A simulation never completes, so for a strategy that keeps every guarantee it can neither
+    // prove nor refute anything: exit 3, for one strategy and for all of them.
+    let single = small_check(&["--strategy", "atomic-fenced", "--search", "simulation", "--timeout", "1"]);
+    assert_eq!(single.status.code(), Some(3), "{}{}", stdout(&single), stderr(&single));
+    assert!(stdout(&single).contains("INCONCLUSIVE"), "{}", stdout(&single));
+    let all = model_check(&["--groups", "1", "--records", "2", "--search", "simulation", "--timeout", "1"]);
+    assert_eq!(all.status.code(), Some(3), "{}{}", stdout(&all), stderr(&all));
+}

@@ -1,0 +1,118 @@
+//! Pinned unique-state counts of small configurations, and their agreement across search modes.
+
+mod common;
+
+use common::small_config;
+use model::check::{self, CheckOptions, CheckReport, Search, Verdict};
+use model::{Config, ConsumerModel, Strategy};
+
+/// BFS unique states of `small_config(strategy)`, one row per strategy in `Strategy::ALL` order.
+/// Any change to the transition relation or to what a state holds moves these numbers, so a
+/// change here must be explained by a deliberate change to the model, never just re-pinned.
+const SMALL_COUNTS: [(Strategy, usize); 11] = [
+    (Strategy::CommitFirst, 1093),
+    (Strategy::EffectFirst, 1227),
+    (Strategy::PeriodicCommit, 1594),
+    (Strategy::OffsetStamp, 1686),
+    (Strategy::DedupSeparate, 3163),
+    (Strategy::DedupAtomic, 1240),
+    (Strategy::Atomic, 418),
+    (Strategy::AtomicFenced, 204),
+    (Strategy::AtomicCas, 477),
+    (Strategy::ParallelMax, 2846),
+    (Strategy::ParallelWatermark, 3008),
+];
+
+/// BFS unique states of `small_config(strategy)` with two partitions. Only the cheapest
+/// strategies are pinned: the others take seconds each in debug mode at this size.
+const TWO_PARTITION_COUNTS: [(Strategy, usize); 2] = [(Strategy::Atomic, 7158), (Strategy::AtomicFenced, 3584)];
+
+/// Unique states of a two-group configuration (one record each) without and with symmetry
+/// reduction. With a single group no two reachable states are mirror images (owner 0 always
+/// starts with the partition), so only a second group, interchangeable with the first, shows
+/// the reduction at work.
+const TWO_GROUP_COUNTS: [(Strategy, usize, usize); 2] = [(Strategy::Atomic, 513, 261), (Strategy::AtomicFenced, 405, 207)];
+
+/// How a search mode's unique-state count must relate to single-threaded BFS's.
+#[derive(Clone, Copy, Debug)]
+enum Relation {
+    /// Every complete search without symmetry visits exactly the reachable states.
+    Equal,
+    /// Symmetry reduction visits one state per equivalence class, so never more.
+    AtMost,
+}
+
+/// The search modes compared with single-threaded BFS on every strategy's small configuration.
+const MODES: [(&str, Search, usize, bool, Relation); 3] = [
+    ("bfs, 2 threads", Search::Bfs, 2, false, Relation::Equal),
+    ("dfs", Search::Dfs, 1, false, Relation::Equal),
+    ("dfs with symmetry", Search::Dfs, 1, true, Relation::AtMost),
+];
+
+fn run(config: Config, search: Search, threads: usize, symmetry: bool) -> CheckReport {
+    let options = CheckOptions { search, threads, symmetry, ..CheckOptions::default() };
+    let report = check::run(&ConsumerModel::new(config), &options, &mut |_| {});
+    // A count is only meaningful when the whole reachable state space was explored.
+    assert!(report.complete, "{} {search:?} did not finish", report.config.strategy);
+    report
+}
+
+fn bfs(config: Config) -> CheckReport {
+    run(config, Search::Bfs, 1, false)
+}
+
+/// Each property's verdict, without the counterexamples: different searches find different
+/// (equally valid) counterexamples, but must agree on every verdict.
+fn verdicts(report: &CheckReport) -> Vec<(String, Verdict)> {
+    report.properties.iter().map(|p| (p.name.clone(), p.verdict.clone())).collect()
+}
+
+#[test]
+fn the_small_count_table_covers_every_strategy_once_in_order() {
+    let strategies: Vec<Strategy> = SMALL_COUNTS.iter().map(|(s, _)| *s).collect();
+    assert_eq!(strategies, Strategy::ALL);
+}
+
+#[test]
+fn small_configurations_have_their_pinned_state_counts() {
+    // Comparing whole tables reports every changed count at once, not just the first.
+    let actual: Vec<(Strategy, usize)> = Strategy::ALL.iter().map(|&s| (s, bfs(small_config(s)).unique_states)).collect();
+    assert_eq!(actual, SMALL_COUNTS);
+}
+
+#[test]
+fn two_partition_configurations_have_their_pinned_state_counts() {
+    let actual: Vec<(Strategy, usize)> = TWO_PARTITION_COUNTS
+        .iter()
+        .map(|&(s, _)| (s, bfs(Config { partitions: 2, ..small_config(s) }).unique_states))
+        .collect();
+    assert_eq!(actual, TWO_PARTITION_COUNTS);
+}
+
+#[test]
+fn every_search_mode_agrees_with_bfs_on_counts_and_verdicts() {
+    for strategy in Strategy::ALL {
+        let reference = bfs(small_config(strategy));
+        for (mode, search, threads, symmetry, relation) in MODES {
+            let report = run(small_config(strategy), search, threads, symmetry);
+            let context = format!("{strategy}, {mode}: {} unique states, bfs {}", report.unique_states, reference.unique_states);
+            match relation {
+                Relation::Equal => assert_eq!(report.unique_states, reference.unique_states, "{context}"),
+                Relation::AtMost => assert!(report.unique_states <= reference.unique_states, "{context}"),
+            }
+            assert_eq!(verdicts(&report), verdicts(&reference), "{context}");
+        }
+    }
+}
+
+#[test]
+fn symmetry_merges_interchangeable_groups_without_changing_verdicts() {
+    for (strategy, pinned_bfs, pinned_symmetric) in TWO_GROUP_COUNTS {
+        let config = Config { groups: 2, records: 1, commit_every: 1, inflight: 1, ..small_config(strategy) };
+        let plain = bfs(config.clone());
+        let symmetric = run(config, Search::Dfs, 1, true);
+        assert_eq!((plain.unique_states, symmetric.unique_states), (pinned_bfs, pinned_symmetric), "{strategy}");
+        assert!(symmetric.unique_states < plain.unique_states, "{strategy}: symmetry reduced nothing");
+        assert_eq!(verdicts(&symmetric), verdicts(&plain), "{strategy}");
+    }
+}
