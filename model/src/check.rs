@@ -83,7 +83,10 @@ pub struct CheckReport {
     pub states: usize,
     pub unique_states: usize,
     pub max_depth: usize,
+    /// Time the checker took to explore.
     pub seconds: f64,
+    /// Time spent afterwards finding the shortest counterexamples and minimising them.
+    pub counterexample_seconds: f64,
     pub properties: Vec<PropertyOutcome>,
 }
 
@@ -118,6 +121,7 @@ pub fn run(model: &ConsumerModel, options: &CheckOptions, progress: &mut dyn FnM
         Search::Dfs => finish(builder.spawn_dfs(), started, options, progress),
         Search::Simulation => finish(builder.spawn_simulation(options.seed, UniformChooser), started, options, progress),
     };
+    let search_seconds = started.elapsed().as_secs_f64();
     let properties = model.properties();
     let discovered: Vec<Property<ConsumerModel>> =
         properties.iter().filter(|p| discoveries.iter().any(|(name, _)| *name == p.name)).cloned().collect();
@@ -142,7 +146,8 @@ pub fn run(model: &ConsumerModel, options: &CheckOptions, progress: &mut dyn FnM
         states,
         unique_states,
         max_depth,
-        seconds: started.elapsed().as_secs_f64(),
+        seconds: search_seconds,
+        counterexample_seconds: started.elapsed().as_secs_f64() - search_seconds,
         properties,
     }
 }

@@ -45,9 +45,10 @@ pub fn timeline(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> Stri
             }
         };
         let x = lane_x(lane);
-        let next = model.next_state_for_svg(state, *action);
+        let next = crate::step::next_state(config, state, *action);
         let durable = state.groups.iter().zip(&next.groups).any(|(a, b)| a.store != b.store) || state.log != next.log;
-        let zombie = model.describe_step(state, action).contains("[zombie");
+        let description = model.describe_step(state, action);
+        let zombie = description.contains("[zombie");
         let colour = if zombie { "#e67e00" } else { "#1f4e9c" };
         match action {
             Action::Crash { .. } => {
@@ -58,17 +59,11 @@ pub fn timeline(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> Stri
                 let _ = write!(svg, "<circle cx='{x}' cy='{y}' r='5' fill='{fill}' stroke='{colour}' stroke-width='2'/>");
             }
         }
-        let label = escape(&format!("{}. {}", row + 1, model.describe_step(state, action)));
+        let label = escape(&format!("{}. {description}", row + 1));
         let _ = write!(svg, "<text x='{}' y='{}'>{label}</text>", lanes * LANE_WIDTH + 4, y + 4);
     }
     svg.push_str("</svg>");
     svg
-}
-
-impl ConsumerModel {
-    fn next_state_for_svg(&self, state: &State, action: Action) -> State {
-        crate::step::next_state(&self.config, state, action)
-    }
 }
 
 fn escape(text: &str) -> String {
