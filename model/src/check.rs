@@ -53,6 +53,19 @@ pub enum Verdict {
     Unknown,
 }
 
+impl Verdict {
+    /// The verdict as spec.md and the JSON output spell it.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Verdict::Holds => "holds",
+            Verdict::Violated => "violated",
+            Verdict::Reached => "reached",
+            Verdict::Unreached => "unreached",
+            Verdict::Unknown => "unknown",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PropertyOutcome {
     pub name: String,

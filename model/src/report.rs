@@ -42,7 +42,7 @@ pub fn judge(reports: &[CheckReport], expected: Option<&ExpectedTable>) -> Outco
                 let agrees = matches!((&verdict, holds), (Verdict::Holds, true) | (Verdict::Violated, false));
                 if !agrees {
                     let want = if holds { "holds" } else { "violated" };
-                    problems.push(format!("{strategy} / {name}: spec.md expects {want}, the checker found {}", verdict_word(&verdict)));
+                    problems.push(format!("{strategy} / {name}: spec.md expects {want}, the checker found {}", verdict.word()));
                 }
             }
         }
@@ -60,16 +60,6 @@ pub fn judge(reports: &[CheckReport], expected: Option<&ExpectedTable>) -> Outco
         0
     };
     Outcome { exit_code, problems, compared_with }
-}
-
-fn verdict_word(verdict: &Verdict) -> &'static str {
-    match verdict {
-        Verdict::Holds => "holds",
-        Verdict::Violated => "violated",
-        Verdict::Reached => "reached",
-        Verdict::Unreached => "unreached",
-        Verdict::Unknown => "unknown",
-    }
 }
 
 /// The verdict table, then each counterexample as numbered steps, then the judgement.
@@ -117,7 +107,7 @@ fn table(reports: &[CheckReport]) -> String {
         for name in SAFETY {
             row.push(match report.outcome(name) {
                 Some(o) if o.verdict == Verdict::Violated => format!("VIOLATED ({})", o.actions.len()),
-                Some(o) => verdict_word(&o.verdict).to_string(),
+                Some(o) => o.verdict.word().to_string(),
                 None => "-".to_string(),
             });
         }

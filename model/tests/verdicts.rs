@@ -43,16 +43,6 @@ fn small_reports() -> &'static [(ConsumerModel, CheckReport)] {
     })
 }
 
-fn verdict_word(verdict: &Verdict) -> &'static str {
-    match verdict {
-        Verdict::Holds => "holds",
-        Verdict::Violated => "violated",
-        Verdict::Reached => "reached",
-        Verdict::Unreached => "unreached",
-        Verdict::Unknown => "unknown",
-    }
-}
-
 /// Replays `actions` from the initial state with stateright's own path reconstruction (not the
 /// crate's `replay`, so that the two cannot share a bug) and checks that the last state, and
 /// only the last, is a discovery of `property`: a violation of an `always` property or the
@@ -87,7 +77,7 @@ fn small_configurations_have_the_pinned_safety_verdicts() {
             assert!(report.complete, "{}: BFS did not finish", model.config.strategy);
             let cells = SAFETY
                 .iter()
-                .map(|name| report.outcome(name).map_or("missing", |outcome| verdict_word(&outcome.verdict)))
+                .map(|name| report.outcome(name).map_or("missing", |outcome| outcome.verdict.word()))
                 .collect();
             (model.config.strategy, cells)
         })
