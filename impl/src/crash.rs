@@ -1,0 +1,106 @@
+//! Named crash points: the process ends with `exit(9)` before, inside or after a step, as a
+//! real crash would (no destructor, no COMMIT, no flush of anything but stdout).
+
+use crate::strategy::StepKind;
+use std::fmt;
+use std::io::Write;
+use std::ops::Range;
+use std::str::FromStr;
+
+/// Where around a step the process dies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    Before,
+    /// Inside the step's transaction: its statements ran, COMMIT did not.
+    Inside,
+    After,
+}
+
+/// A crash point: `STEP:WHEN[@OFFSET]`, for example `apply-effect:after@49`,
+/// `apply-atomic:inside`, `commit-offset:before@1`. `@OFFSET` names a record the step concerns
+/// (for `commit-offset`, the next offset it commits); without it the first such step crashes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrashPoint {
+    pub kind: StepKind,
+    pub when: When,
+    pub offset: Option<u64>,
+}
+
+impl FromStr for CrashPoint {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let usage = || format!("crash point '{text}' is not STEP:WHEN[@OFFSET] (WHEN is before, inside or after)");
+        let (point, offset) = match text.split_once('@') {
+            Some((point, offset)) => (point, Some(offset.parse::<u64>().map_err(|_| usage())?)),
+            None => (text, None),
+        };
+        let (kind, when) = point.split_once(':').ok_or_else(usage)?;
+        let kind: StepKind = kind.parse()?;
+        let when = match when {
+            "before" => When::Before,
+            "inside" => When::Inside,
+            "after" => When::After,
+            _ => return Err(usage()),
+        };
+        if kind == StepKind::Fetch && when == When::Inside {
+            return Err(format!("crash point '{text}': fetch writes nothing, so it has no inside"));
+        }
+        Ok(CrashPoint { kind, when, offset })
+    }
+}
+
+impl fmt::Display for CrashPoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let when = match self.when {
+            When::Before => "before",
+            When::Inside => "inside",
+            When::After => "after",
+        };
+        write!(f, "{}:{when}", self.kind.name())?;
+        match self.offset {
+            Some(offset) => write!(f, "@{offset}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The crash points armed in this process (none in normal operation).
+#[derive(Clone, Debug, Default)]
+pub struct CrashPlan {
+    points: Vec<CrashPoint>,
+}
+
+/// The exit status of a deliberate crash.
+pub const CRASH_EXIT_CODE: i32 = 9;
+
+impl CrashPlan {
+    pub fn none() -> CrashPlan {
+        CrashPlan::default()
+    }
+
+    pub fn new(points: Vec<CrashPoint>) -> CrashPlan {
+        CrashPlan { points }
+    }
+
+    pub fn arm(&mut self, point: CrashPoint) {
+        self.points.push(point);
+    }
+
+    /// Ends the process if a point names this step, phase and one of the offsets in `span`.
+    pub fn at(&self, kind: StepKind, when: When, span: Range<u64>) {
+        let hit = self.points.iter().any(|point| {
+            point.kind == kind && point.when == when && point.offset.is_none_or(|offset| span.contains(&offset))
+        });
+        if hit {
+            crash_now();
+        }
+    }
+}
+
+/// Ends the process at once, as a crash: exit status 9, no unwinding, no destructors (so an
+/// open SQLite transaction is left uncommitted in its journal, as after a kill).
+pub fn crash_now() -> ! {
+    let _ = std::io::stdout().flush();
+    std::process::exit(CRASH_EXIT_CODE)
+}

@@ -1,0 +1,315 @@
+//! The `consumer` command line: init, append, consume, status, claim, retain, worker, bench.
+
+mod bench;
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+use consumer::crash::CrashPlan;
+use consumer::log::{encode_delta, Log};
+use consumer::owner::{Outcome, Owner, Settings};
+use consumer::store::{Journal, Store, StoreOptions};
+use consumer::strategy::Strategy;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "consumer", about = "A real log consumer: a checksummed retained log and a SQLite effect/progress store.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a data directory: the log's partitions and the store.
+    Init(InitArgs),
+    /// Append records (durable before the command returns).
+    Append(AppendArgs),
+    /// Run one owner of a group with a strategy until it has consumed the log.
+    Consume(ConsumeArgs),
+    /// Print log start/end per partition and, per group, total, checkpoints, epochs, owners.
+    Status(StatusArgs),
+    /// Assign a partition to an owner and bump its epoch (a rebalance).
+    Claim(ClaimArgs),
+    /// Advance a partition's log start (retention); records below it can no longer be read.
+    Retain(RetainArgs),
+    /// Serve one owner over stdin/stdout, one step per command (see `consumer::worker`).
+    Worker(WorkerArgs),
+    /// Measure consumed records per second per strategy, batch and journal mode.
+    Bench(bench::BenchArgs),
+}
+
+#[derive(Args, Clone)]
+struct DirArgs {
+    /// The data directory (holds `log/` and `store.db`).
+    #[arg(long, default_value = "onceproof-data")]
+    dir: PathBuf,
+    /// Seconds a write waits for another process's transaction before failing.
+    #[arg(long, default_value_t = 5.0)]
+    busy_timeout: f64,
+}
+
+impl DirArgs {
+    fn store_path(&self) -> PathBuf {
+        self.dir.join("store.db")
+    }
+
+    fn log_dir(&self) -> PathBuf {
+        self.dir.join("log")
+    }
+
+    fn options(&self, journal: Journal) -> anyhow::Result<StoreOptions> {
+        if !(self.busy_timeout >= 0.0 && self.busy_timeout.is_finite()) {
+            bail!("--busy-timeout {} is not a number of seconds", self.busy_timeout);
+        }
+        Ok(StoreOptions { journal, busy_timeout: Duration::from_secs_f64(self.busy_timeout) })
+    }
+
+    fn open_store(&self) -> anyhow::Result<Store> {
+        Ok(Store::open(&self.store_path(), self.options(Journal::Delete)?)?)
+    }
+}
+
+#[derive(Args)]
+struct InitArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    #[arg(long, default_value_t = 1)]
+    partitions: u32,
+    /// SQLite journal mode, kept for the store's lifetime: delete or wal.
+    #[arg(long, default_value = "delete")]
+    journal: Journal,
+}
+
+#[derive(Args)]
+struct AppendArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    #[arg(long, default_value_t = 0)]
+    partition: u32,
+    /// The value each record adds to a group's total.
+    #[arg(long, allow_hyphen_values = true)]
+    delta: i64,
+    /// How many records to append (one fsync for all of them).
+    #[arg(long, default_value_t = 1)]
+    count: u64,
+}
+
+#[derive(Args, Clone)]
+struct OwnerArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    #[arg(long)]
+    group: String,
+    /// The owner's name; `o0` owns every partition of a new group at epoch 1.
+    #[arg(long, default_value = "o0")]
+    owner: String,
+    #[arg(long)]
+    strategy: Strategy,
+    /// Checkpoint interval of periodic-commit and offset-stamp, in records.
+    #[arg(long, default_value_t = 2)]
+    commit_every: u64,
+    /// Records one owner may hold at once (parallel strategies).
+    #[arg(long, default_value_t = 2)]
+    inflight: usize,
+    /// Records fetched and written together by the serial strategies.
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Crash points, STEP:WHEN[@OFFSET] (e.g. apply-effect:after@49); the process exits with 9.
+    #[arg(long = "crash-at")]
+    crash_at: Vec<consumer::crash::CrashPoint>,
+}
+
+impl OwnerArgs {
+    fn start(&self) -> anyhow::Result<Owner> {
+        if self.commit_every == 0 || self.inflight == 0 || self.batch == 0 {
+            bail!("--commit-every, --inflight and --batch must be at least 1");
+        }
+        let store = self.dir.open_store()?;
+        let log = Log::open_reader(&self.dir.log_dir(), store.partitions())?;
+        let settings =
+            Settings { strategy: self.strategy, commit_every: self.commit_every, inflight: self.inflight, batch: self.batch };
+        Ok(Owner::start(store, log, &self.group, &self.owner, settings, CrashPlan::new(self.crash_at.clone()))?)
+    }
+}
+
+#[derive(Args)]
+struct ConsumeArgs {
+    #[command(flatten)]
+    owner: OwnerArgs,
+}
+
+#[derive(Args)]
+struct StatusArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ClaimArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    #[arg(long)]
+    group: String,
+    #[arg(long, default_value_t = 0)]
+    partition: u32,
+    #[arg(long)]
+    owner: String,
+}
+
+#[derive(Args)]
+struct RetainArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    #[arg(long, default_value_t = 0)]
+    partition: u32,
+    /// The new log start: offsets below it are no longer readable.
+    #[arg(long)]
+    before: u64,
+}
+
+#[derive(Args)]
+struct WorkerArgs {
+    #[command(flatten)]
+    owner: OwnerArgs,
+}
+
+/// Exit status of `consume` when a fenced write told the owner it is a zombie.
+const FENCED_EXIT_CODE: u8 = 3;
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Init(args) => init(args),
+        Command::Append(args) => append(args),
+        Command::Consume(args) => consume(args),
+        Command::Status(args) => status(args),
+        Command::Claim(args) => claim(args),
+        Command::Retain(args) => retain(args),
+        Command::Worker(args) => worker(args),
+        Command::Bench(args) => bench::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
+    if args.partitions == 0 || args.partitions > 64 {
+        bail!("--partitions {} is out of range: accepted values are 1..=64", args.partitions);
+    }
+    std::fs::create_dir_all(&args.dir.dir).with_context(|| format!("cannot create {}", args.dir.dir.display()))?;
+    Store::create(&args.dir.store_path(), args.partitions, args.dir.options(args.journal)?)?;
+    let (_, repairs) = Log::open_writer(&args.dir.log_dir(), args.partitions)?;
+    report_repairs(&repairs);
+    println!("initialised {} with {} partition(s), journal {:?}", args.dir.dir.display(), args.partitions, args.journal);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report_repairs(repairs: &[consumer::log::TailRepair]) {
+    for repair in repairs {
+        eprintln!(
+            "repaired: {} had a torn tail; kept {} record(s), dropped {} byte(s)",
+            repair.path.display(),
+            repair.kept_records,
+            repair.dropped_bytes
+        );
+    }
+}
+
+fn append(args: AppendArgs) -> anyhow::Result<ExitCode> {
+    if args.count == 0 {
+        bail!("--count must be at least 1");
+    }
+    let store = args.dir.open_store()?;
+    let (mut log, repairs) = Log::open_writer(&args.dir.log_dir(), store.partitions())?;
+    report_repairs(&repairs);
+    let payloads = vec![encode_delta(args.delta); args.count as usize];
+    let offsets = log.append_batch(args.partition, &payloads)?;
+    println!("appended offsets {}..{} to partition {} (durable)", offsets.start, offsets.end, args.partition);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
+    let mut owner = args.owner.start()?;
+    if owner.leases().is_empty() {
+        println!("{} owns no partition of group {}; nothing to do", args.owner.owner, args.owner.group);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let steps = owner.run_to_end()?;
+    let fenced = steps.iter().find_map(|(step, outcome)| match outcome {
+        Outcome::Fenced { held, current } => Some((step.partition, *held, *current)),
+        _ => None,
+    });
+    let group = &args.owner.group;
+    let total = owner.store().total(group)?;
+    println!("{} steps; group {group} total {total}", steps.len());
+    if let Some((partition, held, current)) = fenced {
+        println!("fenced: partition {partition} moved on to epoch {current} (this owner held {held}); it stopped working on it");
+        return Ok(ExitCode::from(FENCED_EXIT_CODE));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let store = args.dir.open_store()?;
+    let mut log = Log::open_reader(&args.dir.log_dir(), store.partitions())?;
+    let mut partitions = Vec::new();
+    for partition in 0..store.partitions() {
+        partitions.push(serde_json::json!({"partition": partition, "start": log.start(partition)?, "end": log.end(partition)?}));
+    }
+    let mut groups = Vec::new();
+    for group in store.groups()? {
+        let rows: Vec<_> = (0..store.partitions()).map(|p| store.progress(&group, p)).collect::<Result<_, _>>()?;
+        let processed = store.processed(&group)?.len();
+        groups.push(serde_json::json!({"group": group, "total": store.total(&group)?, "progress": rows, "processed": processed}));
+    }
+    if args.json {
+        println!("{}", serde_json::json!({"log": partitions, "groups": groups}));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("store {} (journal {:?})", store.path().display(), store.journal());
+    for p in &partitions {
+        println!("log partition {}: start {} end {}", p["partition"], p["start"], p["end"]);
+    }
+    for g in &groups {
+        println!("group {}: total {}, processed ids {}", g["group"].as_str().unwrap_or(""), g["total"], g["processed"]);
+        for (partition, row) in g["progress"].as_array().into_iter().flatten().enumerate() {
+            println!(
+                "  partition {partition}: next offset {}, epoch {}, owner {}, stamp {}",
+                row["next_offset"], row["epoch"], row["owner"].as_str().unwrap_or(""), row["stamp"]
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn claim(args: ClaimArgs) -> anyhow::Result<ExitCode> {
+    let mut store = args.dir.open_store()?;
+    let epoch = store.claim(&args.group, args.partition, &args.owner)?;
+    println!("group {} partition {} now owned by {} at epoch {epoch}", args.group, args.partition, args.owner);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn retain(args: RetainArgs) -> anyhow::Result<ExitCode> {
+    let store = args.dir.open_store()?;
+    let (mut log, repairs) = Log::open_writer(&args.dir.log_dir(), store.partitions())?;
+    report_repairs(&repairs);
+    let start = log.retain_before(args.partition, args.before)?;
+    println!("partition {} now starts at offset {start}", args.partition);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    let mut owner = args.owner.start()?;
+    let stdin = std::io::stdin();
+    consumer::worker::serve(&mut owner, stdin.lock(), std::io::stdout().lock()).context("worker protocol I/O")?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,449 @@
+//! The SQLite store: per group the effect, per (group, partition) progress, epoch and stamp,
+//! and the processed-id table. Every write is one explicit `BEGIN IMMEDIATE` transaction.
+
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
+use serde::Serialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The schema version in `PRAGMA user_version`; a database with another one is refused.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+    CREATE TABLE effect (grp TEXT PRIMARY KEY, total INTEGER NOT NULL);
+    CREATE TABLE progress (
+        grp TEXT NOT NULL, part INTEGER NOT NULL,
+        next_offset INTEGER NOT NULL, epoch INTEGER NOT NULL, owner TEXT NOT NULL, stamp INTEGER,
+        PRIMARY KEY (grp, part));
+    CREATE TABLE processed (
+        grp TEXT NOT NULL, part INTEGER NOT NULL, log_offset INTEGER NOT NULL,
+        PRIMARY KEY (grp, part, log_offset));
+";
+
+/// SQLite's journal mode: DELETE (the mission's scenario, the default) or WAL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Journal {
+    Delete,
+    Wal,
+}
+
+impl std::str::FromStr for Journal {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "delete" => Ok(Journal::Delete),
+            "wal" => Ok(Journal::Wal),
+            other => Err(format!("unknown journal mode '{other}' (expected delete or wal)")),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct StoreOptions {
+    pub journal: Journal,
+    /// How long a writer waits for another process's transaction before giving up.
+    pub busy_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { journal: Journal::Delete, busy_timeout: Duration::from_secs(5) }
+    }
+}
+
+#[derive(Debug)]
+pub enum StoreError {
+    /// A statement failed; carries the database path and the SQL.
+    Sqlite { path: PathBuf, sql: &'static str, source: rusqlite::Error },
+    /// Another process held the database past the busy timeout.
+    Locked { path: PathBuf, waited: Duration },
+    SchemaVersion { path: PathBuf, found: i64 },
+    NotInitialized { path: PathBuf },
+    AlreadyExists { path: PathBuf },
+    /// A fenced write found a newer epoch than the owner's: the owner is a zombie.
+    Fenced { group: String, partition: u32, held: i64, current: i64 },
+    NoSuchPartition { partition: u32, partitions: u32 },
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Sqlite { path, sql, source } => {
+                write!(f, "database {}: {source} (in: {})", path.display(), sql.split_whitespace().collect::<Vec<_>>().join(" "))
+            }
+            StoreError::Locked { path, waited } => {
+                write!(f, "database {} is locked by another process (waited {:.1} s)", path.display(), waited.as_secs_f64())
+            }
+            StoreError::SchemaVersion { path, found } => {
+                write!(f, "database {} has schema version {found}, this build reads version {SCHEMA_VERSION}", path.display())
+            }
+            StoreError::AlreadyExists { path } => write!(f, "database {} exists already", path.display()),
+            StoreError::NotInitialized { path } => {
+                write!(f, "database {} is not initialised (run `consumer init`)", path.display())
+            }
+            StoreError::Fenced { group, partition, held, current } => write!(
+                f,
+                "fenced: group {group} partition {partition} is at epoch {current}, this owner holds epoch {held}"
+            ),
+            StoreError::NoSuchPartition { partition, partitions } => {
+                write!(f, "partition {partition} does not exist (the store has {partitions})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// One (group, partition) row of `progress`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProgressRow {
+    pub next_offset: u64,
+    pub epoch: i64,
+    pub owner: String,
+    pub stamp: Option<u64>,
+}
+
+/// How a write guards itself: `atomic` writes blindly, `atomic-fenced` checks the epoch,
+/// `atomic-cas` serialises on the stored next offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guard {
+    Blind,
+    Fenced { epoch: i64 },
+    Cas,
+}
+
+/// A record a write concerns: its offset and its delta.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub offset: u64,
+    pub delta: i64,
+}
+
+/// The phases of a write a crash point can name; `Inside` runs after the statements and
+/// before COMMIT, so a crash there leaves an uncommitted transaction behind.
+pub type InsideHook<'a> = &'a mut dyn FnMut();
+
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    busy_timeout: Duration,
+    partitions: u32,
+    journal: Journal,
+}
+
+impl Store {
+    /// Creates a store for `partitions` partitions (failing if one exists already).
+    pub fn create(path: &Path, partitions: u32, options: StoreOptions) -> Result<Store, StoreError> {
+        if path.exists() {
+            return Err(StoreError::AlreadyExists { path: path.to_path_buf() });
+        }
+        let conn = connect(path, options)?;
+        set_durability(&conn, path, options.journal, options.busy_timeout)?;
+        let sql = "schema and meta";
+        let fail = |source| StoreError::Sqlite { path: path.to_path_buf(), sql, source };
+        conn.execute_batch(SCHEMA).map_err(fail)?;
+        conn.execute("INSERT INTO meta (key, value) VALUES ('partitions', ?1)", params![partitions]).map_err(fail)?;
+        let wal = i64::from(options.journal == Journal::Wal);
+        conn.execute("INSERT INTO meta (key, value) VALUES ('wal', ?1)", params![wal]).map_err(fail)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(fail)?;
+        Store::open(path, options)
+    }
+
+    /// Opens an existing store, checking its schema version, in the journal mode chosen at
+    /// creation. Rolls back any transaction a crashed process left uncommitted (SQLite does so
+    /// on first access of a hot journal or WAL). Only `busy_timeout` is taken from `options`.
+    pub fn open(path: &Path, options: StoreOptions) -> Result<Store, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::NotInitialized { path: path.to_path_buf() });
+        }
+        let conn = connect(path, options)?;
+        let sql = "PRAGMA user_version";
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(|source| classify(path, sql, source, options.busy_timeout))?;
+        match version {
+            SCHEMA_VERSION => {}
+            0 => return Err(StoreError::NotInitialized { path: path.to_path_buf() }),
+            found => return Err(StoreError::SchemaVersion { path: path.to_path_buf(), found }),
+        }
+        let sql = "SELECT value FROM meta WHERE key = 'partitions'";
+        let partitions: u32 = conn
+            .query_row(sql, [], |row| row.get(0))
+            .map_err(|source| classify(path, sql, source, options.busy_timeout))?;
+        let sql = "SELECT value FROM meta WHERE key = 'wal'";
+        let wal: i64 = conn
+            .query_row(sql, [], |row| row.get(0))
+            .map_err(|source| classify(path, sql, source, options.busy_timeout))?;
+        let journal = if wal == 1 { Journal::Wal } else { Journal::Delete };
+        set_durability(&conn, path, journal, options.busy_timeout)?;
+        Ok(Store { conn, path: path.to_path_buf(), busy_timeout: options.busy_timeout, partitions, journal })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    pub fn journal(&self) -> Journal {
+        self.journal
+    }
+
+    fn fail(&self, sql: &'static str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        move |source| classify(&self.path, sql, source, self.busy_timeout)
+    }
+
+    fn begin(&mut self) -> Result<Transaction<'_>, StoreError> {
+        let (path, timeout) = (self.path.clone(), self.busy_timeout);
+        self.conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|source| classify(&path, "BEGIN IMMEDIATE", source, timeout))
+    }
+
+
+    /// Creates the group's rows if missing: total 0, and per partition next offset 0 at epoch 1
+    /// owned by `initial_owner` (spec.md §2.4). Idempotent.
+    pub fn ensure_group(&mut self, group: &str, initial_owner: &str) -> Result<(), StoreError> {
+        let partitions = self.partitions;
+        let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
+        let path = path_buf.as_path();
+        let fail = |sql| move |source| classify(path, sql, source, timeout);
+        let tx = self.begin()?;
+        let sql = "INSERT OR IGNORE INTO effect (grp, total) VALUES (?1, 0)";
+        tx.execute(sql, params![group]).map_err(fail(sql))?;
+        for partition in 0..partitions {
+            let sql = "INSERT OR IGNORE INTO progress (grp, part, next_offset, epoch, owner) VALUES (?1, ?2, 0, 1, ?3)";
+            tx.execute(sql, params![group, partition, initial_owner]).map_err(fail(sql))?;
+        }
+        tx.commit().map_err(fail("COMMIT"))
+    }
+
+    pub fn groups(&self) -> Result<Vec<String>, StoreError> {
+        let sql = "SELECT grp FROM effect ORDER BY grp";
+        let mut statement = self.conn.prepare(sql).map_err(self.fail(sql))?;
+        let rows = statement.query_map([], |row| row.get(0)).map_err(self.fail(sql))?;
+        rows.collect::<Result<_, _>>().map_err(self.fail(sql))
+    }
+
+    pub fn total(&self, group: &str) -> Result<i64, StoreError> {
+        let sql = "SELECT total FROM effect WHERE grp = ?1";
+        Ok(self.conn.query_row(sql, params![group], |row| row.get(0)).optional().map_err(self.fail(sql))?.unwrap_or(0))
+    }
+
+    pub fn progress(&self, group: &str, partition: u32) -> Result<ProgressRow, StoreError> {
+        self.check_partition(partition)?;
+        let sql = "SELECT next_offset, epoch, owner, stamp FROM progress WHERE grp = ?1 AND part = ?2";
+        let row = self
+            .conn
+            .query_row(sql, params![group, partition], |row| {
+                Ok(ProgressRow { next_offset: row.get(0)?, epoch: row.get(1)?, owner: row.get(2)?, stamp: row.get(3)? })
+            })
+            .optional()
+            .map_err(self.fail(sql))?;
+        Ok(row.unwrap_or(ProgressRow { next_offset: 0, epoch: 1, owner: String::new(), stamp: None }))
+    }
+
+    /// The processed-id table of a group, sorted: (partition, offset).
+    pub fn processed(&self, group: &str) -> Result<Vec<(u32, u64)>, StoreError> {
+        let sql = "SELECT part, log_offset FROM processed WHERE grp = ?1 ORDER BY part, log_offset";
+        let mut statement = self.conn.prepare(sql).map_err(self.fail(sql))?;
+        let rows = statement.query_map(params![group], |row| Ok((row.get(0)?, row.get(1)?))).map_err(self.fail(sql))?;
+        rows.collect::<Result<_, _>>().map_err(self.fail(sql))
+    }
+
+    fn check_partition(&self, partition: u32) -> Result<(), StoreError> {
+        if partition >= self.partitions {
+            return Err(StoreError::NoSuchPartition { partition, partitions: self.partitions });
+        }
+        Ok(())
+    }
+
+    /// The rebalance: assigns the partition to `owner` and bumps its epoch, in one
+    /// transaction. Returns the new epoch. The previous owner is not told.
+    pub fn claim(&mut self, group: &str, partition: u32, owner: &str) -> Result<i64, StoreError> {
+        self.check_partition(partition)?;
+        self.ensure_group(group, owner)?;
+        let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
+        let path = path_buf.as_path();
+        let fail = |sql| move |source| classify(path, sql, source, timeout);
+        let tx = self.begin()?;
+        let sql = "UPDATE progress SET epoch = epoch + 1, owner = ?3 WHERE grp = ?1 AND part = ?2 RETURNING epoch";
+        let epoch = tx.query_row(sql, params![group, partition, owner], |row| row.get(0)).map_err(fail(sql))?;
+        tx.commit().map_err(fail("COMMIT"))?;
+        Ok(epoch)
+    }
+
+    /// `apply-effect`: adds each item's delta to the total. With `unless_processed`
+    /// (dedup-separate) an item whose id is in the processed table is skipped. Returns, per
+    /// item, whether it was applied.
+    pub fn add_effect(&mut self, group: &str, partition: u32, items: &[Item], unless_processed: bool, inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+        let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
+        let path = path_buf.as_path();
+        let fail = |sql| move |source| classify(path, sql, source, timeout);
+        let tx = self.begin()?;
+        let mut applied = Vec::with_capacity(items.len());
+        for item in items {
+            let skip = unless_processed && is_processed(&tx, group, partition, item.offset).map_err(fail(PROCESSED_SQL))?;
+            if !skip {
+                let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
+                tx.execute(sql, params![group, item.delta]).map_err(fail(sql))?;
+            }
+            applied.push(!skip);
+        }
+        finish(tx, inside, path, timeout)?;
+        Ok(applied)
+    }
+
+    /// `insert-processed`: records the items' ids (dedup-separate's separate write).
+    pub fn insert_processed(&mut self, group: &str, partition: u32, offsets: &[u64], inside: InsideHook<'_>) -> Result<(), StoreError> {
+        let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
+        let path = path_buf.as_path();
+        let fail = |sql| move |source| classify(path, sql, source, timeout);
+        let tx = self.begin()?;
+        for offset in offsets {
+            let sql = "INSERT OR IGNORE INTO processed (grp, part, log_offset) VALUES (?1, ?2, ?3)";
+            tx.execute(sql, params![group, partition, offset]).map_err(fail(sql))?;
+        }
+        finish(tx, inside, path, timeout)
+    }
+
+    /// `commit-offset`: writes the next offset blindly (no guard), as a plain consumer does.
+    pub fn commit_offset(&mut self, group: &str, partition: u32, next_offset: u64, inside: InsideHook<'_>) -> Result<(), StoreError> {
+        let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
+        let path = path_buf.as_path();
+        let fail = |sql| move |source| classify(path, sql, source, timeout);
+        let tx = self.begin()?;
+        let sql = "UPDATE progress SET next_offset = ?3 WHERE grp = ?1 AND part = ?2";
+        tx.execute(sql, params![group, partition, next_offset]).map_err(fail(sql))?;
+        finish(tx, inside, path, timeout)
+    }
+
+    /// `apply-stamped`: for each item, set-if-newer: the delta is added and the stamp moved only
+    /// when the offset is strictly above the stamp, in the same statement.
+    pub fn apply_stamped(&mut self, group: &str, partition: u32, items: &[Item], inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+        let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
+        let path = path_buf.as_path();
+        let fail = |sql| move |source| classify(path, sql, source, timeout);
+        let tx = self.begin()?;
+        let mut applied = Vec::with_capacity(items.len());
+        for item in items {
+            let sql = "UPDATE progress SET stamp = ?3 WHERE grp = ?1 AND part = ?2 AND (stamp IS NULL OR stamp < ?3)";
+            let newer = tx.execute(sql, params![group, partition, item.offset]).map_err(fail(sql))? == 1;
+            if newer {
+                let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
+                tx.execute(sql, params![group, item.delta]).map_err(fail(sql))?;
+            }
+            applied.push(newer);
+        }
+        finish(tx, inside, path, timeout)?;
+        Ok(applied)
+    }
+
+    /// `apply-deduped`: per item, insert its id and add its delta, unless the id is present.
+    pub fn apply_deduped(&mut self, group: &str, partition: u32, items: &[Item], inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+        let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
+        let path = path_buf.as_path();
+        let fail = |sql| move |source| classify(path, sql, source, timeout);
+        let tx = self.begin()?;
+        let mut applied = Vec::with_capacity(items.len());
+        for item in items {
+            let sql = "INSERT OR IGNORE INTO processed (grp, part, log_offset) VALUES (?1, ?2, ?3)";
+            let fresh = tx.execute(sql, params![group, partition, item.offset]).map_err(fail(sql))? == 1;
+            if fresh {
+                let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
+                tx.execute(sql, params![group, item.delta]).map_err(fail(sql))?;
+            }
+            applied.push(fresh);
+        }
+        finish(tx, inside, path, timeout)?;
+        Ok(applied)
+    }
+
+    /// `apply-atomic`: the effects and the next offset in one transaction. `Fenced` aborts with
+    /// `StoreError::Fenced` when the stored epoch is not the owner's; `Cas` reads the stored next
+    /// offset and skips items below it. Returns, per item, whether it was applied.
+    pub fn apply_atomic(&mut self, group: &str, partition: u32, items: &[Item], guard: Guard, inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+        let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
+        let path = path_buf.as_path();
+        let fail = |sql| move |source| classify(path, sql, source, timeout);
+        let tx = self.begin()?;
+        let sql = "SELECT next_offset, epoch FROM progress WHERE grp = ?1 AND part = ?2";
+        let (stored, epoch): (u64, i64) =
+            tx.query_row(sql, params![group, partition], |row| Ok((row.get(0)?, row.get(1)?))).map_err(fail(sql))?;
+        if let Guard::Fenced { epoch: held } = guard {
+            if held != epoch {
+                // Dropping the transaction rolls it back: nothing of the zombie's lands.
+                return Err(StoreError::Fenced { group: group.to_string(), partition, held, current: epoch });
+            }
+        }
+        let mut applied = Vec::with_capacity(items.len());
+        let mut next = stored;
+        for item in items {
+            let apply = match guard {
+                Guard::Cas => {
+                    assert!(item.offset <= next, "an atomic-cas owner never runs ahead of the stored offset it serialises on");
+                    item.offset == next
+                }
+                Guard::Blind | Guard::Fenced { .. } => true,
+            };
+            if apply {
+                let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
+                tx.execute(sql, params![group, item.delta]).map_err(fail(sql))?;
+                next = item.offset + 1;
+            }
+            applied.push(apply);
+        }
+        if applied.iter().any(|&a| a) {
+            let sql = "UPDATE progress SET next_offset = ?3 WHERE grp = ?1 AND part = ?2";
+            tx.execute(sql, params![group, partition, next]).map_err(fail(sql))?;
+        }
+        finish(tx, inside, path, timeout)?;
+        Ok(applied)
+    }
+}
+
+/// Commits, after running the `inside` hook (a crash point) with the transaction open.
+fn finish(tx: Transaction<'_>, inside: InsideHook<'_>, path: &Path, waited: Duration) -> Result<(), StoreError> {
+    inside();
+    tx.commit().map_err(|source| classify(path, "COMMIT", source, waited))
+}
+
+const PROCESSED_SQL: &str = "SELECT 1 FROM processed WHERE grp = ?1 AND part = ?2 AND log_offset = ?3";
+
+fn is_processed(tx: &Transaction<'_>, group: &str, partition: u32, offset: u64) -> Result<bool, rusqlite::Error> {
+    tx.query_row(PROCESSED_SQL, params![group, partition, offset], |_| Ok(())).optional().map(|found| found.is_some())
+}
+
+/// Opens a connection with the busy timeout, so competing owners wait rather than fail.
+fn connect(path: &Path, options: StoreOptions) -> Result<Connection, StoreError> {
+    let fail = |sql| move |source| classify(path, sql, source, options.busy_timeout);
+    let conn = Connection::open(path).map_err(fail("open"))?;
+    conn.busy_timeout(options.busy_timeout).map_err(fail("busy_timeout"))?;
+    Ok(conn)
+}
+
+/// Sets the journal mode and `synchronous=FULL`: every COMMIT is durable before it returns.
+fn set_durability(conn: &Connection, path: &Path, journal: Journal, waited: Duration) -> Result<(), StoreError> {
+    let fail = |sql| move |source| classify(path, sql, source, waited);
+    let mode = match journal {
+        Journal::Delete => "DELETE",
+        Journal::Wal => "WAL",
+    };
+    conn.pragma_update(None, "journal_mode", mode).map_err(fail("PRAGMA journal_mode"))?;
+    conn.pragma_update(None, "synchronous", "FULL").map_err(fail("PRAGMA synchronous = FULL"))?;
+    Ok(())
+}
+
+/// Turns SQLite's busy/locked errors into `Locked`, everything else into `Sqlite` with its SQL.
+fn classify(path: &Path, sql: &'static str, source: rusqlite::Error, waited: Duration) -> StoreError {
+    match source.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Locked { path: path.to_path_buf(), waited },
+        _ => StoreError::Sqlite { path: path.to_path_buf(), sql, source },
+    }
+}

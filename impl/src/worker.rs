@@ -1,0 +1,65 @@
+//! The worker mode: a parent drives one owner step by step over stdin/stdout, and may kill it
+//! at any moment. Conformance replays model traces through it.
+//!
+//! Protocol, one line each way per command (the reply is flushed before the next read):
+//!
+//! | command | reply |
+//! |---|---|
+//! | `STEP PARTITION OFFSET` (e.g. `apply-atomic 0 2`, `commit-offset 0 3`) | `ok OUTCOME` (`fetched N`, `applied N skipped M`, `recorded`, `committed`, `fenced HELD CURRENT`) or `err MESSAGE` |
+//! | `arm POINT` (a crash point, e.g. `apply-atomic:inside`) | `ok armed`; the point fires on a later step |
+//! | `state` | `state JSON` (the owner's leases) |
+//! | `quit` | `ok bye`, then exit 0 |
+//!
+//! On start the worker prints `ready JSON` with its state. A step that is not enabled is an
+//! `err` and changes nothing; a storage error is an `err` too, and the worker keeps serving.
+
+use crate::crash::CrashPoint;
+use crate::owner::{Owner, OwnerError};
+use crate::strategy::Step;
+use std::io::{BufRead, Write};
+
+/// Serves the protocol on `input`/`output` until `quit` or end of input.
+pub fn serve(owner: &mut Owner, input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
+    writeln!(output, "ready {}", state_json(owner))?;
+    output.flush()?;
+    for line in input.lines() {
+        let line = line?;
+        let reply = match line.trim() {
+            "quit" => {
+                writeln!(output, "ok bye")?;
+                output.flush()?;
+                return Ok(());
+            }
+            "state" => format!("state {}", state_json(owner)),
+            command => match command.strip_prefix("arm ") {
+                Some(point) => match point.parse::<CrashPoint>() {
+                    Ok(point) => {
+                        owner.arm(point);
+                        "ok armed".to_string()
+                    }
+                    Err(error) => format!("err {error}"),
+                },
+                None => step_reply(owner, command),
+            },
+        };
+        writeln!(output, "{reply}")?;
+        output.flush()?;
+    }
+    Ok(())
+}
+
+fn step_reply(owner: &mut Owner, command: &str) -> String {
+    let step: Step = match command.parse() {
+        Ok(step) => step,
+        Err(error) => return format!("err {error}"),
+    };
+    match owner.perform(step) {
+        Ok(outcome) => format!("ok {outcome}"),
+        Err(error @ OwnerError::NotEnabled { .. }) => format!("err {error}"),
+        Err(error) => format!("err {}", error.to_string().replace('\n', " ")),
+    }
+}
+
+fn state_json(owner: &Owner) -> String {
+    serde_json::to_string(&owner.state()).expect("owner state always serialises")
+}
