@@ -76,15 +76,35 @@ pub struct TailRepair {
 /// Every way a log operation fails; each names the file or partition concerned.
 #[derive(Debug)]
 pub enum LogError {
-    Io { path: PathBuf, source: io::Error },
+    Io {
+        path: PathBuf,
+        source: io::Error,
+    },
     /// Damaged data. In a partition file, `offset` is the record that should have been at
     /// byte `position`. In a start file, `offset` is the start value as stored (0 if unreadable)
     /// and `position` the byte where the check failed.
-    Corrupt { path: PathBuf, offset: u64, position: u64, reason: String },
-    OffsetOutOfRange { partition: u32, offset: u64, start: u64, end: u64 },
-    NoSuchPartition { partition: u32, partitions: u32 },
-    Locked { path: PathBuf },
-    BadHeader { path: PathBuf },
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        position: u64,
+        reason: String,
+    },
+    OffsetOutOfRange {
+        partition: u32,
+        offset: u64,
+        start: u64,
+        end: u64,
+    },
+    NoSuchPartition {
+        partition: u32,
+        partitions: u32,
+    },
+    Locked {
+        path: PathBuf,
+    },
+    BadHeader {
+        path: PathBuf,
+    },
 }
 
 impl fmt::Display for LogError {
@@ -157,7 +177,14 @@ impl Log {
             parts.push(part);
             repairs.extend(repair);
         }
-        Ok((Log { writer: true, parts, _lock: Some(lock) }, repairs))
+        Ok((
+            Log {
+                writer: true,
+                parts,
+                _lock: Some(lock),
+            },
+            repairs,
+        ))
     }
 
     /// Opens `dir` for reading only, possibly while another process appends to it.
@@ -173,7 +200,11 @@ impl Log {
             part.refresh()?;
             parts.push(part);
         }
-        Ok(Log { writer: false, parts, _lock: None })
+        Ok(Log {
+            writer: false,
+            parts,
+            _lock: None,
+        })
     }
 
     /// The number of partitions this handle was opened with.
@@ -241,7 +272,10 @@ impl Log {
     /// them would mean rewriting the file, and a reader must only ever see a higher start.
     /// An `Ok` means the new start is durable.
     pub fn retain_before(&mut self, partition: u32, offset: u64) -> Result<u64, LogError> {
-        assert!(self.writer, "retain_before on a log opened with open_reader: only the writer moves the start");
+        assert!(
+            self.writer,
+            "retain_before on a log opened with open_reader: only the writer moves the start"
+        );
         let part = self.part(partition)?;
         if offset > part.end() {
             return Err(LogError::OffsetOutOfRange {
@@ -260,7 +294,10 @@ impl Log {
 
     /// The shared body of `append` and `append_batch`.
     fn append_all(&mut self, partition: u32, payloads: &[&[u8]]) -> Result<Range<u64>, LogError> {
-        assert!(self.writer, "append on a log opened with open_reader: only the writer appends");
+        assert!(
+            self.writer,
+            "append on a log opened with open_reader: only the writer appends"
+        );
         self.part(partition)?.append(payloads)
     }
 
@@ -269,7 +306,10 @@ impl Log {
         let partitions = self.partitions();
         self.parts
             .get_mut(partition as usize)
-            .ok_or(LogError::NoSuchPartition { partition, partitions })
+            .ok_or(LogError::NoSuchPartition {
+                partition,
+                partitions,
+            })
     }
 
     /// The partition, refreshed first when this handle is a reader. The writer's memory is
@@ -307,7 +347,11 @@ enum ScanEnd {
     /// A torn tail from `position` (absolute) to `file_len`.
     Torn { position: u64, file_len: u64 },
     /// Damage before the tail.
-    Corrupt { offset: u64, position: u64, reason: String },
+    Corrupt {
+        offset: u64,
+        position: u64,
+        reason: String,
+    },
 }
 
 /// What one frame at a given position turned out to be.
@@ -351,9 +395,11 @@ impl Partition {
         let repair = match part.scan_tail()? {
             ScanEnd::Clean => None,
             ScanEnd::Torn { position, file_len } => Some(part.truncate(position, file_len)?),
-            ScanEnd::Corrupt { offset, position, reason } => {
-                return Err(part.corrupt(offset, position, reason))
-            }
+            ScanEnd::Corrupt {
+                offset,
+                position,
+                reason,
+            } => return Err(part.corrupt(offset, position, reason)),
         };
         part.start = read_start(&part.start_path)?;
         part.check_start_within_end()?;
@@ -362,7 +408,10 @@ impl Partition {
 
     /// Cuts a torn tail off the file, durably, and describes what was cut.
     fn truncate(&mut self, position: u64, file_len: u64) -> Result<TailRepair, LogError> {
-        let file = self.file.as_ref().expect("the writer opened the file before scanning it");
+        let file = self
+            .file
+            .as_ref()
+            .expect("the writer opened the file before scanning it");
         file.set_len(position).map_err(io_err(&self.log_path))?;
         // sync_all, not sync_data: the new length is metadata that must survive a crash.
         file.sync_all().map_err(io_err(&self.log_path))?;
@@ -385,7 +434,12 @@ impl Partition {
         self.index_new_records()?;
         if start < self.start {
             let reason = format!("the start moved backwards from {} to {start}", self.start);
-            return Err(LogError::Corrupt { path: self.start_path.clone(), offset: start, position: 0, reason });
+            return Err(LogError::Corrupt {
+                path: self.start_path.clone(),
+                offset: start,
+                position: 0,
+                reason,
+            });
         }
         self.start = start;
         self.check_start_within_end()
@@ -411,7 +465,11 @@ impl Partition {
         loop {
             match self.scan_tail()? {
                 ScanEnd::Clean | ScanEnd::Torn { .. } => return Ok(()),
-                ScanEnd::Corrupt { offset, position, reason } => {
+                ScanEnd::Corrupt {
+                    offset,
+                    position,
+                    reason,
+                } => {
                     if suspect == Some(position) {
                         return Err(self.corrupt(offset, position, reason));
                     }
@@ -428,7 +486,11 @@ impl Partition {
         let file_len = file.metadata().map_err(io_err(&self.log_path))?.len();
         if file_len < self.tail {
             let reason = format!("the file shrank to {file_len} bytes below indexed records");
-            return Ok(ScanEnd::Corrupt { offset: self.end(), position: self.tail, reason });
+            return Ok(ScanEnd::Corrupt {
+                offset: self.end(),
+                position: self.tail,
+                reason,
+            });
         }
         let bytes = read_from(file, self.tail).map_err(io_err(&self.log_path))?;
         let (valid_len, end) = scan(&bytes, self.tail, &mut self.index);
@@ -452,7 +514,10 @@ impl Partition {
             positions.push(self.tail + bytes.len() as u64);
             encode_frame(first + i as u64, payload, &mut bytes);
         }
-        let file = self.file.as_ref().expect("the writer always has its file open");
+        let file = self
+            .file
+            .as_ref()
+            .expect("the writer always has its file open");
         let written = file
             .write_all_at(&bytes, self.tail)
             .and_then(|()| file.sync_data());
@@ -471,15 +536,25 @@ impl Partition {
         let position = self.index[at];
         let next = self.index.get(at + 1).copied().unwrap_or(self.tail);
         let mut bytes = vec![0; (next - position) as usize];
-        let file = self.file.as_ref().expect("an indexed record implies an open file");
+        let file = self
+            .file
+            .as_ref()
+            .expect("an indexed record implies an open file");
         file.read_exact_at(&mut bytes, position)
             .map_err(io_err(&self.log_path))?;
         match parse_frame(&bytes, 0) {
-            Frame::Valid { offset: found, next } if found == offset && next == bytes.len() => {
+            Frame::Valid {
+                offset: found,
+                next,
+            } if found == offset && next == bytes.len() => {
                 let payload = bytes.split_off(FRAME_HEAD);
                 Ok(Record { offset, payload })
             }
-            _ => Err(self.corrupt(offset, position, "the record changed after it was indexed".into())),
+            _ => Err(self.corrupt(
+                offset,
+                position,
+                "the record changed after it was indexed".into(),
+            )),
         }
     }
 
@@ -488,12 +563,26 @@ impl Partition {
         if self.start <= self.end() {
             return Ok(());
         }
-        let reason = format!("the start {} is past the end {} of the log", self.start, self.end());
-        Err(LogError::Corrupt { path: self.start_path.clone(), offset: self.start, position: 0, reason })
+        let reason = format!(
+            "the start {} is past the end {} of the log",
+            self.start,
+            self.end()
+        );
+        Err(LogError::Corrupt {
+            path: self.start_path.clone(),
+            offset: self.start,
+            position: 0,
+            reason,
+        })
     }
 
     fn corrupt(&self, offset: u64, position: u64, reason: String) -> LogError {
-        LogError::Corrupt { path: self.log_path.clone(), offset, position, reason }
+        LogError::Corrupt {
+            path: self.log_path.clone(),
+            offset,
+            position,
+            reason,
+        }
     }
 }
 
@@ -525,7 +614,10 @@ fn scan(bytes: &[u8], base: u64, index: &mut Vec<u64>) -> (usize, ScanEnd) {
             Some((offset, at)) => ScanEnd::Corrupt {
                 offset: expected,
                 position: base + pos as u64,
-                reason: format!("{why}, yet record {offset} follows intact at byte {}", base + at as u64),
+                reason: format!(
+                    "{why}, yet record {offset} follows intact at byte {}",
+                    base + at as u64
+                ),
             },
         };
         return (pos, end);
@@ -566,13 +658,19 @@ fn parse_frame(bytes: &[u8], pos: usize) -> Frame {
         return Frame::BadChecksum;
     }
     let offset = u64::from_le_bytes(rest[8..16].try_into().expect("8 bytes"));
-    Frame::Valid { offset, next: pos + FRAME_HEAD + len }
+    Frame::Valid {
+        offset,
+        next: pos + FRAME_HEAD + len,
+    }
 }
 
 /// Appends the frame of one record to `out`.
 fn encode_frame(offset: u64, payload: &[u8], out: &mut Vec<u8>) {
     let len = u32::try_from(payload.len());
-    assert!(len.is_ok(), "a log payload must fit the frame's u32 length field");
+    assert!(
+        len.is_ok(),
+        "a log payload must fit the frame's u32 length field"
+    );
     let mut checked = Vec::with_capacity(12 + payload.len());
     checked.extend_from_slice(&len.expect("checked above").to_le_bytes());
     checked.extend_from_slice(&offset.to_le_bytes());
@@ -616,10 +714,12 @@ fn check_header(file: &File, path: &Path) -> Result<(), LogError> {
     let mut header = [0u8; MAGIC.len()];
     match file.read_exact_at(&mut header, 0) {
         Ok(()) if &header == MAGIC => Ok(()),
-        Ok(()) => Err(LogError::BadHeader { path: path.to_path_buf() }),
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-            Err(LogError::BadHeader { path: path.to_path_buf() })
-        }
+        Ok(()) => Err(LogError::BadHeader {
+            path: path.to_path_buf(),
+        }),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(LogError::BadHeader {
+            path: path.to_path_buf(),
+        }),
         Err(e) => Err(io_err(path)(e)),
     }
 }
@@ -638,7 +738,11 @@ fn read_start(path: &Path) -> Result<u64, LogError> {
         reason: reason.to_string(),
     };
     if bytes.len() != START_LEN {
-        return Err(corrupt(0, bytes.len() as u64, "a start file holds exactly 12 bytes"));
+        return Err(corrupt(
+            0,
+            bytes.len() as u64,
+            "a start file holds exactly 12 bytes",
+        ));
     }
     let start = u64::from_le_bytes(bytes[0..8].try_into().expect("8 bytes"));
     let crc = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
@@ -652,7 +756,9 @@ fn read_start(path: &Path) -> Result<u64, LogError> {
 fn write_start(path: &Path, start: u64) -> Result<(), LogError> {
     let mut bytes = start.to_le_bytes().to_vec();
     bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
-    let dir = path.parent().expect("a start file lives in the log directory");
+    let dir = path
+        .parent()
+        .expect("a start file lives in the log directory");
     replace_file(dir, path, &bytes)
 }
 
@@ -673,5 +779,8 @@ fn replace_file(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), LogError> {
 
 /// Wraps an I/O error with the path it concerns.
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> LogError + '_ {
-    move |source| LogError::Io { path: path.to_path_buf(), source }
+    move |source| LogError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }

@@ -181,8 +181,21 @@ struct WorkerArgs {
 /// Exit status of `consume` when a fenced write told the owner it is a zombie.
 const FENCED_EXIT_CODE: u8 = 3;
 
+/// Parses the command line; a usage error is one line on stderr and exit 2 (help and version
+/// print as usual).
+fn parse_cli() -> Cli {
+    Cli::try_parse().unwrap_or_else(|error| {
+        if !error.use_stderr() {
+            error.exit();
+        }
+        let text = error.to_string();
+        eprintln!("{}", text.lines().next().unwrap_or("error: invalid arguments"));
+        std::process::exit(2)
+    })
+}
+
 fn main() -> ExitCode {
-    let result = match Cli::parse().command {
+    let result = match parse_cli().command {
         Command::Init(args) => init(args),
         Command::Append(args) => append(args),
         Command::Consume(args) => consume(args),

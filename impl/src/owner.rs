@@ -223,20 +223,30 @@ impl Owner {
     }
 
     /// Runs the strategy until nothing is enabled (every owned partition caught up and
-    /// committed) and returns the steps taken. The parallel strategies complete their pending
-    /// records highest first, the order in which parallel-max's trap shows.
+    /// committed) and returns the steps taken. The parallel strategies work in windows: fetch
+    /// until `inflight` records are pending, then complete them highest first (the order in
+    /// which parallel-max's trap shows), committing whenever the target moves.
     pub fn run_to_end(&mut self) -> Result<Vec<(Step, Outcome)>, OwnerError> {
         let mut taken = Vec::new();
+        let mut draining = false;
         loop {
             let steps = self.enabled_steps()?;
+            let kind_of = |kind| steps.iter().find(|s| s.kind == kind);
             let choice = if self.settings.strategy.is_parallel() {
-                steps.iter().find(|s| s.kind != StepKind::ApplyEffect).or_else(|| steps.iter().rev().next())
+                let fetch = kind_of(StepKind::Fetch).filter(|_| !draining);
+                let highest = steps.iter().rfind(|s| s.kind == StepKind::ApplyEffect);
+                kind_of(StepKind::CommitOffset).or(fetch).or(highest)
             } else {
                 steps.first()
             };
             let Some(&step) = choice else { return Ok(taken) };
+            draining |= step.kind == StepKind::ApplyEffect;
             let outcome = self.perform(step)?;
             taken.push((step, outcome));
+            // A window is drained once nothing is pending; then the next one is fetched.
+            if self.leases.values().all(|lease| lease.records.is_empty()) {
+                draining = false;
+            }
         }
     }
 

@@ -420,11 +420,32 @@ fn is_processed(tx: &Transaction<'_>, group: &str, partition: u32, offset: u64) 
     tx.query_row(PROCESSED_SQL, params![group, partition, offset], |_| Ok(())).optional().map(|found| found.is_some())
 }
 
-/// Opens a connection with the busy timeout, so competing owners wait rather than fail.
+/// How long a blocked statement sleeps before trying again. SQLite's own busy handler backs off
+/// to 100 ms sleeps, and an owner committing in a tight loop then wins the lock back every
+/// time: a waiting `claim` starved for seconds. Polling this often lands in the gaps between
+/// another process's transactions.
+const BUSY_POLL: Duration = Duration::from_micros(250);
+
+/// The busy budget, in polls, of this process's connections (the handler is a plain `fn`, so
+/// it cannot capture the timeout; every store of a process uses the same one).
+static BUSY_POLLS_MAX: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+fn busy_poll(attempts: i32) -> bool {
+    if attempts >= BUSY_POLLS_MAX.load(std::sync::atomic::Ordering::Relaxed) {
+        return false;
+    }
+    std::thread::sleep(BUSY_POLL);
+    true
+}
+
+/// Opens a connection whose blocked statements wait up to `busy_timeout`, polling often, so
+/// competing owners wait rather than fail.
 fn connect(path: &Path, options: StoreOptions) -> Result<Connection, StoreError> {
     let fail = |sql| move |source| classify(path, sql, source, options.busy_timeout);
     let conn = Connection::open(path).map_err(fail("open"))?;
-    conn.busy_timeout(options.busy_timeout).map_err(fail("busy_timeout"))?;
+    let polls = (options.busy_timeout.as_secs_f64() / BUSY_POLL.as_secs_f64()).ceil().min(f64::from(i32::MAX)) as i32;
+    BUSY_POLLS_MAX.store(polls, std::sync::atomic::Ordering::Relaxed);
+    conn.busy_handler(Some(busy_poll)).map_err(fail("busy_handler"))?;
     Ok(conn)
 }
 

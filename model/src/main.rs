@@ -132,8 +132,21 @@ fn parse_strategy(text: &str) -> Result<Strategy, String> {
     text.parse()
 }
 
+/// Parses the command line; a usage error is one line on stderr and exit 2 (help and version
+/// print as usual).
+fn parse_cli() -> Cli {
+    Cli::try_parse().unwrap_or_else(|error| {
+        if !error.use_stderr() {
+            error.exit();
+        }
+        let text = error.to_string();
+        eprintln!("{}", text.lines().next().unwrap_or("error: invalid arguments"));
+        std::process::exit(2)
+    })
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     let result = match cli.command {
         Command::Check(args) => run_check(args),
         Command::Explore(args) => run_explore(args),

@@ -317,7 +317,7 @@ fn store_checkpoint(state: &mut State, group: u8, partition: u8, next_offset: Of
 
 fn apply_stamped(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) -> bool {
     let stamp = state.groups[usize::from(group)].store.partitions[usize::from(partition)].stamp;
-    let newer = stamp.map_or(true, |stamp| offset > stamp);
+    let newer = stamp.is_none_or(|stamp| offset > stamp);
     if newer {
         add_effect(state, group, partition, offset);
         state.groups[usize::from(group)].store.partitions[usize::from(partition)].stamp = Some(offset);

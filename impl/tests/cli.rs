@@ -1,0 +1,155 @@
+//! Bad input to the `consumer` command line: every rejection exits 2 with an `error:` line,
+//! prints nothing on stdout and leaves the data directory byte for byte as it was.
+
+mod common;
+
+use common::{describe, snapshot, stderr, stdout, DataDir, FAILED};
+
+/// The data directory a bad-input case runs against.
+#[derive(Clone, Copy, Debug)]
+enum Setup {
+    /// Initialised, with five records of +5 in partition 0.
+    FiveRecords,
+    /// A path nobody ran `init` on.
+    Uninitialised,
+    /// Five records with a byte of record 2's payload flipped: damage before the tail.
+    CorruptMiddle,
+    /// Five records, and the test holds `BEGIN IMMEDIATE` on the store for the whole run.
+    Locked,
+}
+
+struct BadInput {
+    name: &'static str,
+    setup: Setup,
+    /// The subcommand and its arguments; `--dir` is added after the subcommand.
+    args: &'static [&'static str],
+    /// Texts the error line must contain; `{dir}` stands for the data directory.
+    expected: &'static [&'static str],
+    /// Clap's own rejections add a usage hint after the error line (the model's CLI tests
+    /// allow the same); the consumer's own errors are exactly one line.
+    from_clap: bool,
+}
+
+/// Bytes before the first frame of a partition file, and frame bytes before a payload
+/// (crc32c, length, offset), as documented at the top of `src/log.rs`.
+const HEADER: usize = 8;
+const FRAME_HEAD: usize = 16;
+/// A delta's payload is 8 bytes.
+const FRAME: usize = FRAME_HEAD + 8;
+
+/// Builds the case's data directory.
+fn prepare(case: &str, setup: Setup) -> DataDir {
+    if let Setup::Uninitialised = setup {
+        return DataDir::uninitialised(case);
+    }
+    let dir = DataDir::with_records(case, 5, 5);
+    if let Setup::CorruptMiddle = setup {
+        let path = dir.log_file(0);
+        let mut bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("case '{case}': read {}: {e}", path.display()));
+        assert_eq!(bytes.len(), HEADER + 5 * FRAME, "case '{case}': the log layout is not the documented one");
+        // Record 2 of 5: intact records follow it, so this cannot pass for a torn tail.
+        bytes[HEADER + 2 * FRAME + FRAME_HEAD + 3] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("case '{case}': write {}: {e}", path.display()));
+    }
+    dir
+}
+
+/// For `Setup::Locked`, a connection holding the store's write lock until it is dropped. It is
+/// taken after the snapshot: closing any other descriptor of store.db in this process would
+/// release SQLite's POSIX lock.
+fn lock(case: &str, setup: Setup, dir: &DataDir) -> Option<rusqlite::Connection> {
+    let Setup::Locked = setup else { return None };
+    let conn = rusqlite::Connection::open(dir.store_path()).unwrap_or_else(|e| panic!("case '{case}': open the store: {e}"));
+    conn.execute_batch("BEGIN IMMEDIATE").unwrap_or_else(|e| panic!("case '{case}': take the write lock: {e}"));
+    Some(conn)
+}
+
+fn run_bad_input(case: &BadInput) {
+    let name = case.name;
+    let dir = prepare(name, case.setup);
+    let before = snapshot(&dir.path);
+    let held = lock(name, case.setup, &dir);
+    let (subcommand, args) = case.args.split_first().expect("a case names a subcommand");
+    let output = dir.run(subcommand, args);
+    drop(held);
+
+    let errors = stderr(&output);
+    assert_eq!(output.status.code(), Some(FAILED), "case '{name}'\n{}", describe(&output));
+    assert_eq!(stdout(&output), "", "case '{name}': a rejected command prints nothing on stdout");
+    let first = errors.lines().next().unwrap_or_default();
+    assert!(first.starts_with("error: "), "case '{name}': the first stderr line is not an error\n{}", describe(&output));
+    for expected in case.expected {
+        let expected = expected.replace("{dir}", &dir.path.display().to_string());
+        assert!(first.contains(&expected), "case '{name}': '{first}' lacks '{expected}'");
+    }
+    if !case.from_clap {
+        assert_eq!(errors.lines().count(), 1, "case '{name}': the error must be one line\n{}", describe(&output));
+    }
+    assert!(snapshot(&dir.path) == before, "case '{name}': the rejected command changed files under {}", dir.path.display());
+}
+
+#[test]
+fn bad_input_exits_2_with_one_error_line_and_changes_nothing() {
+    let consume: &[&str] = &["consume", "--group", "g", "--strategy", "atomic"];
+    let cases = [
+        BadInput {
+            name: "unknown strategy",
+            setup: Setup::FiveRecords,
+            args: &["consume", "--group", "g", "--strategy", "exactly-once"],
+            expected: &["unknown strategy 'exactly-once'"],
+            from_clap: true,
+        },
+        BadInput {
+            name: "a crash point that is not STEP:WHEN",
+            setup: Setup::FiveRecords,
+            args: &["consume", "--group", "g", "--strategy", "atomic", "--crash-at", "nonsense"],
+            expected: &["crash point 'nonsense' is not STEP:WHEN[@OFFSET]"],
+            from_clap: true,
+        },
+        BadInput {
+            name: "a crash inside fetch, which has no transaction",
+            setup: Setup::FiveRecords,
+            args: &["consume", "--group", "g", "--strategy", "atomic", "--crash-at", "fetch:inside"],
+            expected: &["fetch writes nothing, so it has no inside"],
+            from_clap: true,
+        },
+        BadInput {
+            name: "a batch of zero records",
+            setup: Setup::FiveRecords,
+            args: &["consume", "--group", "g", "--strategy", "atomic", "--batch", "0"],
+            expected: &["--batch must be at least 1"],
+            from_clap: false,
+        },
+        BadInput {
+            name: "consuming a directory never initialised",
+            setup: Setup::Uninitialised,
+            args: consume,
+            expected: &["{dir}/store.db", "is not initialised"],
+            from_clap: false,
+        },
+        BadInput {
+            name: "init twice on the same directory",
+            setup: Setup::FiveRecords,
+            args: &["init"],
+            expected: &["{dir}/store.db", "exists already"],
+            from_clap: false,
+        },
+        BadInput {
+            name: "a log corrupt before its tail",
+            setup: Setup::CorruptMiddle,
+            args: consume,
+            expected: &["{dir}/log/partition-0.log", "corrupt at offset 2"],
+            from_clap: false,
+        },
+        BadInput {
+            name: "a store locked by another writer past the busy timeout",
+            setup: Setup::Locked,
+            args: &["claim", "--group", "g", "--partition", "0", "--owner", "o1", "--busy-timeout", "0.3"],
+            expected: &["{dir}/store.db", "is locked by another process"],
+            from_clap: false,
+        },
+    ];
+    for case in &cases {
+        run_bad_input(case);
+    }
+}

@@ -1,0 +1,271 @@
+//! Shared by the scenario tests: fresh data directories driven through the `consumer` binary,
+//! their state read back with `status --json`, and worker processes spoken to line by line.
+
+// Each test binary includes this module but uses only some of its helpers.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Output, Stdio};
+
+/// The binary under test, built by Cargo for the integration tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_consumer");
+
+/// The exit status of a deliberate crash (`--crash-at`).
+pub const CRASHED: i32 = 9;
+/// The exit status of `consume` when a fenced write told it it is a zombie.
+pub const FENCED: i32 = 3;
+/// The exit status of every rejected input or failed operation.
+pub const FAILED: i32 = 2;
+
+/// What a scenario reads back from the store: a group's `total` and the `next_offset` of its
+/// partition 0 (the committed checkpoint).
+pub type GroupState = (i64, u64);
+
+/// Renders a finished process for a failure message, so the cause is visible without rerunning.
+pub fn describe(output: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout ---\n{}--- stderr ---\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).expect("the consumer writes UTF-8")
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).expect("the consumer writes UTF-8")
+}
+
+/// Asserts an exit status, naming the case and showing both output streams when it differs.
+pub fn expect_code(case: &str, what: &str, output: &Output, code: i32) {
+    assert_eq!(output.status.code(), Some(code), "case '{case}': {what} should exit {code}\n{}", describe(output));
+}
+
+/// One on-disk data directory (log and store) in its own temporary directory, removed on drop.
+pub struct DataDir {
+    _temp: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+impl DataDir {
+    /// A directory nobody has initialised yet.
+    pub fn uninitialised(case: &str) -> DataDir {
+        let temp = tempfile::tempdir().unwrap_or_else(|e| panic!("case '{case}': cannot create a temp dir: {e}"));
+        let path = temp.path().join("data");
+        DataDir { _temp: temp, path }
+    }
+
+    /// An initialised directory with the CLI's defaults: DELETE journal, synchronous FULL.
+    pub fn new(case: &str, partitions: u32) -> DataDir {
+        let dir = DataDir::uninitialised(case);
+        let output = dir.run("init", &["--partitions", &partitions.to_string()]);
+        expect_code(case, "init", &output, 0);
+        dir
+    }
+
+    /// An initialised single-partition directory holding `count` records of `delta`.
+    pub fn with_records(case: &str, delta: i64, count: u64) -> DataDir {
+        let dir = DataDir::new(case, 1);
+        dir.append(case, 0, delta, count);
+        dir
+    }
+
+    pub fn store_path(&self) -> PathBuf {
+        self.path.join("store.db")
+    }
+
+    /// The rollback journal SQLite leaves behind when a writer dies before COMMIT.
+    pub fn journal_path(&self) -> PathBuf {
+        self.path.join("store.db-journal")
+    }
+
+    pub fn log_file(&self, partition: u32) -> PathBuf {
+        self.path.join("log").join(format!("partition-{partition}.log"))
+    }
+
+    /// The command line of `consumer SUBCOMMAND --dir DIR ARGS...`, not yet started.
+    pub fn command(&self, subcommand: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(BIN);
+        command.arg(subcommand).arg("--dir").arg(&self.path).args(args);
+        command
+    }
+
+    /// Runs `consumer SUBCOMMAND --dir DIR ARGS...` to completion.
+    pub fn run(&self, subcommand: &str, args: &[&str]) -> Output {
+        self.command(subcommand, args).output().expect("the consumer binary starts")
+    }
+
+    pub fn append(&self, case: &str, partition: u32, delta: i64, count: u64) {
+        let output = self.run(
+            "append",
+            &["--partition", &partition.to_string(), &format!("--delta={delta}"), "--count", &count.to_string()],
+        );
+        expect_code(case, "append", &output, 0);
+    }
+
+    /// Runs `consume` with `args` and checks its exit status.
+    pub fn consume(&self, case: &str, args: &[&str], code: i32) -> Output {
+        let output = self.run("consume", args);
+        expect_code(case, &format!("consume {}", args.join(" ")), &output, code);
+        output
+    }
+
+    /// The rebalance: hands the partition to `owner` at the next epoch.
+    pub fn claim(&self, case: &str, group: &str, partition: u32, owner: &str) {
+        let output = self.run("claim", &["--group", group, "--partition", &partition.to_string(), "--owner", owner]);
+        expect_code(case, &format!("claim {group} {partition} {owner}"), &output, 0);
+    }
+
+    /// The whole `status --json` document. Reopening the store this way is also what rolls
+    /// back a transaction a crashed process left uncommitted.
+    pub fn status(&self, case: &str) -> serde_json::Value {
+        let output = self.run("status", &["--json"]);
+        expect_code(case, "status --json", &output, 0);
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("case '{case}': status --json is not JSON: {e}\n{}", describe(&output)))
+    }
+
+    /// One group's object of `status --json`; the group must exist.
+    pub fn group(&self, case: &str, group: &str) -> serde_json::Value {
+        let status = self.status(case);
+        let groups = status["groups"].as_array().unwrap_or_else(|| panic!("case '{case}': status has no groups array: {status}"));
+        groups
+            .iter()
+            .find(|g| g["group"] == group)
+            .cloned()
+            .unwrap_or_else(|| panic!("case '{case}': group {group} is not in the store: {status}"))
+    }
+
+    /// (total, next_offset of partition 0) of a group.
+    pub fn state(&self, case: &str, group: &str) -> GroupState {
+        let row = self.group(case, group);
+        let total = row["total"].as_i64().unwrap_or_else(|| panic!("case '{case}': no total in {row}"));
+        let next = row["progress"][0]["next_offset"].as_u64().unwrap_or_else(|| panic!("case '{case}': no next_offset in {row}"));
+        (total, next)
+    }
+
+    /// A group's partition-0 progress row (next_offset, epoch, owner, stamp).
+    pub fn progress(&self, case: &str, group: &str) -> serde_json::Value {
+        self.group(case, group)["progress"][0].clone()
+    }
+
+    /// Starts `consumer worker` for one owner and waits for its `ready` line.
+    pub fn worker(&self, case: &str, group: &str, owner: &str, strategy: &str) -> Worker {
+        let mut command = self.command("worker", &["--group", group, "--owner", owner, "--strategy", strategy]);
+        Worker::spawn(case, command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()))
+    }
+}
+
+/// One worker process (`consumer worker`): a command line in, a reply line out.
+pub struct Worker {
+    case: String,
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Worker {
+    fn spawn(case: &str, command: &mut Command) -> Worker {
+        let mut child = command.spawn().expect("the consumer binary starts");
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
+        let mut worker = Worker { case: case.to_string(), child, stdin, stdout };
+        let ready = worker.read_line("(start)");
+        assert!(ready.starts_with("ready {"), "case '{case}': the worker's first line is not `ready JSON`: {ready}");
+        worker
+    }
+
+    fn read_line(&mut self, after: &str) -> String {
+        let mut line = String::new();
+        let read = self.stdout.read_line(&mut line).unwrap_or_else(|e| panic!("case '{}': reading the worker: {e}", self.case));
+        if read == 0 {
+            // The worker ended: its stderr says why (it is small, the protocol goes to stdout).
+            let status = self.child.wait().ok();
+            let mut errors = String::new();
+            if let Some(stderr) = self.child.stderr.as_mut() {
+                let _ = stderr.read_to_string(&mut errors);
+            }
+            panic!("case '{}': the worker ended after '{after}' (status {status:?}); stderr: {errors}", self.case);
+        }
+        line.trim_end().to_string()
+    }
+
+    /// Sends one command and returns its reply line.
+    pub fn send(&mut self, command: &str) -> String {
+        writeln!(self.stdin, "{command}").unwrap_or_else(|e| panic!("case '{}': writing '{command}' to the worker: {e}", self.case));
+        self.stdin.flush().unwrap_or_else(|e| panic!("case '{}': flushing '{command}' to the worker: {e}", self.case));
+        self.read_line(command)
+    }
+
+    /// Sends one command and asserts its exact reply.
+    pub fn expect(&mut self, command: &str, reply: &str) {
+        let got = self.send(command);
+        assert_eq!(got, reply, "case '{}': worker reply to '{command}'", self.case);
+    }
+
+    /// The owner's volatile state, from the `state` command's JSON.
+    pub fn state(&mut self) -> serde_json::Value {
+        let reply = self.send("state");
+        let json = reply.strip_prefix("state ").unwrap_or_else(|| panic!("case '{}': not a state reply: {reply}", self.case));
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("case '{}': the state reply is not JSON ({e}): {reply}", self.case))
+    }
+
+    /// Sends a command that must end the worker (an armed crash point) with exit status `code`
+    /// before it replies.
+    pub fn send_expecting_exit(&mut self, command: &str, code: i32) {
+        writeln!(self.stdin, "{command}").unwrap_or_else(|e| panic!("case '{}': writing '{command}' to the worker: {e}", self.case));
+        self.stdin.flush().unwrap_or_else(|e| panic!("case '{}': flushing '{command}' to the worker: {e}", self.case));
+        let mut rest = String::new();
+        self.stdout.read_to_string(&mut rest).unwrap_or_else(|e| panic!("case '{}': reading the worker: {e}", self.case));
+        assert_eq!(rest, "", "case '{}': the worker replied to '{command}' instead of ending", self.case);
+        let status = self.child.wait().unwrap_or_else(|e| panic!("case '{}': reaping the worker: {e}", self.case));
+        assert_eq!(status.code(), Some(code), "case '{}': the worker's exit after '{command}'", self.case);
+    }
+
+    /// SIGKILLs the worker (a real crash: no exit code, no destructor) and reaps it.
+    pub fn kill(&mut self) -> ExitStatus {
+        self.child.kill().unwrap_or_else(|e| panic!("case '{}': SIGKILL failed: {e}", self.case));
+        let status = self.child.wait().unwrap_or_else(|e| panic!("case '{}': reaping the worker: {e}", self.case));
+        assert_eq!(status.signal(), Some(9), "case '{}': the worker should have died of SIGKILL, not {status:?}", self.case);
+        status
+    }
+
+    /// Ends the worker through the protocol and checks it exits cleanly.
+    pub fn quit(&mut self) {
+        self.expect("quit", "ok bye");
+        let status = self.child.wait().unwrap_or_else(|e| panic!("case '{}': reaping the worker: {e}", self.case));
+        assert_eq!(status.code(), Some(0), "case '{}': the worker should exit 0 after quit", self.case);
+    }
+}
+
+impl Drop for Worker {
+    /// A failing test must not leave a worker behind waiting on its stdin.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every file under `root` with its bytes, sorted by path: a rejected command must leave it as is.
+pub fn snapshot(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries {
+            let path = entry.expect("a directory entry is readable").path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+                files.push((path, bytes));
+            }
+        }
+    }
+    files.sort();
+    files
+}
