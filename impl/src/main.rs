@@ -119,6 +119,9 @@ struct OwnerArgs {
     /// Crash points, STEP:WHEN[@OFFSET] (e.g. apply-effect:after@49); the process exits with 9.
     #[arg(long = "crash-at")]
     crash_at: Vec<consumer::crash::CrashPoint>,
+    /// Test only: run a deliberately broken variant (no-fence, no-cas).
+    #[arg(long, hide = true)]
+    mutation: Option<consumer::owner::Mutation>,
 }
 
 impl OwnerArgs {
@@ -128,8 +131,13 @@ impl OwnerArgs {
         }
         let store = self.dir.open_store()?;
         let log = Log::open_reader(&self.dir.log_dir(), store.partitions())?;
-        let settings =
-            Settings { strategy: self.strategy, commit_every: self.commit_every, inflight: self.inflight, batch: self.batch };
+        let settings = Settings {
+            strategy: self.strategy,
+            commit_every: self.commit_every,
+            inflight: self.inflight,
+            batch: self.batch,
+            mutation: self.mutation,
+        };
         Ok(Owner::start(store, log, &self.group, &self.owner, settings, CrashPlan::new(self.crash_at.clone()))?)
     }
 }

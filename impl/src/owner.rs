@@ -5,7 +5,7 @@ use crate::crash::{CrashPlan, When};
 use crate::log::{decode_delta, Log, LogError};
 use crate::store::{Guard, Item, Store, StoreError};
 use crate::strategy::{Step, StepKind, Strategy};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -19,16 +19,41 @@ pub struct Settings {
     pub inflight: usize,
     /// Records fetched (and written) together by the serial strategies; 1 is the model's case.
     pub batch: usize,
+    /// Test only: a deliberately broken variant, to show that conformance can fail.
+    pub mutation: Option<Mutation>,
+}
+
+/// Deliberate bugs in the real code path, selected only by tests (the hidden `--mutation`
+/// flag), so that the conformance harness can be shown to detect a broken consumer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mutation {
+    /// atomic-fenced's transaction does not check the epoch.
+    NoFence,
+    /// atomic-cas's transaction does not compare with the stored next offset.
+    NoCas,
+}
+
+impl std::str::FromStr for Mutation {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "no-fence" => Ok(Mutation::NoFence),
+            "no-cas" => Ok(Mutation::NoCas),
+            other => Err(format!("unknown mutation '{other}' (expected no-fence or no-cas)")),
+        }
+    }
 }
 
 impl Settings {
     pub fn new(strategy: Strategy) -> Settings {
-        Settings { strategy, commit_every: 2, inflight: 2, batch: 1 }
+        Settings { strategy, commit_every: 2, inflight: 2, batch: 1, mutation: None }
     }
 }
 
 /// Where a fetched batch is inside its strategy's sequence of writes (the model's `Stage`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Stage {
     Fetched,
@@ -38,7 +63,7 @@ pub enum Stage {
 }
 
 /// A fetched, unfinished batch of records `[offset, end)` with their deltas.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InFlight {
     pub end: u64,
     pub stage: Stage,
@@ -46,7 +71,7 @@ pub struct InFlight {
 }
 
 /// The owner's in-memory view of one partition it believes it owns (the model's `Lease`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
     pub epoch: i64,
     pub position: u64,
@@ -139,6 +164,8 @@ pub struct Owner {
     name: String,
     settings: Settings,
     leases: BTreeMap<u32, Lease>,
+    /// The last log end seen per partition (see `log_end`).
+    log_ends: BTreeMap<u32, u64>,
     crash: CrashPlan,
 }
 
@@ -163,11 +190,24 @@ impl Owner {
                 leases.insert(partition, Lease::fresh(row.epoch, row.next_offset));
             }
         }
-        Ok(Owner { store, log, group: group.to_string(), name: name.to_string(), settings, leases, crash })
+        let log_ends = BTreeMap::new();
+        Ok(Owner { store, log, group: group.to_string(), name: name.to_string(), settings, leases, log_ends, crash })
     }
 
     pub fn state(&self) -> OwnerState<'_> {
         OwnerState { group: &self.group, owner: &self.name, strategy: self.settings.strategy, leases: &self.leases }
+    }
+
+    /// The coordinator's assignment: after a rebalance names this owner in the store, the
+    /// owner takes the partition at the new epoch from the committed checkpoint (replacing any
+    /// stale lease it held). Returns the epoch, or `None` when the store names another owner.
+    pub fn assign(&mut self, partition: u32) -> Result<Option<i64>, OwnerError> {
+        let row = self.store.progress(&self.group, partition)?;
+        if row.owner != self.name {
+            return Ok(None);
+        }
+        self.leases.insert(partition, Lease::fresh(row.epoch, row.next_offset));
+        Ok(Some(row.epoch))
     }
 
     /// Arms one more crash point (the worker's `arm` command).
@@ -186,11 +226,24 @@ impl Owner {
     /// The steps the strategy allows now, in a fixed order (by partition).
     pub fn enabled_steps(&mut self) -> Result<Vec<Step>, OwnerError> {
         let mut steps = Vec::new();
-        for (&partition, lease) in &self.leases {
-            let log_end = self.log.end(partition)?;
-            lease_steps(&self.settings, partition, lease, log_end, &mut steps);
+        let positions: Vec<(u32, u64)> = self.leases.iter().map(|(&p, lease)| (p, lease.position)).collect();
+        for (partition, position) in positions {
+            let log_end = self.log_end(partition, position)?;
+            lease_steps(&self.settings, partition, &self.leases[&partition], log_end, &mut steps);
         }
         Ok(steps)
+    }
+
+    /// The log end of a partition, as far as `position` needs it: the end only grows, so the
+    /// last one seen is asked again (a refresh reads files) only once the owner has caught up.
+    fn log_end(&mut self, partition: u32, position: u64) -> Result<u64, OwnerError> {
+        let known = self.log_ends.get(&partition).copied().unwrap_or(0);
+        if position < known {
+            return Ok(known);
+        }
+        let end = self.log.end(partition)?;
+        self.log_ends.insert(partition, end);
+        Ok(end)
     }
 
     /// Performs one step if the strategy allows it now; each step but `fetch` is one durable
@@ -200,6 +253,11 @@ impl Owner {
         if !enabled.contains(&step) {
             return Err(OwnerError::NotEnabled { step, enabled });
         }
+        self.perform_enabled(step)
+    }
+
+    /// Performs a step already known to be enabled.
+    fn perform_enabled(&mut self, step: Step) -> Result<Outcome, OwnerError> {
         let span = self.step_span(step);
         self.crash.at(step.kind, When::Before, span.clone());
         let outcome = match step.kind {
@@ -241,7 +299,7 @@ impl Owner {
             };
             let Some(&step) = choice else { return Ok(taken) };
             draining |= step.kind == StepKind::ApplyEffect;
-            let outcome = self.perform(step)?;
+            let outcome = self.perform_enabled(step)?;
             taken.push((step, outcome));
             // A window is drained once nothing is pending; then the next one is fetched.
             if self.leases.values().all(|lease| lease.records.is_empty()) {
@@ -289,9 +347,10 @@ impl Owner {
             StepKind::ApplyStamped => self.store.apply_stamped(&group, partition, &items, &mut inside),
             StepKind::ApplyDeduped => self.store.apply_deduped(&group, partition, &items, &mut inside),
             StepKind::ApplyAtomic => {
+                let mutation = self.settings.mutation;
                 let guard = match strategy {
-                    Strategy::AtomicFenced => Guard::Fenced { epoch },
-                    Strategy::AtomicCas => Guard::Cas,
+                    Strategy::AtomicFenced if mutation != Some(Mutation::NoFence) => Guard::Fenced { epoch },
+                    Strategy::AtomicCas if mutation != Some(Mutation::NoCas) => Guard::Cas,
                     _ => Guard::Blind,
                 };
                 self.store.apply_atomic(&group, partition, &items, guard, &mut inside)

@@ -216,10 +216,10 @@ impl Store {
         let fail = |sql| move |source| classify(path, sql, source, timeout);
         let tx = self.begin()?;
         let sql = "INSERT OR IGNORE INTO effect (grp, total) VALUES (?1, 0)";
-        tx.execute(sql, params![group]).map_err(fail(sql))?;
+        tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group])).map_err(fail(sql))?;
         for partition in 0..partitions {
             let sql = "INSERT OR IGNORE INTO progress (grp, part, next_offset, epoch, owner) VALUES (?1, ?2, 0, 1, ?3)";
-            tx.execute(sql, params![group, partition, initial_owner]).map_err(fail(sql))?;
+            tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, initial_owner])).map_err(fail(sql))?;
         }
         tx.commit().map_err(fail("COMMIT"))
     }
@@ -274,7 +274,7 @@ impl Store {
         let fail = |sql| move |source| classify(path, sql, source, timeout);
         let tx = self.begin()?;
         let sql = "UPDATE progress SET epoch = epoch + 1, owner = ?3 WHERE grp = ?1 AND part = ?2 RETURNING epoch";
-        let epoch = tx.query_row(sql, params![group, partition, owner], |row| row.get(0)).map_err(fail(sql))?;
+        let epoch = tx.prepare_cached(sql).and_then(|mut statement| statement.query_row(params![group, partition, owner], |row| row.get(0))).map_err(fail(sql))?;
         tx.commit().map_err(fail("COMMIT"))?;
         Ok(epoch)
     }
@@ -292,7 +292,7 @@ impl Store {
             let skip = unless_processed && is_processed(&tx, group, partition, item.offset).map_err(fail(PROCESSED_SQL))?;
             if !skip {
                 let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
-                tx.execute(sql, params![group, item.delta]).map_err(fail(sql))?;
+                tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, item.delta])).map_err(fail(sql))?;
             }
             applied.push(!skip);
         }
@@ -308,7 +308,7 @@ impl Store {
         let tx = self.begin()?;
         for offset in offsets {
             let sql = "INSERT OR IGNORE INTO processed (grp, part, log_offset) VALUES (?1, ?2, ?3)";
-            tx.execute(sql, params![group, partition, offset]).map_err(fail(sql))?;
+            tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, offset])).map_err(fail(sql))?;
         }
         finish(tx, inside, path, timeout)
     }
@@ -320,7 +320,7 @@ impl Store {
         let fail = |sql| move |source| classify(path, sql, source, timeout);
         let tx = self.begin()?;
         let sql = "UPDATE progress SET next_offset = ?3 WHERE grp = ?1 AND part = ?2";
-        tx.execute(sql, params![group, partition, next_offset]).map_err(fail(sql))?;
+        tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, next_offset])).map_err(fail(sql))?;
         finish(tx, inside, path, timeout)
     }
 
@@ -334,10 +334,10 @@ impl Store {
         let mut applied = Vec::with_capacity(items.len());
         for item in items {
             let sql = "UPDATE progress SET stamp = ?3 WHERE grp = ?1 AND part = ?2 AND (stamp IS NULL OR stamp < ?3)";
-            let newer = tx.execute(sql, params![group, partition, item.offset]).map_err(fail(sql))? == 1;
+            let newer = tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, item.offset])).map_err(fail(sql))? == 1;
             if newer {
                 let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
-                tx.execute(sql, params![group, item.delta]).map_err(fail(sql))?;
+                tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, item.delta])).map_err(fail(sql))?;
             }
             applied.push(newer);
         }
@@ -354,10 +354,10 @@ impl Store {
         let mut applied = Vec::with_capacity(items.len());
         for item in items {
             let sql = "INSERT OR IGNORE INTO processed (grp, part, log_offset) VALUES (?1, ?2, ?3)";
-            let fresh = tx.execute(sql, params![group, partition, item.offset]).map_err(fail(sql))? == 1;
+            let fresh = tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, item.offset])).map_err(fail(sql))? == 1;
             if fresh {
                 let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
-                tx.execute(sql, params![group, item.delta]).map_err(fail(sql))?;
+                tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, item.delta])).map_err(fail(sql))?;
             }
             applied.push(fresh);
         }
@@ -375,7 +375,7 @@ impl Store {
         let tx = self.begin()?;
         let sql = "SELECT next_offset, epoch FROM progress WHERE grp = ?1 AND part = ?2";
         let (stored, epoch): (u64, i64) =
-            tx.query_row(sql, params![group, partition], |row| Ok((row.get(0)?, row.get(1)?))).map_err(fail(sql))?;
+            tx.prepare_cached(sql).and_then(|mut statement| statement.query_row(params![group, partition], |row| Ok((row.get(0)?, row.get(1)?)))).map_err(fail(sql))?;
         if let Guard::Fenced { epoch: held } = guard {
             if held != epoch {
                 // Dropping the transaction rolls it back: nothing of the zombie's lands.
@@ -394,14 +394,14 @@ impl Store {
             };
             if apply {
                 let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
-                tx.execute(sql, params![group, item.delta]).map_err(fail(sql))?;
+                tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, item.delta])).map_err(fail(sql))?;
                 next = item.offset + 1;
             }
             applied.push(apply);
         }
         if applied.iter().any(|&a| a) {
             let sql = "UPDATE progress SET next_offset = ?3 WHERE grp = ?1 AND part = ?2";
-            tx.execute(sql, params![group, partition, next]).map_err(fail(sql))?;
+            tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, next])).map_err(fail(sql))?;
         }
         finish(tx, inside, path, timeout)?;
         Ok(applied)

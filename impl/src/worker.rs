@@ -6,6 +6,7 @@
 //! | command | reply |
 //! |---|---|
 //! | `STEP PARTITION OFFSET` (e.g. `apply-atomic 0 2`, `commit-offset 0 3`) | `ok OUTCOME` (`fetched N`, `applied N skipped M`, `recorded`, `committed`, `fenced HELD CURRENT`) or `err MESSAGE` |
+//! | `assign PARTITION` (after a rebalance named this owner) | `ok assigned EPOCH` or `ok not-assigned` |
 //! | `arm POINT` (a crash point, e.g. `apply-atomic:inside`) | `ok armed`; the point fires on a later step |
 //! | `state` | `state JSON` (the owner's leases) |
 //! | `quit` | `ok bye`, then exit 0 |
@@ -31,6 +32,7 @@ pub fn serve(owner: &mut Owner, input: impl BufRead, mut output: impl Write) -> 
                 return Ok(());
             }
             "state" => format!("state {}", state_json(owner)),
+            command if command.starts_with("assign ") => assign_reply(owner, &command["assign ".len()..]),
             command => match command.strip_prefix("arm ") {
                 Some(point) => match point.parse::<CrashPoint>() {
                     Ok(point) => {
@@ -57,6 +59,17 @@ fn step_reply(owner: &mut Owner, command: &str) -> String {
         Ok(outcome) => format!("ok {outcome}"),
         Err(error @ OwnerError::NotEnabled { .. }) => format!("err {error}"),
         Err(error) => format!("err {}", error.to_string().replace('\n', " ")),
+    }
+}
+
+fn assign_reply(owner: &mut Owner, partition: &str) -> String {
+    let Ok(partition) = partition.trim().parse::<u32>() else {
+        return format!("err partition '{partition}' is not a number");
+    };
+    match owner.assign(partition) {
+        Ok(Some(epoch)) => format!("ok assigned {epoch}"),
+        Ok(None) => "ok not-assigned".to_string(),
+        Err(error) => format!("err {error}"),
     }
 }
 

@@ -122,8 +122,20 @@ pub const GROUPS_MAX: u8 = 3;
 pub const OWNERS_MAX: u8 = 3;
 pub const PARTITIONS_MAX: u8 = 2;
 pub const RECORDS_MAX: u8 = 8;
+/// Crashes and rebalances share one limit.
 pub const CRASHES_MAX: u8 = 4;
-pub const REBALANCES_MAX: u8 = 4;
+pub const REBALANCES_MAX: u8 = CRASHES_MAX;
+
+/// Upper bounds of a configuration, per use.
+struct Limits {
+    groups: u8,
+    owners: u8,
+    records: u8,
+    faults: u8,
+}
+
+const SEARCH_LIMITS: Limits = Limits { groups: GROUPS_MAX, owners: OWNERS_MAX, records: RECORDS_MAX, faults: CRASHES_MAX };
+const REPLAY_LIMITS: Limits = Limits { groups: 8, owners: 8, records: 250, faults: 250 };
 
 impl Config {
     pub fn new(strategy: Strategy) -> Config {
@@ -146,17 +158,27 @@ impl Config {
         *self == Config::new(self.strategy)
     }
 
-    /// Checks every bound; the error is one line naming the flag and the accepted range.
+    /// Checks every bound for a search; the error is one line naming the flag and the range.
     pub fn validate(&self) -> Result<(), String> {
-        const TOO_BIG: &str = " (larger state spaces do not fit in memory)";
+        self.validate_within(&SEARCH_LIMITS, " (larger state spaces do not fit in memory)")
+    }
+
+    /// Checks the bounds of a trace file. A trace is replayed, not explored, so only the width
+    /// of an offset limits it (the mission's 100-record scenarios are traces).
+    pub fn validate_for_replay(&self) -> Result<(), String> {
+        self.validate_within(&REPLAY_LIMITS, " (offsets and counters are 8-bit)")
+    }
+
+    fn validate_within(&self, limits: &Limits, too_big: &str) -> Result<(), String> {
         const PER_RECORDS: &str = " (at most --records)";
+        const TOO_BIG: &str = "";
         let ranges: [(&str, u8, u8, u8, &str); 8] = [
-            ("--groups", self.groups, 1, GROUPS_MAX, TOO_BIG),
-            ("--owners", self.owners, 1, OWNERS_MAX, TOO_BIG),
-            ("--partitions", self.partitions, 1, PARTITIONS_MAX, ""),
-            ("--records", self.records, 1, RECORDS_MAX, TOO_BIG),
-            ("--crashes", self.crashes, 0, CRASHES_MAX, TOO_BIG),
-            ("--rebalances", self.rebalances, 0, REBALANCES_MAX, TOO_BIG),
+            ("--groups", self.groups, 1, limits.groups, too_big),
+            ("--owners", self.owners, 1, limits.owners, too_big),
+            ("--partitions", self.partitions, 1, PARTITIONS_MAX, TOO_BIG),
+            ("--records", self.records, 1, limits.records, too_big),
+            ("--crashes", self.crashes, 0, limits.faults, too_big),
+            ("--rebalances", self.rebalances, 0, limits.faults, too_big),
             ("--commit-every", self.commit_every, 1, self.records.max(1), PER_RECORDS),
             ("--inflight", self.inflight, 1, self.records.max(1), PER_RECORDS),
         ];

@@ -182,7 +182,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let reports = check_all(configs, &options, jobs);
     if let Some(dir) = &args.traces {
         for report in &reports {
-            report::write_traces(dir, &ConsumerModel::new(report.config.clone()), report)?;
+            report::write_traces(dir, report)?;
         }
     }
     let outcome = report::judge(&reports, args.strategy.is_none().then_some(&expected));

@@ -173,15 +173,8 @@ pub fn prepare_traces_dir(dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Writes one trace file per violated safety property of `report`.
-pub fn write_traces(dir: &Path, model: &ConsumerModel, report: &CheckReport) -> anyhow::Result<()> {
-    for property in report.properties.iter().filter(|p| p.verdict == Verdict::Violated) {
-        let description = format!(
-            "{} violates {} in {} steps (found by model check, minimised)",
-            report.config.strategy,
-            property.name,
-            property.actions.len()
-        );
-        let trace = Trace::new(model.config.clone(), Some(&property.name), Some(Verdict::Violated), description, property.actions.clone());
+pub fn write_traces(dir: &Path, report: &CheckReport) -> anyhow::Result<()> {
+    for trace in Trace::counterexamples(report) {
         let path = dir.join(trace.file_name());
         std::fs::write(&path, trace.to_json()).with_context(|| format!("cannot write trace {}", path.display()))?;
         eprintln!("  wrote {}", path.display());

@@ -93,8 +93,26 @@ impl Trace {
             return Err(TraceError::WrongVersion(version.to_string()));
         }
         let trace: Trace = serde_json::from_value(value).map_err(TraceError::Json)?;
-        trace.config.validate().map_err(TraceError::BadConfig)?;
+        trace.config.validate_for_replay().map_err(TraceError::BadConfig)?;
         Ok(trace)
+    }
+
+    /// One trace per violated safety property of a check report, minimised counterexamples.
+    pub fn counterexamples(report: &crate::check::CheckReport) -> Vec<Trace> {
+        report
+            .properties
+            .iter()
+            .filter(|p| p.verdict == Verdict::Violated)
+            .map(|property| {
+                let description = format!(
+                    "{} violates {} in {} steps (found by model check, shortest)",
+                    report.config.strategy,
+                    property.name,
+                    property.actions.len()
+                );
+                Trace::new(report.config.clone(), Some(&property.name), Some(Verdict::Violated), description, property.actions.clone())
+            })
+            .collect()
     }
 
     /// The file name a counterexample is saved under: `STRATEGY--PROPERTY.json`.

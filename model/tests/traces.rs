@@ -175,7 +175,7 @@ fn bad_trace_files_are_refused_with_a_message_naming_the_problem() {
         ("unknown strategy", BadInput::Edit(|v| v["config"]["strategy"] = json!("exactly-once")), "unknown variant `exactly-once`"),
         ("unknown action kind", BadInput::Edit(|v| v["actions"][0]["kind"] = json!("teleport")), "unknown variant `teleport`"),
         ("records 0", BadInput::Edit(|v| v["config"]["records"] = json!(0)), "the trace's config is invalid: --records 0 is out of range"),
-        ("too many groups", BadInput::Edit(|v| v["config"]["groups"] = json!(4)), "--groups 4 is out of range"),
+        ("too many groups", BadInput::Edit(|v| v["config"]["groups"] = json!(9)), "--groups 9 is out of range"),
         ("bound past a u8", BadInput::Edit(|v| v["config"]["owners"] = json!(256)), "not a valid trace"),
         ("commit interval past the records", BadInput::Edit(|v| v["config"]["commit_every"] = json!(3)), "--commit-every 3 is out of range"),
         ("delta 0", BadInput::Edit(|v| v["config"]["delta"] = json!(0)), "--delta 0"),
