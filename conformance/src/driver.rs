@@ -24,6 +24,8 @@ pub enum Mode {
 /// What identifies one owner of one group, and how it runs.
 #[derive(Clone, Debug)]
 pub struct OwnerSpec {
+    /// The executable serving the worker mode (process mode only); `None`: found as below.
+    pub worker_exe: Option<PathBuf>,
     pub dir: PathBuf,
     pub group: String,
     pub owner: String,
@@ -97,7 +99,10 @@ struct ProcessOwner {
 
 impl ProcessOwner {
     fn spawn(spec: &OwnerSpec) -> Result<ProcessOwner, String> {
-        let exe = worker_executable()?;
+        let exe = match &spec.worker_exe {
+            Some(exe) => exe.clone(),
+            None => worker_executable()?,
+        };
         let settings = &spec.settings;
         let mut command = Command::new(exe);
         command
@@ -200,12 +205,9 @@ pub fn mutation_name(mutation: Mutation) -> &'static str {
 }
 
 /// The executable whose `worker` subcommand serves the consumer's worker mode: this one when
-/// it is the conformance binary, else (in tests) the conformance binary Cargo built next to
-/// the test executable, or the one named by `ONCEPROOF_WORKER`.
+/// it is the conformance binary, else the conformance binary Cargo built next to this
+/// executable's directory (test executables live in target/<profile>/deps).
 fn worker_executable() -> Result<PathBuf, String> {
-    if let Some(path) = std::env::var_os("ONCEPROOF_WORKER") {
-        return Ok(PathBuf::from(path));
-    }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     if exe.file_stem().is_some_and(|stem| stem == "conformance") {
         return Ok(exe);
@@ -214,6 +216,6 @@ fn worker_executable() -> Result<PathBuf, String> {
     let candidate = exe.parent().and_then(Path::parent).map(|dir| dir.join("conformance"));
     match candidate {
         Some(path) if path.exists() => Ok(path),
-        _ => Err("cannot find the conformance binary to run workers (set ONCEPROOF_WORKER)".to_string()),
+        _ => Err("cannot find the conformance binary to run workers".to_string()),
     }
 }

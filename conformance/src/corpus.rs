@@ -1,0 +1,99 @@
+//! The regression corpus: reading trace files, regenerating them, and checking one file.
+
+use crate::driver::Mode;
+use crate::harness::Options;
+use crate::replay::{replay, ReplayFailure, ReplayReport};
+use model::check::{run, CheckOptions};
+use model::trace::Trace;
+use model::{Config, ConsumerModel, Strategy};
+use std::path::{Path, PathBuf};
+
+/// Reads and parses a trace file; the error is one line naming the file.
+pub fn load(path: &Path) -> Result<Trace, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    Trace::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The trace files named by `paths`: files as given, directories as their `*.json` files in
+/// name order.
+pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let entries = std::fs::read_dir(path).map_err(|e| format!("{}: cannot list: {e}", path.display()))?;
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|ext| ext == "json"))
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else if path.exists() {
+            files.push(path.clone());
+        } else {
+            return Err(format!("{}: no such file or directory", path.display()));
+        }
+    }
+    Ok(files)
+}
+
+/// The command that reproduces a replay of `path` with `options`.
+pub fn reproduce_command(path: &Path, options: &Options) -> String {
+    let mode = match options.mode {
+        Mode::Process => "process",
+        Mode::InProcess => "in-process",
+    };
+    let mutation = options.mutation.map_or(String::new(), |m| format!(" --mutation {}", crate::driver::mutation_name(m)));
+    format!("cargo run -p conformance -- replay --mode {mode}{mutation} {}", path.display())
+}
+
+/// Replays one corpus file in both modes; on failure, a message with the reproduce command.
+pub fn check_file(path: &Path, worker_exe: Option<PathBuf>) -> Result<Vec<ReplayReport>, String> {
+    let trace = load(path)?;
+    let mut reports = Vec::new();
+    for mode in [Mode::InProcess, Mode::Process] {
+        let options = Options { worker_exe: worker_exe.clone(), ..Options::new(mode) };
+        let report = replay(&trace, &options).map_err(|failure: ReplayFailure| {
+            format!("{}: {failure}\nreproduce: {}", path.display(), reproduce_command(path, &options))
+        })?;
+        reports.push(report);
+    }
+    Ok(reports)
+}
+
+/// Rewrites `dir`: every counterexample of the default `model check` and every scenario of
+/// `scenarios::all`. Old `*.json` files are removed first so none is left stale.
+pub fn regenerate(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<usize, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+    for old in expand(&[dir.to_path_buf()])? {
+        std::fs::remove_file(&old).map_err(|e| format!("{}: cannot remove: {e}", old.display()))?;
+    }
+    let mut traces: Vec<(String, Trace)> = Vec::new();
+    for strategy in Strategy::ALL {
+        progress(&format!("checking {strategy}"));
+        let report = run(&ConsumerModel::new(Config::new(strategy)), &CheckOptions::default(), &mut |_| {});
+        traces.extend(Trace::counterexamples(&report).into_iter().map(|t| (t.file_name(), t)));
+    }
+    for (name, trace) in crate::scenarios::all() {
+        check_in_model(&trace).map_err(|e| format!("scenario {name}: {e}"))?;
+        traces.push((format!("{name}.json"), trace));
+    }
+    for (name, trace) in &traces {
+        let path = dir.join(name);
+        std::fs::write(&path, trace.to_json()).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+    }
+    Ok(traces.len())
+}
+
+/// A hand-written trace must replay in the model and end with the verdict it records.
+fn check_in_model(trace: &Trace) -> Result<(), String> {
+    trace.config.validate_for_replay()?;
+    let model = ConsumerModel::new(trace.config.clone());
+    let states = model::check::replay(&model, &trace.actions).map_err(|e| e.to_string())?;
+    let (Some(name), Some(verdict)) = (&trace.property, &trace.verdict) else { return Ok(()) };
+    let property = model::check::property_named(&model, name).ok_or_else(|| format!("no property {name}"))?;
+    let violated = states.iter().any(|state| !(property.condition)(&model, state));
+    if violated != (*verdict == model::check::Verdict::Violated) {
+        return Err(format!("the model says {name} is {}, the scenario records {}", if violated { "violated" } else { "held" }, verdict.word()));
+    }
+    Ok(())
+}

@@ -1,0 +1,10 @@
+//! Conformance: replays the model's traces against the real consumer step by step and checks
+//! that states and verdicts agree. The only crate that sees both `model` and `consumer`.
+
+pub mod corpus;
+pub mod diff;
+pub mod driver;
+pub mod generate;
+pub mod harness;
+pub mod replay;
+pub mod scenarios;

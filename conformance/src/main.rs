@@ -1,0 +1,273 @@
+//! The `conformance` command line: replay trace files, generate and replay model paths,
+//! regenerate the corpus, and (hidden) serve the consumer's worker mode for child processes.
+
+use anyhow::bail;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use conformance::corpus;
+use conformance::driver::Mode;
+use conformance::generate;
+use conformance::harness::Options;
+use conformance::replay::replay;
+use consumer::crash::CrashPlan;
+use consumer::log::Log;
+use consumer::owner::{Mutation, Owner, Settings};
+use consumer::store::{Store, StoreOptions};
+use model::trace::Trace;
+use model::{Config, ConsumerModel, Strategy};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(name = "conformance", about = "Replays model traces against the real consumer, step by step.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Replay trace files (or directories of them) against fresh real systems.
+    Replay(ReplayArgs),
+    /// Generate model paths (to a depth, or seeded random walks) and replay each.
+    Test(TestArgs),
+    /// Rewrite a corpus directory: the default check's counterexamples and the scenarios.
+    Regenerate(RegenerateArgs),
+    /// Serve one owner over stdin/stdout (the consumer's worker mode), for process replays.
+    #[command(hide = true)]
+    Worker(WorkerArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Process,
+    InProcess,
+}
+
+#[derive(Args, Clone)]
+struct RunArgs {
+    /// Owners as child processes (crash = SIGKILL) or in this process.
+    #[arg(long, value_enum, default_value = "process")]
+    mode: ModeArg,
+    /// Where fresh data directories are made (default: /dev/shm when present).
+    #[arg(long)]
+    tmp: Option<PathBuf>,
+    /// Test only: replay against a deliberately broken consumer (no-fence, no-cas).
+    #[arg(long, hide = true)]
+    mutation: Option<Mutation>,
+}
+
+impl RunArgs {
+    fn options(&self) -> anyhow::Result<Options> {
+        let mode = match self.mode {
+            ModeArg::Process => Mode::Process,
+            ModeArg::InProcess => Mode::InProcess,
+        };
+        let mut options = Options { mutation: self.mutation, ..Options::new(mode) };
+        if let Some(tmp) = &self.tmp {
+            if !tmp.is_dir() {
+                bail!("--tmp {} is not a directory", tmp.display());
+            }
+            options.tmp_root = tmp.clone();
+        }
+        Ok(options)
+    }
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    /// Trace files or directories of them.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Args)]
+struct TestArgs {
+    #[arg(long)]
+    strategy: Strategy,
+    #[arg(long, default_value_t = 2)]
+    groups: u8,
+    #[arg(long, default_value_t = 2)]
+    owners: u8,
+    #[arg(long, default_value_t = 1)]
+    partitions: u8,
+    #[arg(long, default_value_t = 3)]
+    records: u8,
+    #[arg(long, default_value_t = 1)]
+    crashes: u8,
+    #[arg(long, default_value_t = 1)]
+    rebalances: u8,
+    #[arg(long, default_value_t = 2)]
+    commit_every: u8,
+    #[arg(long, default_value_t = 2)]
+    inflight: u8,
+    /// Replay every model path of this many steps (and shorter ones that end).
+    #[arg(long, conflicts_with = "walks")]
+    depth: Option<usize>,
+    /// Replay this many seeded random walks.
+    #[arg(long, requires = "seed")]
+    walks: Option<usize>,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Longest walk, and most paths taken at a depth.
+    #[arg(long, default_value_t = 60)]
+    steps_max: usize,
+    #[arg(long, default_value_t = 100_000)]
+    paths_max: usize,
+    /// Where divergent traces are saved.
+    #[arg(long, default_value = "conformance-divergences")]
+    out: PathBuf,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Args)]
+struct RegenerateArgs {
+    /// The corpus directory, normally tests/traces.
+    dir: PathBuf,
+}
+
+#[derive(Args)]
+struct WorkerArgs {
+    #[arg(long)]
+    dir: PathBuf,
+    #[arg(long)]
+    group: String,
+    #[arg(long)]
+    owner: String,
+    #[arg(long)]
+    strategy: consumer::strategy::Strategy,
+    #[arg(long, default_value_t = 2)]
+    commit_every: u64,
+    #[arg(long, default_value_t = 2)]
+    inflight: usize,
+    #[arg(long)]
+    mutation: Option<Mutation>,
+}
+
+/// Parses the command line; a usage error is one line on stderr and exit 2.
+fn parse_cli() -> Cli {
+    Cli::try_parse().unwrap_or_else(|error| {
+        if !error.use_stderr() {
+            error.exit();
+        }
+        eprintln!("{}", error.to_string().lines().next().unwrap_or("error: invalid arguments"));
+        std::process::exit(2)
+    })
+}
+
+fn main() -> ExitCode {
+    let result = match parse_cli().command {
+        Command::Replay(args) => run_replay(args),
+        Command::Test(args) => run_test(args),
+        Command::Regenerate(args) => run_regenerate(args),
+        Command::Worker(args) => run_worker(args),
+    };
+    result.unwrap_or_else(|error| {
+        eprintln!("error: {error:#}");
+        ExitCode::from(2)
+    })
+}
+
+/// Exit 0 when every trace conforms, 1 on any divergence, 2 when a file cannot be read.
+fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
+    let options = args.run.options()?;
+    let files = corpus::expand(&args.paths).map_err(anyhow::Error::msg)?;
+    let traces: Vec<(PathBuf, Trace)> =
+        files.into_iter().map(|path| corpus::load(&path).map(|t| (path, t))).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
+    let started = Instant::now();
+    let (mut failures, mut steps) = (0, 0);
+    for (path, trace) in &traces {
+        match replay(trace, &options) {
+            Ok(report) => {
+                steps += report.steps;
+                let violated: Vec<&str> = report.violated.iter().filter(|(_, v)| *v).map(|(n, _)| n.as_str()).collect();
+                let violated = if violated.is_empty() { "none".to_string() } else { violated.join(", ") };
+                println!("conforms  {} ({} steps; violated in both: {violated})", path.display(), report.steps);
+                if let Some(evidence) = report.evidence {
+                    println!("          real store: {evidence}");
+                }
+            }
+            Err(failure) => {
+                failures += 1;
+                println!("DIVERGES  {}\n{failure}\nreproduce: {}", path.display(), corpus::reproduce_command(path, &options));
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "{} passed, {failures} failed ({steps} steps in {seconds:.2} s: {:.1} traces/s, {:.0} steps/s)",
+        traces.len() - failures,
+        traces.len() as f64 / seconds.max(1e-9),
+        steps as f64 / seconds.max(1e-9)
+    );
+    Ok(ExitCode::from(u8::from(failures > 0)))
+}
+
+fn run_test(args: TestArgs) -> anyhow::Result<ExitCode> {
+    let config = Config {
+        strategy: args.strategy,
+        groups: args.groups,
+        owners: args.owners,
+        partitions: args.partitions,
+        records: args.records,
+        crashes: args.crashes,
+        rebalances: args.rebalances,
+        commit_every: args.commit_every,
+        inflight: args.inflight,
+        delta: 5,
+    };
+    config.validate().map_err(anyhow::Error::msg)?;
+    let options = args.run.options()?;
+    let model = ConsumerModel::new(config.clone());
+    let (paths, what) = match (args.depth, args.walks, args.seed) {
+        (Some(depth), None, _) => {
+            let (paths, cut) = generate::paths_to_depth(&model, depth, args.paths_max);
+            let note = if cut { format!(" (stopped at --paths-max {})", args.paths_max) } else { String::new() };
+            (paths, format!("every path to depth {depth}{note}"))
+        }
+        (None, Some(walks), Some(seed)) => {
+            (generate::walks(&model, walks, seed, args.steps_max), format!("{walks} random walks from seed {seed}"))
+        }
+        _ => bail!("give either --depth D or --walks N --seed SEED"),
+    };
+    println!("{}: {what}: {} traces", config.strategy, paths.len());
+    let started = Instant::now();
+    let (mut steps, mut divergences) = (0, 0);
+    for (index, actions) in paths.iter().enumerate() {
+        let trace = Trace::new(config.clone(), None, None, format!("generated path {index}: {what}"), actions.clone());
+        steps += actions.len();
+        if let Err(failure) = replay(&trace, &options) {
+            divergences += 1;
+            std::fs::create_dir_all(&args.out)?;
+            let path = args.out.join(format!("{}--path-{index}.json", config.strategy));
+            std::fs::write(&path, trace.to_json())?;
+            println!("DIVERGES  path {index}, saved as {}\n{failure}\nreproduce: {}", path.display(), corpus::reproduce_command(&path, &options));
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "{} passed, {divergences} failed ({steps} steps in {seconds:.2} s: {:.1} traces/s, {:.0} steps/s)",
+        paths.len() - divergences,
+        paths.len() as f64 / seconds.max(1e-9),
+        steps as f64 / seconds.max(1e-9)
+    );
+    Ok(ExitCode::from(u8::from(divergences > 0)))
+}
+
+fn run_regenerate(args: RegenerateArgs) -> anyhow::Result<ExitCode> {
+    let written = corpus::regenerate(&args.dir, &mut |line| eprintln!("{line}")).map_err(anyhow::Error::msg)?;
+    println!("wrote {written} traces to {}", args.dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    let store = Store::open(&args.dir.join("store.db"), StoreOptions::default())?;
+    let log = Log::open_reader(&args.dir.join("log"), store.partitions())?;
+    let settings = Settings { strategy: args.strategy, commit_every: args.commit_every, inflight: args.inflight, batch: 1, mutation: args.mutation };
+    let mut owner = Owner::start(store, log, &args.group, &args.owner, settings, CrashPlan::none())?;
+    consumer::worker::serve(&mut owner, std::io::stdin().lock(), std::io::stdout().lock())?;
+    Ok(ExitCode::SUCCESS)
+}

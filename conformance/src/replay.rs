@@ -1,0 +1,134 @@
+//! Replays one trace in the model and in the real system side by side, comparing the states
+//! after every step and the properties' verdicts at the end.
+
+use crate::harness::{Harness, Options};
+use model::check::{replay as model_replay, Verdict};
+use model::properties::properties_for;
+use model::state::State;
+use model::trace::Trace;
+use model::{Action, ConsumerModel};
+use std::fmt;
+
+/// What a conforming replay established.
+#[derive(Clone, Debug)]
+pub struct ReplayReport {
+    pub steps: usize,
+    /// Every safety property, and whether the real system violated it during the trace.
+    pub violated: Vec<(String, bool)>,
+    /// For the trace's property: what the real store shows (the doubled total, the skip).
+    pub evidence: Option<String>,
+}
+
+/// Why a replay did not conform. Every variant renders as lines naming the step.
+#[derive(Clone, Debug)]
+pub enum ReplayFailure {
+    /// The model no longer accepts the trace (the model changed since it was written).
+    ModelUnreachable { step: usize, action: Action },
+    /// The real system refused or failed a step the model took.
+    RealFailed { step: usize, action: Option<Action>, reason: String },
+    /// After a step, the real state differs from the model's.
+    Divergence { step: usize, action: Option<Action>, diff: String },
+    /// The property verdicts differ between model and real system, or from the trace's record.
+    VerdictMismatch { property: String, model: bool, real: bool, recorded: Option<Verdict> },
+}
+
+impl fmt::Display for ReplayFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let step_name = |step: &usize, action: &Option<Action>| match action {
+            Some(action) => format!("step {step} ({action})"),
+            None => "the initial state".to_string(),
+        };
+        match self {
+            ReplayFailure::ModelUnreachable { step, action } => {
+                write!(f, "the model no longer accepts step {step} ({action}): regenerate or fix the trace")
+            }
+            ReplayFailure::RealFailed { step, action, reason } => {
+                write!(f, "the real system failed {}: {reason}", step_name(step, action))
+            }
+            ReplayFailure::Divergence { step, action, diff } => {
+                write!(f, "divergence after {}: model (-) vs real (+):\n{diff}", step_name(step, action))
+            }
+            ReplayFailure::VerdictMismatch { property, model, real, recorded } => write!(
+                f,
+                "verdict of {property}: model says {}, real system says {}, the trace records {}",
+                word(*model),
+                word(*real),
+                recorded.as_ref().map_or("nothing", Verdict::word)
+            ),
+        }
+    }
+}
+
+fn word(violated: bool) -> &'static str {
+    if violated {
+        "violated"
+    } else {
+        "holds"
+    }
+}
+
+/// Replays `trace` against a fresh real system.
+pub fn replay(trace: &Trace, options: &Options) -> Result<ReplayReport, ReplayFailure> {
+    let model = ConsumerModel::new(trace.config.clone());
+    let expected = model_replay(&model, &trace.actions)
+        .map_err(|unreachable| ReplayFailure::ModelUnreachable { step: unreachable.step, action: unreachable.action })?;
+    let fail = |step, action, reason| ReplayFailure::RealFailed { step, action, reason };
+    let mut harness = Harness::new(&trace.config, options).map_err(|reason| fail(0, None, reason))?;
+    let mut observed = vec![harness.observe(expected[0].witnessed).map_err(|reason| fail(0, None, reason))?];
+    compare(0, None, &expected[0], &observed[0])?;
+    for (index, action) in trace.actions.iter().enumerate() {
+        let step = index + 1;
+        let state = harness.apply(action, expected[step].witnessed).map_err(|reason| fail(step, Some(*action), reason))?;
+        compare(step, Some(*action), &expected[step], &state)?;
+        observed.push(state);
+    }
+    verdicts(&model, trace, &expected, &observed)
+}
+
+fn compare(step: usize, action: Option<Action>, expected: &State, actual: &State) -> Result<(), ReplayFailure> {
+    if expected == actual {
+        return Ok(());
+    }
+    Err(ReplayFailure::Divergence { step, action, diff: crate::diff::lines(&format!("{expected:#?}"), &format!("{actual:#?}")) })
+}
+
+/// Evaluates every safety property on the real states, compares with the model's verdicts
+/// and with the verdict the trace records, and describes the real evidence.
+fn verdicts(model: &ConsumerModel, trace: &Trace, expected: &[State], observed: &[State]) -> Result<ReplayReport, ReplayFailure> {
+    let mut violated = Vec::new();
+    for property in properties_for(&model.config).into_iter().filter(model::properties::is_safety) {
+        let breaks = |states: &[State]| states.iter().any(|state| !(property.condition)(model, state));
+        let (in_model, in_real) = (breaks(expected), breaks(observed));
+        let recorded = trace.property.as_deref().filter(|name| *name == property.name).and(trace.verdict.clone());
+        let recorded_violated = recorded.as_ref().map(|v| *v == Verdict::Violated);
+        if in_model != in_real || recorded_violated.is_some_and(|v| v != in_real) {
+            return Err(ReplayFailure::VerdictMismatch { property: property.name.to_string(), model: in_model, real: in_real, recorded });
+        }
+        violated.push((property.name.to_string(), in_real));
+    }
+    let last = observed.last().expect("at least the initial state");
+    let evidence = trace.property.as_deref().map(|property| evidence(property, last));
+    Ok(ReplayReport { steps: trace.actions.len(), violated, evidence })
+}
+
+/// What the real store shows for a property, in the store's own terms.
+fn evidence(property: &str, state: &State) -> String {
+    let mut lines = Vec::new();
+    for (g, group) in state.groups.iter().enumerate() {
+        let rows: Vec<String> = group
+            .store
+            .partitions
+            .iter()
+            .enumerate()
+            .map(|(p, row)| format!("p{p} next offset {} epoch {}", row.next_offset, row.epoch))
+            .collect();
+        let applied: i64 = state
+            .log
+            .iter()
+            .zip(&group.ghost.applied)
+            .flat_map(|(log, counts)| log.iter().zip(counts).map(|(&delta, &count)| delta * i64::from(count.min(1))))
+            .sum();
+        lines.push(format!("g{g}: total {} (each applied record once would be {applied}); {}", group.store.total, rows.join(", ")));
+    }
+    format!("{property}: {}", lines.join("; "))
+}

@@ -1,0 +1,181 @@
+//! The mission's scenarios written as traces: the four SQLite crash outcomes, two independent
+//! groups, the periodic-commit replay of 49/39 (110 vs 100), and the zombie owner.
+
+use model::check::Verdict;
+use model::trace::Trace;
+use model::{Action, Config, Strategy};
+
+/// Builds a trace action by action, with the model's vocabulary.
+struct Script {
+    config: Config,
+    actions: Vec<Action>,
+}
+
+impl Script {
+    fn new(strategy: Strategy, edit: impl FnOnce(&mut Config)) -> Script {
+        let mut config = Config::new(strategy);
+        edit(&mut config);
+        // The default interval and window cannot exceed a smaller log.
+        config.commit_every = config.commit_every.min(config.records);
+        config.inflight = config.inflight.min(config.records);
+        Script { config, actions: Vec::new() }
+    }
+
+    fn push(&mut self, action: Action) -> &mut Script {
+        self.actions.push(action);
+        self
+    }
+
+    fn append(&mut self, count: u8) -> &mut Script {
+        for _ in 0..count {
+            let delta = self.config.delta;
+            self.push(Action::Append { partition: 0, delta });
+        }
+        self
+    }
+
+    fn trace(&self, property: &str, verdict: Verdict, description: &str) -> Trace {
+        Trace::new(self.config.clone(), Some(property), Some(verdict), description.to_string(), self.actions.clone())
+    }
+}
+
+fn fetch(group: u8, owner: u8, offset: u8) -> Action {
+    Action::Fetch { group, owner, partition: 0, offset }
+}
+
+fn atomic(group: u8, owner: u8, offset: u8) -> Action {
+    Action::ApplyAtomic { group, owner, partition: 0, offset }
+}
+
+fn crash(group: u8, owner: u8) -> Action {
+    Action::Crash { group, owner }
+}
+
+fn restart(group: u8, owner: u8) -> Action {
+    Action::Restart { group, owner }
+}
+
+/// One group, one owner, one record of +5, one crash: the mission's SQLite cases.
+fn single(strategy: Strategy) -> Script {
+    Script::new(strategy, |c| {
+        c.groups = 1;
+        c.owners = 1;
+        c.records = 1;
+        c.crashes = 1;
+        c.rebalances = 0;
+    })
+}
+
+/// Every scenario, by file name (without `.json`).
+pub fn all() -> Vec<(String, Trace)> {
+    let mut scenarios = sqlite_cases();
+    scenarios.extend(replay_window_cases());
+    scenarios.extend(zombie_cases());
+    scenarios.push(("scenario--two-groups-independent".to_string(), two_groups()));
+    scenarios
+}
+
+fn sqlite_cases() -> Vec<(String, Trace)> {
+    let (g, o) = (0, 0);
+    let mut skip = single(Strategy::CommitFirst);
+    skip.append(1).push(fetch(g, o, 0));
+    skip.push(Action::CommitOffset { group: g, owner: o, partition: 0, next_offset: 1 }).push(crash(g, o)).push(restart(g, o));
+    let effect = Action::ApplyEffect { group: g, owner: o, partition: 0, offset: 0 };
+    let mut replay = single(Strategy::EffectFirst);
+    replay.append(1).push(fetch(g, o, 0)).push(effect).push(crash(g, o)).push(restart(g, o));
+    replay.push(fetch(g, o, 0)).push(effect).push(Action::CommitOffset { group: g, owner: o, partition: 0, next_offset: 1 });
+    let mut before_commit = single(Strategy::Atomic);
+    before_commit.append(1).push(fetch(g, o, 0)).push(crash(g, o)).push(restart(g, o)).push(fetch(g, o, 0)).push(atomic(g, o, 0));
+    let mut after_commit = single(Strategy::Atomic);
+    after_commit.append(1).push(fetch(g, o, 0)).push(atomic(g, o, 0)).push(crash(g, o)).push(restart(g, o));
+    vec![
+        ("scenario--sqlite-commit-first-skip".to_string(), skip.trace("contiguous-prefix", Verdict::Violated,
+            "commit next offset 1, crash before the effect: reopens at (total, next) = (0, 1) and the restart skips offset 0")),
+        ("scenario--sqlite-effect-first-replay".to_string(), replay.trace("no-duplicate", Verdict::Violated,
+            "apply +5, crash before committing: reopens at (5, 0), the replay ends at (10, 1)")),
+        ("scenario--sqlite-atomic-crash-before-commit".to_string(), before_commit.trace("effectively-once", Verdict::Holds,
+            "the transaction never committed: reopens at (0, 0), the restart ends at (5, 1)")),
+        ("scenario--sqlite-atomic-crash-after-commit".to_string(), after_commit.trace("effectively-once", Verdict::Holds,
+            "the transaction committed: reopens at (5, 1), the restart has nothing to do")),
+    ]
+}
+
+/// 100 records of +1, a checkpoint every 10, a crash after applying offset 49 with the
+/// checkpoint at next offset 40; the restart replays 40..49.
+fn replay_window(strategy: Strategy) -> Script {
+    let mut script = Script::new(strategy, |c| {
+        c.groups = 1;
+        c.owners = 1;
+        c.records = 100;
+        c.commit_every = 10;
+        c.crashes = 1;
+        c.rebalances = 0;
+        c.delta = 1;
+    });
+    script.append(100);
+    // Consumes `offsets`, checkpointing every 10 records, except right before the crash.
+    let consume = |script: &mut Script, offsets: std::ops::Range<u8>, crash_after: Option<u8>| {
+        for offset in offsets {
+            script.push(Action::Fetch { group: 0, owner: 0, partition: 0, offset });
+            script.push(match strategy {
+                Strategy::OffsetStamp => Action::ApplyStamped { group: 0, owner: 0, partition: 0, offset },
+                _ => Action::ApplyEffect { group: 0, owner: 0, partition: 0, offset },
+            });
+            if (offset + 1) % 10 == 0 && Some(offset) != crash_after {
+                script.push(Action::CommitOffset { group: 0, owner: 0, partition: 0, next_offset: offset + 1 });
+            }
+        }
+    };
+    consume(&mut script, 0..50, Some(49));
+    script.push(crash(0, 0)).push(restart(0, 0));
+    consume(&mut script, 40..100, None);
+    script
+}
+
+fn replay_window_cases() -> Vec<(String, Trace)> {
+    vec![
+        ("scenario--periodic-commit-replay-49-39".to_string(), replay_window(Strategy::PeriodicCommit).trace(
+            "no-duplicate", Verdict::Violated, "applied through 49, checkpoint at 39: the replay of 40..49 ends at 110, not 100")),
+        ("scenario--offset-stamp-replay-49-39".to_string(), replay_window(Strategy::OffsetStamp).trace(
+            "no-duplicate", Verdict::Holds, "the same crash: the stamp (49) rejects the replay of 40..49, the total is exactly 100")),
+    ]
+}
+
+/// Owner 0 fetches offset 0, the partition moves to owner 1 (epoch 2), which applies it; then
+/// the zombie applies it too.
+fn zombie(strategy: Strategy) -> Script {
+    let mut script = Script::new(strategy, |c| {
+        c.groups = 1;
+        c.records = 1;
+        c.crashes = 0;
+    });
+    script.append(1).push(fetch(0, 0, 0)).push(Action::Rebalance { group: 0, partition: 0, to_owner: 1 });
+    script.push(fetch(0, 1, 0)).push(atomic(0, 1, 0)).push(atomic(0, 0, 0));
+    script
+}
+
+fn zombie_cases() -> Vec<(String, Trace)> {
+    vec![
+        ("scenario--zombie-atomic".to_string(), zombie(Strategy::Atomic).trace(
+            "no-duplicate", Verdict::Violated, "a zombie (epoch 1) applies offset 0 after the new owner (epoch 2) did: counted twice")),
+        ("scenario--zombie-atomic-fenced".to_string(), zombie(Strategy::AtomicFenced).trace(
+            "fenced-writes", Verdict::Holds, "the zombie's transaction finds epoch 2 and aborts (Fenced): counted once")),
+        ("scenario--zombie-atomic-cas".to_string(), zombie(Strategy::AtomicCas).trace(
+            "no-duplicate", Verdict::Holds, "the zombie's transaction reads next offset 1 and skips offset 0: counted once")),
+    ]
+}
+
+/// Group 0 consumes both records with a crash in between; group 1 consumes one. Neither
+/// changes the other's total or checkpoint.
+fn two_groups() -> Trace {
+    let mut script = Script::new(Strategy::Atomic, |c| {
+        c.owners = 1;
+        c.records = 2;
+        c.rebalances = 0;
+    });
+    script.append(2);
+    script.push(fetch(0, 0, 0)).push(atomic(0, 0, 0)).push(crash(0, 0)).push(restart(0, 0));
+    script.push(fetch(0, 0, 1)).push(atomic(0, 0, 1));
+    script.push(fetch(1, 0, 0)).push(atomic(1, 0, 0));
+    script.trace("group-isolation", Verdict::Holds, "g0 consumes everything across a crash, g1 one record: separate totals and checkpoints")
+}
