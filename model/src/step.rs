@@ -217,7 +217,8 @@ fn owner_write(config: &Config, state: &mut State, action: Action) {
     if stale {
         state.witness(Witness::ZombieWrite);
     }
-    let landed = match action {
+    let store_before = state.groups[usize::from(group)].store.clone();
+    match action {
         Action::ApplyEffect { offset, .. } => apply_effect(config, state, (group, owner, partition), offset),
         Action::InsertProcessed { offset, .. } => insert_processed(state, (group, owner, partition), offset),
         Action::CommitOffset { next_offset, .. } => commit_offset(config, state, (group, owner, partition), next_offset),
@@ -225,8 +226,9 @@ fn owner_write(config: &Config, state: &mut State, action: Action) {
         Action::ApplyDeduped { offset, .. } => apply_deduped(state, (group, owner, partition), offset),
         Action::ApplyAtomic { offset, .. } => apply_atomic(config, state, (group, owner, partition), offset, stale),
         other => unreachable!("{other} is not an owner write"),
-    };
-    if landed && stale {
+    }
+    // A write lands when it changes the store; a skipped, fenced or same-value write does not.
+    if stale && state.groups[usize::from(group)].store != store_before {
         state.groups[usize::from(group)].ghost.stale_write_landed = true;
     }
 }
@@ -239,7 +241,7 @@ fn add_effect(state: &mut State, group: u8, partition: u8, offset: Offset) {
     group.ghost.applied[usize::from(partition)][usize::from(offset)] += 1;
 }
 
-fn apply_effect(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) -> bool {
+fn apply_effect(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
     let already_processed = config.strategy == Strategy::DedupSeparate
         && state.groups[usize::from(group)].store.processed.contains(&(partition, offset));
     if already_processed {
@@ -278,16 +280,14 @@ fn apply_effect(config: &Config, state: &mut State, (group, owner, partition): (
         }
         other => unreachable!("{other} has no separate effect write"),
     }
-    !already_processed
 }
 
-fn insert_processed(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) -> bool {
+fn insert_processed(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
     state.groups[usize::from(group)].store.processed.insert((partition, offset));
     lease_mut(state, group, owner, partition).records.insert(offset, Stage::Recorded);
-    true
 }
 
-fn commit_offset(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), next_offset: Offset) -> bool {
+fn commit_offset(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), next_offset: Offset) {
     store_checkpoint(state, group, partition, next_offset);
     let lease = lease_mut(state, group, owner, partition);
     lease.checkpoint = next_offset;
@@ -304,7 +304,6 @@ fn commit_offset(config: &Config, state: &mut State, (group, owner, partition): 
             lease.records.remove(&(next_offset - 1));
         }
     }
-    true
 }
 
 /// Writes a group's committed next offset and tracks its high-water mark in the ghost.
@@ -315,7 +314,7 @@ fn store_checkpoint(state: &mut State, group: u8, partition: u8, next_offset: Of
     *high_water = (*high_water).max(next_offset);
 }
 
-fn apply_stamped(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) -> bool {
+fn apply_stamped(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
     let stamp = state.groups[usize::from(group)].store.partitions[usize::from(partition)].stamp;
     let newer = stamp.is_none_or(|stamp| offset > stamp);
     if newer {
@@ -325,10 +324,9 @@ fn apply_stamped(state: &mut State, (group, owner, partition): (u8, u8, u8), off
         state.witness(Witness::DuplicateSkipped);
     }
     lease_mut(state, group, owner, partition).records.remove(&offset);
-    newer
 }
 
-fn apply_deduped(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) -> bool {
+fn apply_deduped(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
     let fresh = state.groups[usize::from(group)].store.processed.insert((partition, offset));
     if fresh {
         add_effect(state, group, partition, offset);
@@ -336,17 +334,16 @@ fn apply_deduped(state: &mut State, (group, owner, partition): (u8, u8, u8), off
         state.witness(Witness::DuplicateSkipped);
     }
     lease_mut(state, group, owner, partition).records.insert(offset, Stage::EffectApplied);
-    fresh
 }
 
 /// One transaction with the effect and the next offset. `atomic` writes the offset blindly;
 /// `atomic-fenced` first checks the epoch and aborts when stale, and the owner, told, drops the
 /// partition; `atomic-cas` reads the stored next offset and skips a record below it.
-fn apply_atomic(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset, stale: bool) -> bool {
+fn apply_atomic(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset, stale: bool) {
     if config.strategy == Strategy::AtomicFenced && stale {
         state.witness(Witness::ZombieFenced);
         state.groups[usize::from(group)].owners[usize::from(owner)].leases[usize::from(partition)] = None;
-        return false;
+        return;
     }
     let stored = state.groups[usize::from(group)].store.partitions[usize::from(partition)].next_offset;
     if config.strategy == Strategy::AtomicCas {
@@ -354,7 +351,7 @@ fn apply_atomic(config: &Config, state: &mut State, (group, owner, partition): (
         if offset < stored {
             state.witness(Witness::DuplicateSkipped);
             lease_mut(state, group, owner, partition).records.remove(&offset);
-            return false;
+            return;
         }
     }
     add_effect(state, group, partition, offset);
@@ -362,7 +359,6 @@ fn apply_atomic(config: &Config, state: &mut State, (group, owner, partition): (
     let lease = lease_mut(state, group, owner, partition);
     lease.records.remove(&offset);
     lease.checkpoint = offset + 1;
-    true
 }
 
 /// Group isolation, checked on every step: if the acting group's step changed another group's
