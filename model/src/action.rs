@@ -27,6 +27,9 @@ pub enum Action {
     ApplyDeduped { group: u8, owner: u8, partition: u8, offset: Offset },
     /// atomic, atomic-fenced, atomic-cas: one transaction with the effect and the next offset.
     ApplyAtomic { group: u8, owner: u8, partition: u8, offset: Offset },
+    /// atomic-dlq: one transaction moving an exhausted poison record to the dead-letter table
+    /// and the next offset past it (fenced).
+    DeadLetter { group: u8, owner: u8, partition: u8, offset: Offset },
     /// The owner process dies: its volatile state is lost, the log and store are kept.
     Crash { group: u8, owner: u8 },
     /// A crashed owner starts again and reloads its partitions from the committed checkpoint.
@@ -48,6 +51,7 @@ impl Action {
             | Action::ApplyStamped { group, .. }
             | Action::ApplyDeduped { group, .. }
             | Action::ApplyAtomic { group, .. }
+            | Action::DeadLetter { group, .. }
             | Action::Crash { group, .. }
             | Action::Restart { group, .. }
             | Action::Rebalance { group, .. } => Some(group),
@@ -63,7 +67,8 @@ impl Action {
             | Action::CommitOffset { group, owner, partition, .. }
             | Action::ApplyStamped { group, owner, partition, .. }
             | Action::ApplyDeduped { group, owner, partition, .. }
-            | Action::ApplyAtomic { group, owner, partition, .. } => Some((group, owner, partition)),
+            | Action::ApplyAtomic { group, owner, partition, .. }
+            | Action::DeadLetter { group, owner, partition, .. } => Some((group, owner, partition)),
             _ => None,
         }
     }
@@ -98,6 +103,9 @@ impl fmt::Display for Action {
             }
             Action::ApplyAtomic { group, owner, partition, offset } => {
                 write!(f, "g{group}/o{owner} applies p{partition} offset {offset} and its next offset in one transaction")
+            }
+            Action::DeadLetter { group, owner, partition, offset } => {
+                write!(f, "g{group}/o{owner} dead-letters p{partition} offset {offset} and commits past it")
             }
             Action::Crash { group, owner } => write!(f, "g{group}/o{owner} crashes"),
             Action::Restart { group, owner } => write!(f, "g{group}/o{owner} restarts"),

@@ -19,10 +19,13 @@ pub enum Strategy {
     AtomicCas,
     ParallelMax,
     ParallelWatermark,
+    AtomicDlq,
+    SkipPoison,
+    RetryForever,
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 11] = [
+    pub const ALL: [Strategy; 14] = [
         Strategy::CommitFirst,
         Strategy::EffectFirst,
         Strategy::PeriodicCommit,
@@ -34,6 +37,9 @@ impl Strategy {
         Strategy::AtomicCas,
         Strategy::ParallelMax,
         Strategy::ParallelWatermark,
+        Strategy::AtomicDlq,
+        Strategy::SkipPoison,
+        Strategy::RetryForever,
     ];
 
     pub fn name(self) -> &'static str {
@@ -49,12 +55,26 @@ impl Strategy {
             Strategy::AtomicCas => "atomic-cas",
             Strategy::ParallelMax => "parallel-max",
             Strategy::ParallelWatermark => "parallel-watermark",
+            Strategy::AtomicDlq => "atomic-dlq",
+            Strategy::SkipPoison => "skip-poison",
+            Strategy::RetryForever => "retry-forever",
         }
     }
 
     /// Strategies whose whole per-record work is one transaction (effect and next offset).
     pub fn is_single_write(self) -> bool {
-        matches!(self, Strategy::Atomic | Strategy::AtomicFenced | Strategy::AtomicCas)
+        matches!(self, Strategy::Atomic | Strategy::AtomicFenced | Strategy::AtomicCas) || self.handles_poison()
+    }
+
+    /// Strategies that meet poison records: atomic-fenced, plus what they do when an effect
+    /// fails (dead-letter after `max_attempts`, skip it, or retry it for ever).
+    pub fn handles_poison(self) -> bool {
+        matches!(self, Strategy::AtomicDlq | Strategy::SkipPoison | Strategy::RetryForever)
+    }
+
+    /// Strategies whose transactions check the owner's epoch first.
+    pub fn is_fenced(self) -> bool {
+        self == Strategy::AtomicFenced || self.handles_poison()
     }
 
     /// Strategies that checkpoint every `commit_every` records instead of after each one.
@@ -114,6 +134,12 @@ pub struct Config {
     pub inflight: u8,
     /// The value each appended record adds to a group's total.
     pub delta: i64,
+    /// The offset (in every partition) of a poison record, whose effect fails every time.
+    #[serde(default)]
+    pub poison: Option<u8>,
+    /// Failed attempts after which atomic-dlq dead-letters a poison record.
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u8,
 }
 
 /// The largest bounds accepted. Past them the state space no longer fits in memory on the
@@ -125,6 +151,10 @@ pub const RECORDS_MAX: u8 = 8;
 /// Crashes and rebalances share one limit.
 pub const CRASHES_MAX: u8 = 4;
 pub const REBALANCES_MAX: u8 = CRASHES_MAX;
+
+fn default_max_attempts() -> u8 {
+    2
+}
 
 /// Upper bounds of a configuration, per use.
 struct Limits {
@@ -150,6 +180,9 @@ impl Config {
             commit_every: 2,
             inflight: 2,
             delta: 5,
+            // Only the poison strategies meet a poison record by default (spec.md §4).
+            poison: strategy.handles_poison().then_some(1),
+            max_attempts: 2,
         }
     }
 
@@ -188,6 +221,14 @@ impl Config {
                 return Err(format!("{flag} {value} is out of range: accepted values are {low}..={high}{why}"));
             }
         }
+        if let Some(poison) = self.poison {
+            if poison >= self.records {
+                return Err(format!("--poison {poison} is out of range: the poison record must be below --records {}", self.records));
+            }
+        }
+        if self.max_attempts == 0 || self.max_attempts > 3 {
+            return Err(format!("--max-attempts {} is out of range: accepted values are 1..=3{too_big}", self.max_attempts));
+        }
         if self.delta == 0 {
             return Err("--delta 0 would make every effect invisible in the total".to_string());
         }
@@ -198,7 +239,7 @@ impl Config {
     pub fn flags(&self) -> String {
         format!(
             "--strategy {} --groups {} --owners {} --partitions {} --records {} --crashes {} \
-             --rebalances {} --commit-every {} --inflight {} --delta {}",
+             --rebalances {} --commit-every {} --inflight {} --delta {} --poison {} --max-attempts {}",
             self.strategy,
             self.groups,
             self.owners,
@@ -208,7 +249,9 @@ impl Config {
             self.rebalances,
             self.commit_every,
             self.inflight,
-            self.delta
+            self.delta,
+            self.poison.map_or("none".to_string(), |p| p.to_string()),
+            self.max_attempts
         )
     }
 }

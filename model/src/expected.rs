@@ -10,12 +10,13 @@ pub const SPEC: &str = include_str!("../../spec.md");
 const BEGIN: &str = "<!-- expected-verdicts:begin -->";
 const END: &str = "<!-- expected-verdicts:end -->";
 
-/// The expected verdict of one safety property: true when it holds.
-pub type ExpectedTable = BTreeMap<(Strategy, &'static str), bool>;
+/// The expected verdict of one safety property: `Some(true)` holds, `Some(false)` violated,
+/// `None` (`n/a` in spec.md) not checked in that configuration.
+pub type ExpectedTable = BTreeMap<(Strategy, &'static str), Option<bool>>;
 
 /// Parses the table between the markers in `spec`: a header row naming the safety properties
-/// in `SAFETY` order, then one row per strategy with `holds` or `violated` in each cell. Every
-/// strategy must have exactly one row.
+/// in `SAFETY` order, then one row per strategy with `holds`, `violated` or `n/a` (not checked
+/// in that configuration) in each cell. Every strategy must have exactly one row.
 pub fn parse(spec: &str) -> Result<ExpectedTable, String> {
     let start = spec.find(BEGIN).ok_or("spec.md has no expected-verdicts:begin marker")? + BEGIN.len();
     let end = spec[start..].find(END).ok_or("spec.md has no expected-verdicts:end marker")? + start;
@@ -33,9 +34,10 @@ pub fn parse(spec: &str) -> Result<ExpectedTable, String> {
         }
         for (cell, name) in cells[1..].iter().zip(SAFETY) {
             let holds = match cell.as_str() {
-                "holds" => true,
-                "violated" => false,
-                other => return Err(format!("expected cell '{other}' for {strategy} / {name} is neither holds nor violated")),
+                "holds" => Some(true),
+                "violated" => Some(false),
+                "n/a" => None,
+                other => return Err(format!("expected cell '{other}' for {strategy} / {name} is not holds, violated or n/a")),
             };
             if table.insert((strategy, name), holds).is_some() {
                 return Err(format!("the expected table has two rows for {strategy}"));

@@ -43,6 +43,8 @@ impl ConsumerModel {
             ("duplicate-skipped", Witness::DuplicateSkipped),
             ("zombie-fenced", Witness::ZombieFenced),
             ("out-of-order", Witness::OutOfOrder),
+            ("poison-failed", Witness::PoisonFailed),
+            ("dead-lettered", Witness::DeadLettered),
         ]
         .iter()
         .filter(|(name, _)| properties.iter().any(|p| p.name == *name))
@@ -86,20 +88,30 @@ impl ConsumerModel {
                     | Action::InsertProcessed { offset, .. }
                     | Action::ApplyStamped { offset, .. }
                     | Action::ApplyDeduped { offset, .. }
-                    | Action::ApplyAtomic { offset, .. } => offset,
-                    _ => unreachable!(),
+                    | Action::ApplyAtomic { offset, .. }
+                    | Action::DeadLetter { offset, .. } => offset,
+                    _ => unreachable!("every owner write names an offset"),
                 };
                 let delta = state.log[usize::from(partition)][usize::from(offset)];
+                let poison = self.config.strategy.handles_poison() && self.config.poison == Some(offset);
                 let what = match write {
                     Action::InsertProcessed { .. } => format!("records p{partition} offset {offset} as processed"),
-                    _ if before == after && next.lease(group, owner, partition).is_none() => {
-                        format!("is fenced applying p{partition} offset {offset}: its epoch is stale, the transaction aborts")
+                    _ if next.lease(group, owner, partition).is_none() && state.lease(group, owner, partition).is_some() => {
+                        format!("is fenced writing p{partition} offset {offset}: its epoch is stale, the transaction aborts")
+                    }
+                    Action::DeadLetter { .. } => {
+                        let attempts = next.groups[usize::from(group)].store.attempts.get(&(partition, offset)).copied().unwrap_or(0);
+                        format!("dead-letters p{partition} offset {offset} after {attempts} failed attempts")
+                    }
+                    Action::ApplyAtomic { .. } if poison => {
+                        let failures = next.groups[usize::from(group)].ghost.failures[usize::from(partition)];
+                        format!("fails on poison p{partition} offset {offset} (failure {failures})")
                     }
                     _ if before == after => format!("skips p{partition} offset {offset} (+{delta}): already applied"),
                     _ => format!("applies p{partition} offset {offset} (+{delta}): total {before} -> {after}"),
                 };
                 let checkpoint = match write {
-                    Action::ApplyAtomic { .. } => {
+                    Action::ApplyAtomic { .. } | Action::DeadLetter { .. } => {
                         let (b, a) = (row(state, group, partition).next_offset, row(&next, group, partition).next_offset);
                         if b != a { format!(", next offset {b} -> {a}") } else { String::new() }
                     }

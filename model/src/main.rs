@@ -59,6 +59,24 @@ struct Bounds {
     /// The value each record adds to a group's total.
     #[arg(long, default_value_t = 5, allow_hyphen_values = true)]
     delta: i64,
+    /// Offset of a poison record in every partition, or `none` (default: 1 for atomic-dlq,
+    /// skip-poison and retry-forever, none for the others).
+    #[arg(long, value_parser = parse_poison)]
+    poison: Option<Poison>,
+    /// Failed attempts after which atomic-dlq dead-letters a poison record.
+    #[arg(long, default_value_t = 2)]
+    max_attempts: u8,
+}
+
+/// `--poison`: an offset, or none.
+#[derive(Clone, Copy, Debug)]
+struct Poison(Option<u8>);
+
+fn parse_poison(text: &str) -> Result<Poison, String> {
+    match text {
+        "none" => Ok(Poison(None)),
+        offset => offset.parse().map(|o| Poison(Some(o))).map_err(|_| format!("'{offset}' is neither an offset nor none")),
+    }
 }
 
 impl Bounds {
@@ -74,6 +92,8 @@ impl Bounds {
             commit_every: self.commit_every,
             inflight: self.inflight,
             delta: self.delta,
+            poison: self.poison.map_or(Config::new(strategy).poison, |Poison(offset)| offset),
+            max_attempts: self.max_attempts,
         }
     }
 }

@@ -6,13 +6,15 @@ use crate::ConsumerModel;
 use stateright::{Expectation, Property};
 
 /// The safety properties, in the order of spec.md's verdict table.
-pub const SAFETY: [&str; 6] = [
+pub const SAFETY: [&str; 8] = [
     "no-duplicate",
     "contiguous-prefix",
     "effectively-once",
     "monotonic-checkpoint",
     "group-isolation",
     "fenced-writes",
+    "no-silent-skip",
+    "bounded-retries",
 ];
 
 /// No record's effect was applied more than once in any group.
@@ -27,16 +29,40 @@ pub fn no_duplicate(state: &State) -> bool {
 pub fn contiguous_prefix(state: &State) -> bool {
     state.groups.iter().all(|group| {
         group.store.partitions.iter().zip(&group.ghost.applied).enumerate().all(|(partition, (row, applied))| {
+            (0..row.next_offset).all(|offset| applied[usize::from(offset)] >= 1 || is_held_unapplied(group, partition, offset))
+        })
+    })
+}
+
+/// Every offset below each checkpoint was applied exactly once, or is in the dead-letter table
+/// (never applied), or is held unapplied by a live owner (commit-first's window, as in
+/// `contiguous_prefix`): nothing passes the checkpoint unaccounted for.
+pub fn no_silent_skip(state: &State) -> bool {
+    state.groups.iter().all(|group| {
+        group.store.partitions.iter().zip(&group.ghost.applied).enumerate().all(|(partition, (row, applied))| {
+            let p = partition as u8;
             (0..row.next_offset).all(|offset| {
-                let held = group.owners.iter().any(|owner| {
-                    owner.alive
-                        && owner.leases[partition].as_ref().is_some_and(|lease| {
-                            lease.records.get(&offset).is_some_and(|stage| stage.is_before_effect())
-                        })
-                });
-                applied[usize::from(offset)] >= 1 || held
+                let count = applied[usize::from(offset)];
+                let dead = group.store.is_dead_lettered(p, offset);
+                (count == 1 && !dead) || (count == 0 && (dead || is_held_unapplied(group, partition, offset)))
             })
         })
+    })
+}
+
+/// No poison record's effect was attempted more than `max_attempts` times.
+pub fn bounded_retries(model: &ConsumerModel, state: &State) -> bool {
+    let max = model.config.max_attempts;
+    state.groups.iter().all(|group| group.ghost.failures.iter().all(|&failures| failures <= max))
+}
+
+/// Whether a live owner of the group holds `offset` fetched and not yet applied.
+fn is_held_unapplied(group: &crate::state::Group, partition: usize, offset: u8) -> bool {
+    group.owners.iter().any(|owner| {
+        owner.alive
+            && owner.leases[partition]
+                .as_ref()
+                .is_some_and(|lease| lease.records.get(&offset).is_some_and(|stage| stage.is_before_effect()))
     })
 }
 
@@ -89,9 +115,24 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
         Property::always("monotonic-checkpoint", |_, s: &State| monotonic_checkpoint(s)),
         Property::always("group-isolation", |_, s: &State| group_isolation(s)),
         Property::always("fenced-writes", |_, s: &State| fenced_writes(s)),
-        Property::sometimes("log-end", log_end),
+        Property::always("no-silent-skip", |_, s: &State| no_silent_skip(s)),
     ];
     let strategy = config.strategy;
+    let poisoned = config.poison.is_some() && strategy.handles_poison();
+    if config.poison.is_some() {
+        properties.push(Property::always("bounded-retries", bounded_retries));
+    }
+    // retry-forever never gets past its poison record: the end of the log is not reachable,
+    // and bounded-retries reports why.
+    if !(poisoned && strategy == Strategy::RetryForever) {
+        properties.push(Property::sometimes("log-end", log_end));
+    }
+    if poisoned {
+        properties.push(Property::sometimes("poison-failed", |_, s: &State| s.has_witnessed(Witness::PoisonFailed)));
+    }
+    if poisoned && strategy == Strategy::AtomicDlq {
+        properties.push(Property::sometimes("dead-lettered", |_, s: &State| s.has_witnessed(Witness::DeadLettered)));
+    }
     let zombies_possible = config.rebalances > 0 && config.owners > 1;
     if config.groups > 1 {
         properties.push(Property::sometimes("groups-diverge", |_, s: &State| groups_diverge(s)));
@@ -111,7 +152,7 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
     if strategy.skips_duplicates() && (config.crashes > 0 || zombies_possible) {
         properties.push(Property::sometimes("duplicate-skipped", |_, s: &State| s.has_witnessed(Witness::DuplicateSkipped)));
     }
-    if strategy == Strategy::AtomicFenced && zombies_possible {
+    if strategy.is_fenced() && zombies_possible {
         properties.push(Property::sometimes("zombie-fenced", |_, s: &State| s.has_witnessed(Witness::ZombieFenced)));
     }
     if strategy.is_parallel() && config.inflight > 1 && config.records > 1 {

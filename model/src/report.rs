@@ -37,12 +37,16 @@ pub fn judge(reports: &[CheckReport], expected: Option<&ExpectedTable>) -> Outco
         for report in reports {
             let strategy = report.config.strategy;
             for name in SAFETY {
-                let holds = table[&(strategy, name)];
-                let verdict = report.outcome(name).map(|o| o.verdict.clone()).unwrap_or(Verdict::Unknown);
-                let agrees = matches!((&verdict, holds), (Verdict::Holds, true) | (Verdict::Violated, false));
+                let expected = table[&(strategy, name)];
+                let verdict = report.outcome(name).map(|o| o.verdict.clone());
+                let agrees = matches!(
+                    (&verdict, expected),
+                    (Some(Verdict::Holds), Some(true)) | (Some(Verdict::Violated), Some(false)) | (None, None)
+                );
                 if !agrees {
-                    let want = if holds { "holds" } else { "violated" };
-                    problems.push(format!("{strategy} / {name}: spec.md expects {want}, the checker found {}", verdict.word()));
+                    let want = expected.map_or("n/a", |holds| if holds { "holds" } else { "violated" });
+                    let found = verdict.as_ref().map_or("n/a (not checked)", Verdict::word);
+                    problems.push(format!("{strategy} / {name}: spec.md expects {want}, the checker found {found}"));
                 }
             }
         }

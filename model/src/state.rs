@@ -35,6 +35,16 @@ pub struct Store {
     pub partitions: Vec<PartitionRow>,
     /// Processed-id table of the dedup strategies: (partition, offset).
     pub processed: BTreeSet<(u8, Offset)>,
+    /// atomic-dlq: failed attempts per (partition, offset), counted durably.
+    pub attempts: BTreeMap<(u8, Offset), u8>,
+    /// The dead-letter table: (partition, offset, attempts); the real one also keeps the error.
+    pub dead_letters: BTreeSet<(u8, Offset, u8)>,
+}
+
+impl Store {
+    pub fn is_dead_lettered(&self, partition: u8, offset: Offset) -> bool {
+        self.dead_letters.iter().any(|&(p, o, _)| p == partition && o == offset)
+    }
 }
 
 /// Durable per (group, partition): progress, ownership and the offset stamp.
@@ -84,6 +94,8 @@ pub enum Stage {
     EffectApplied,
     /// `dedup-separate`: the processed id is recorded; the commit is pending.
     Recorded,
+    /// A poison record the owner gave up on: it is dead-lettered (atomic-dlq) or skipped next.
+    Exhausted,
 }
 
 /// Ghost history per group, used only by properties; the real system has no such data.
@@ -97,6 +109,8 @@ pub struct Ghost {
     pub stale_write_landed: bool,
     /// A step of another group changed this group's store.
     pub foreign_write: bool,
+    /// Per partition: failed effect attempts on the poison record (capped at max_attempts + 1).
+    pub failures: Vec<u8>,
 }
 
 /// Situations the `sometimes` properties must see reached, one bit each in `State::witnessed`.
@@ -116,6 +130,10 @@ pub enum Witness {
     ZombieFenced = 5,
     /// A record completed while a lower fetched record was still pending.
     OutOfOrder = 6,
+    /// A poison record's effect failed.
+    PoisonFailed = 7,
+    /// A poison record was moved to the dead-letter table.
+    DeadLettered = 8,
 }
 
 impl Stage {
@@ -134,6 +152,8 @@ impl State {
                 total: 0,
                 partitions: vec![PartitionRow { next_offset: 0, epoch: 1, owner: 0, stamp: None }; partitions],
                 processed: BTreeSet::new(),
+                attempts: BTreeMap::new(),
+                dead_letters: BTreeSet::new(),
             },
             // Owner 0 starts with every partition; the others stand by until a rebalance.
             owners: (0..config.owners)
@@ -147,6 +167,7 @@ impl State {
                 high_water: vec![0; partitions],
                 stale_write_landed: false,
                 foreign_write: false,
+                failures: vec![0; partitions],
             },
         };
         State {

@@ -95,6 +95,14 @@ fn lease_actions(config: &Config, lease: &Lease, log_end: Offset, (group, owner,
         (Strategy::Atomic | Strategy::AtomicFenced | Strategy::AtomicCas, Stage::Fetched) => {
             step(|g, o, p, offset| Action::ApplyAtomic { group: g, owner: o, partition: p, offset })
         }
+        (strategy, Stage::Fetched) if strategy.handles_poison() => {
+            step(|g, o, p, offset| Action::ApplyAtomic { group: g, owner: o, partition: p, offset })
+        }
+        (Strategy::AtomicDlq, Stage::Exhausted) => {
+            step(|g, o, p, offset| Action::DeadLetter { group: g, owner: o, partition: p, offset })
+        }
+        // The trap: the checkpoint moves past the failing record with no trace of it.
+        (Strategy::SkipPoison, Stage::Exhausted) => commit(offset + 1),
         (strategy, stage) => unreachable!("{strategy} never leaves a record in stage {stage:?}"),
     });
 }
@@ -225,6 +233,7 @@ fn owner_write(config: &Config, state: &mut State, action: Action) {
         Action::ApplyStamped { offset, .. } => apply_stamped(state, (group, owner, partition), offset),
         Action::ApplyDeduped { offset, .. } => apply_deduped(state, (group, owner, partition), offset),
         Action::ApplyAtomic { offset, .. } => apply_atomic(config, state, (group, owner, partition), offset, stale),
+        Action::DeadLetter { offset, .. } => dead_letter(state, (group, owner, partition), offset, stale),
         other => unreachable!("{other} is not an owner write"),
     }
     // A write lands when it changes the store; a skipped, fenced or same-value write does not.
@@ -336,13 +345,76 @@ fn apply_deduped(state: &mut State, (group, owner, partition): (u8, u8, u8), off
     lease_mut(state, group, owner, partition).records.insert(offset, Stage::EffectApplied);
 }
 
+/// The fenced transaction aborted: the owner, told its epoch is stale, drops the partition.
+fn fence(state: &mut State, (group, owner, partition): (u8, u8, u8)) {
+    state.witness(Witness::ZombieFenced);
+    state.groups[usize::from(group)].owners[usize::from(owner)].leases[usize::from(partition)] = None;
+}
+
+/// A poison record's transaction: its effect fails. atomic-dlq counts the failed attempt in the
+/// same transaction (and, once `max_attempts` are counted, makes no further attempt: the record
+/// is exhausted and dead-lettered next); skip-poison gives up at once; retry-forever retries.
+fn poison_attempt(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
+    let key = (partition, offset);
+    let exhausted = match config.strategy {
+        Strategy::AtomicDlq => {
+            let attempts = &mut state.groups[usize::from(group)].store.attempts;
+            let counted = attempts.get(&key).copied().unwrap_or(0);
+            if counted < config.max_attempts {
+                attempts.insert(key, counted + 1);
+                record_failure(config, state, group, partition);
+            }
+            counted + 1 >= config.max_attempts
+        }
+        Strategy::SkipPoison => {
+            record_failure(config, state, group, partition);
+            true
+        }
+        Strategy::RetryForever => {
+            record_failure(config, state, group, partition);
+            false
+        }
+        other => unreachable!("{other} does not handle poison records"),
+    };
+    let stage = if exhausted { Stage::Exhausted } else { Stage::Fetched };
+    lease_mut(state, group, owner, partition).records.insert(offset, stage);
+}
+
+/// Counts a failed effect in the ghost, capped one past `max_attempts` so that endless retries
+/// end in a finite state space (the cap is all `bounded-retries` needs to see).
+fn record_failure(config: &Config, state: &mut State, group: u8, partition: u8) {
+    state.witness(Witness::PoisonFailed);
+    let failures = &mut state.groups[usize::from(group)].ghost.failures[usize::from(partition)];
+    *failures = (*failures + 1).min(config.max_attempts + 1);
+}
+
+/// atomic-dlq: one fenced transaction inserting the exhausted record into the dead-letter table
+/// (with its attempt count) and moving the checkpoint past it.
+fn dead_letter(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset, stale: bool) {
+    if stale {
+        fence(state, (group, owner, partition));
+        return;
+    }
+    let store = &mut state.groups[usize::from(group)].store;
+    let attempts = store.attempts.get(&(partition, offset)).copied().unwrap_or(0);
+    store.dead_letters.insert((partition, offset, attempts));
+    store_checkpoint(state, group, partition, offset + 1);
+    state.witness(Witness::DeadLettered);
+    let lease = lease_mut(state, group, owner, partition);
+    lease.records.remove(&offset);
+    lease.checkpoint = offset + 1;
+}
+
 /// One transaction with the effect and the next offset. `atomic` writes the offset blindly;
 /// `atomic-fenced` first checks the epoch and aborts when stale, and the owner, told, drops the
 /// partition; `atomic-cas` reads the stored next offset and skips a record below it.
 fn apply_atomic(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset, stale: bool) {
-    if config.strategy == Strategy::AtomicFenced && stale {
-        state.witness(Witness::ZombieFenced);
-        state.groups[usize::from(group)].owners[usize::from(owner)].leases[usize::from(partition)] = None;
+    if config.strategy.is_fenced() && stale {
+        fence(state, (group, owner, partition));
+        return;
+    }
+    if config.strategy.handles_poison() && config.poison == Some(offset) {
+        poison_attempt(config, state, (group, owner, partition), offset);
         return;
     }
     let stored = state.groups[usize::from(group)].store.partitions[usize::from(partition)].next_offset;
