@@ -94,6 +94,18 @@ struct AppendArgs {
     /// How many records to append (one fsync for all of them).
     #[arg(long, default_value_t = 1)]
     count: u64,
+    /// Append idempotently as this producer (at least 1); needs --producer-epoch and --sequence.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    producer_id: Option<u64>,
+    /// The producer's epoch: a higher one fences the producer's older instances.
+    #[arg(long)]
+    producer_epoch: Option<u32>,
+    /// The batch's base sequence (the first record's); a retry repeats it.
+    #[arg(long)]
+    sequence: Option<u32>,
+    /// Test only: crash (exit 9) after the durable append, before the acknowledgement.
+    #[arg(long, hide = true)]
+    crash_after_append: bool,
 }
 
 #[derive(Args, Clone)]
@@ -249,12 +261,36 @@ fn append(args: AppendArgs) -> anyhow::Result<ExitCode> {
     if args.count == 0 {
         bail!("--count must be at least 1");
     }
+    if u32::try_from(args.count).is_err() {
+        bail!("--count {} is too large: a batch holds at most {} records", args.count, u32::MAX);
+    }
+    let producer = match (args.producer_id, args.producer_epoch, args.sequence) {
+        (Some(id), Some(epoch), Some(sequence)) => Some((consumer::log::Producer { id, epoch }, sequence)),
+        (None, None, None) => None,
+        (id, epoch, sequence) => {
+            let given = [("--producer-id", id.is_some()), ("--producer-epoch", epoch.is_some()), ("--sequence", sequence.is_some())];
+            let missing: Vec<&str> = given.iter().filter(|(_, given)| !given).map(|(name, _)| *name).collect();
+            bail!("--producer-id, --producer-epoch and --sequence go together: give all three or none (missing {})", missing.join(", "));
+        }
+    };
     let store = args.dir.open_store()?;
     let (mut log, repairs) = Log::open_writer(&args.dir.log_dir(), store.partitions())?;
     report_repairs(&repairs);
     let payloads = vec![encode_delta(args.delta); args.count as usize];
-    let offsets = log.append_batch(args.partition, &payloads)?;
-    println!("appended offsets {}..{} to partition {} (durable)", offsets.start, offsets.end, args.partition);
+    let appended = match producer {
+        Some((producer, sequence)) => log.append_idempotent(args.partition, producer, sequence, &payloads)?,
+        None => consumer::log::Appended { offsets: log.append_batch(args.partition, &payloads)?, duplicate: false },
+    };
+    if args.crash_after_append {
+        // The lost acknowledgement: the append is durable, but its caller never hears of it.
+        consumer::crash::crash_now();
+    }
+    let offsets = appended.offsets;
+    if appended.duplicate {
+        println!("duplicate of offsets {}..{} (already durable; nothing appended)", offsets.start, offsets.end);
+    } else {
+        println!("appended offsets {}..{} to partition {} (durable)", offsets.start, offsets.end, args.partition);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,5 +1,6 @@
 //! The SQLite store: per group the effect, per (group, partition) progress, epoch and stamp,
-//! and the processed-id table. Every write is one explicit `BEGIN IMMEDIATE` transaction.
+//! the processed-id table, and the failed attempts and dead letters of poison records. Every
+//! write is one explicit `BEGIN IMMEDIATE` transaction.
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
 use serde::Serialize;
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The schema version in `PRAGMA user_version`; a database with another one is refused.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
     CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -19,6 +20,14 @@ const SCHEMA: &str = "
         PRIMARY KEY (grp, part));
     CREATE TABLE processed (
         grp TEXT NOT NULL, part INTEGER NOT NULL, log_offset INTEGER NOT NULL,
+        PRIMARY KEY (grp, part, log_offset));
+    CREATE TABLE attempts (
+        grp TEXT NOT NULL, part INTEGER NOT NULL, log_offset INTEGER NOT NULL,
+        attempts INTEGER NOT NULL, error TEXT NOT NULL,
+        PRIMARY KEY (grp, part, log_offset));
+    CREATE TABLE dead_letters (
+        grp TEXT NOT NULL, part INTEGER NOT NULL, log_offset INTEGER NOT NULL,
+        error TEXT NOT NULL, attempts INTEGER NOT NULL, payload BLOB NOT NULL,
         PRIMARY KEY (grp, part, log_offset));
 ";
 
@@ -67,6 +76,8 @@ pub enum StoreError {
     /// A fenced write found a newer epoch than the owner's: the owner is a zombie.
     Fenced { group: String, partition: u32, held: i64, current: i64 },
     NoSuchPartition { partition: u32, partitions: u32 },
+    /// A redrive named a record that is not in the dead-letter table.
+    NoDeadLetter { group: String, partition: u32, offset: u64 },
 }
 
 impl fmt::Display for StoreError {
@@ -91,6 +102,9 @@ impl fmt::Display for StoreError {
             ),
             StoreError::NoSuchPartition { partition, partitions } => {
                 write!(f, "partition {partition} does not exist (the store has {partitions})")
+            }
+            StoreError::NoDeadLetter { group, partition, offset } => {
+                write!(f, "no dead letter for group {group} partition {partition} offset {offset}")
             }
         }
     }
@@ -121,6 +135,36 @@ pub enum Guard {
 pub struct Item {
     pub offset: u64,
     pub delta: i64,
+}
+
+/// What a poison record's transaction keeps of its failed attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// atomic-dlq: count the attempt durably, up to `max_attempts`; no attempt once counted.
+    Count { max_attempts: u64 },
+    /// skip-poison, retry-forever: keep nothing (the transaction rolls back).
+    Forget,
+}
+
+/// What a poison record's transaction did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoisonAttempt {
+    /// The effect was attempted and failed; `attempts` is the durable count after the
+    /// transaction (0 under `FailurePolicy::Forget`).
+    Failed { attempts: u64 },
+    /// `max_attempts` were already counted: nothing was attempted and nothing written.
+    Exhausted { attempts: u64 },
+}
+
+/// One row of the dead-letter table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DeadLetter {
+    pub group: String,
+    pub partition: u32,
+    pub offset: u64,
+    pub attempts: u64,
+    pub error: String,
+    pub payload: Vec<u8>,
 }
 
 /// The phases of a write a crash point can name; `Inside` runs after the statements and

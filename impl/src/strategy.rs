@@ -19,10 +19,13 @@ pub enum Strategy {
     AtomicCas,
     ParallelMax,
     ParallelWatermark,
+    AtomicDlq,
+    SkipPoison,
+    RetryForever,
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 11] = [
+    pub const ALL: [Strategy; 14] = [
         Strategy::CommitFirst,
         Strategy::EffectFirst,
         Strategy::PeriodicCommit,
@@ -34,6 +37,9 @@ impl Strategy {
         Strategy::AtomicCas,
         Strategy::ParallelMax,
         Strategy::ParallelWatermark,
+        Strategy::AtomicDlq,
+        Strategy::SkipPoison,
+        Strategy::RetryForever,
     ];
 
     pub fn name(self) -> &'static str {
@@ -49,7 +55,26 @@ impl Strategy {
             Strategy::AtomicCas => "atomic-cas",
             Strategy::ParallelMax => "parallel-max",
             Strategy::ParallelWatermark => "parallel-watermark",
+            Strategy::AtomicDlq => "atomic-dlq",
+            Strategy::SkipPoison => "skip-poison",
+            Strategy::RetryForever => "retry-forever",
         }
+    }
+
+    /// Strategies that meet poison records: atomic-fenced, plus what they do when an effect
+    /// fails (dead-letter after `max_attempts`, skip it, or retry it for ever).
+    pub fn handles_poison(self) -> bool {
+        matches!(self, Strategy::AtomicDlq | Strategy::SkipPoison | Strategy::RetryForever)
+    }
+
+    /// Strategies whose transactions check the owner's epoch first.
+    pub fn is_fenced(self) -> bool {
+        self == Strategy::AtomicFenced || self.handles_poison()
+    }
+
+    /// Strategies whose whole per-batch work is one transaction (effect and next offset).
+    pub fn is_single_write(self) -> bool {
+        matches!(self, Strategy::Atomic | Strategy::AtomicFenced | Strategy::AtomicCas) || self.handles_poison()
     }
 
     pub fn is_periodic(self) -> bool {
@@ -89,10 +114,11 @@ pub enum StepKind {
     ApplyStamped,
     ApplyDeduped,
     ApplyAtomic,
+    DeadLetter,
 }
 
 impl StepKind {
-    pub const ALL: [StepKind; 7] = [
+    pub const ALL: [StepKind; 8] = [
         StepKind::Fetch,
         StepKind::ApplyEffect,
         StepKind::InsertProcessed,
@@ -100,6 +126,7 @@ impl StepKind {
         StepKind::ApplyStamped,
         StepKind::ApplyDeduped,
         StepKind::ApplyAtomic,
+        StepKind::DeadLetter,
     ];
 
     pub fn name(self) -> &'static str {
@@ -111,6 +138,7 @@ impl StepKind {
             StepKind::ApplyStamped => "apply-stamped",
             StepKind::ApplyDeduped => "apply-deduped",
             StepKind::ApplyAtomic => "apply-atomic",
+            StepKind::DeadLetter => "dead-letter",
         }
     }
 }

@@ -1,17 +1,19 @@
-//! Tests of the on-disk log: the API contract, retention, locking, live readers, and
-//! exhaustive corruption and truncation checks driven by a deterministic proptest.
+//! Tests of the on-disk log: the API contract, the documented frame layout, retention,
+//! locking, live readers, and exhaustive corruption and truncation checks, over plain and
+//! idempotent batches, driven by a deterministic proptest.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use consumer::log::{decode_delta, encode_delta, Log, LogError, Record, TailRepair};
+use consumer::log::{decode_delta, encode_delta, Log, LogError, Producer, Record, TailRepair};
 use proptest::prelude::*;
 use proptest::test_runner::{RngAlgorithm, RngSeed};
 
 /// Bytes before the first frame.
 const HEADER: usize = 8;
-/// Frame bytes before the payload: crc32c, length, offset.
-const FRAME_HEAD: usize = 16;
+/// Frame bytes before the payload: crc32c, length, offset, producer id, producer epoch,
+/// sequence and batch length.
+const FRAME_HEAD: usize = 36;
 
 fn writer(dir: &Path, partitions: u32) -> Log {
     let (log, repairs) = Log::open_writer(dir, partitions).expect("open writer");
@@ -311,7 +313,7 @@ fn a_foreign_file_is_a_bad_header_and_stays_untouched() {
     let err = Log::open_writer(dir.path(), 1)
         .err()
         .expect("a foreign file must not open");
-    assert!(matches!(&err, LogError::BadHeader { path: p } if *p == path));
+    assert!(matches!(&err, LogError::BadHeader { path: p, .. } if *p == path));
     assert!(err.to_string().contains("partition-0.log"), "{err}");
     assert_eq!(fs::read(&path).unwrap(), b"NOTALOG!and more");
     fs::write(&path, b"ONCE").unwrap();
@@ -319,6 +321,115 @@ fn a_foreign_file_is_a_bad_header_and_stays_untouched() {
         Log::open_reader(dir.path(), 1),
         Err(LogError::BadHeader { .. })
     ));
+}
+
+#[test]
+fn a_version_1_log_is_refused_with_one_line_and_stays_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = log_file(dir.path(), 0);
+    // A version 1 file: its header and one 16-byte-head frame of the old layout.
+    let mut old = b"ONCELOG1".to_vec();
+    old.extend_from_slice(&[0x5a; 24]);
+    fs::write(&path, &old).unwrap();
+    let err = Log::open_writer(dir.path(), 1)
+        .err()
+        .expect("a version 1 log must not open");
+    assert!(
+        matches!(&err, LogError::BadHeader { path: p, found } if *p == path && found == b"ONCELOG1"),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    for expected in [
+        "partition-0.log",
+        "ONCELOG1",
+        "format version is not supported",
+    ] {
+        assert!(text.contains(expected), "'{text}' lacks '{expected}'");
+    }
+    assert_eq!(fs::read(&path).unwrap(), old, "nothing converts an old log");
+    let err = Log::open_reader(dir.path(), 1)
+        .err()
+        .expect("a reader refuses it too");
+    assert!(
+        err.to_string().contains("format version is not supported"),
+        "{err}"
+    );
+}
+
+/// The frame of one record, built from the layout documented in `src/log.rs`.
+fn frame(
+    offset: u64,
+    producer: u64,
+    epoch: u32,
+    sequence: u32,
+    batch_len: u32,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut checked = (payload.len() as u32).to_le_bytes().to_vec();
+    checked.extend_from_slice(&offset.to_le_bytes());
+    checked.extend_from_slice(&producer.to_le_bytes());
+    checked.extend_from_slice(&epoch.to_le_bytes());
+    checked.extend_from_slice(&sequence.to_le_bytes());
+    checked.extend_from_slice(&batch_len.to_le_bytes());
+    checked.extend_from_slice(payload);
+    let mut bytes = crc32c::crc32c(&checked).to_le_bytes().to_vec();
+    bytes.extend_from_slice(&checked);
+    bytes
+}
+
+#[test]
+fn the_frame_layout_is_the_documented_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = writer(dir.path(), 1);
+    log.append(0, b"plain").unwrap();
+    let producer = Producer {
+        id: 0x0102_0304_0506_0708,
+        epoch: 9,
+    };
+    log.append_idempotent(0, producer, 0, &[b"a".to_vec(), b"bc".to_vec()])
+        .unwrap();
+    log.append_idempotent(0, producer, 2, &[b"d".to_vec()])
+        .unwrap();
+    log.append_batch(0, &[b"x".to_vec(), b"y".to_vec()])
+        .unwrap();
+    let mut expected = b"ONCELOG2".to_vec();
+    for part in [
+        frame(0, 0, 0, 0, 1, b"plain"),
+        frame(1, producer.id, 9, 0, 2, b"a"),
+        frame(2, producer.id, 9, 1, 2, b"bc"),
+        frame(3, producer.id, 9, 2, 1, b"d"),
+        frame(4, 0, 0, 0, 2, b"x"),
+        frame(5, 0, 0, 1, 2, b"y"),
+    ] {
+        expected.extend_from_slice(&part);
+    }
+    assert_eq!(fs::read(log_file(dir.path(), 0)).unwrap(), expected);
+}
+
+#[test]
+fn a_frame_that_does_not_continue_its_batch_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = frame(0, 1, 0, 0, 2, b"p1");
+    // Checksum-valid and at the right offset, but from another producer than its batch.
+    let intruder = frame(1, 2, 0, 1, 2, b"p2");
+    let mut bytes = b"ONCELOG2".to_vec();
+    bytes.extend_from_slice(&first);
+    bytes.extend_from_slice(&intruder);
+    bytes.extend_from_slice(&frame(2, 0, 0, 0, 1, b"after"));
+    fs::write(log_file(dir.path(), 0), &bytes).unwrap();
+    match Log::open_writer(dir.path(), 1) {
+        Err(LogError::Corrupt {
+            offset: 1,
+            position,
+            reason,
+            ..
+        }) => {
+            assert_eq!(position, (HEADER + first.len()) as u64);
+            assert!(reason.contains("does not continue the batch"), "{reason}");
+        }
+        other => panic!("expected Corrupt at offset 1, got {:?}", other.map(|_| ())),
+    }
 }
 
 #[test]
@@ -463,6 +574,73 @@ fn payloads(
     prop::collection::vec(prop::collection::vec(any::<u8>(), 0..max_len), records)
 }
 
+/// One batch of a generated log: its payloads, and the id of the idempotent producer that
+/// appends it (`None` for a plain `append_batch`).
+#[derive(Clone, Debug)]
+struct Batch {
+    payloads: Vec<Vec<u8>>,
+    producer: Option<u64>,
+}
+
+/// Between `count` batches of 1 to 3 records, each plain or from producer 1 or 2.
+fn batches(count: std::ops::Range<usize>, max_len: usize) -> impl Strategy<Value = Vec<Batch>> {
+    let batch = (payloads(1..4, max_len), prop::option::of(1u64..3))
+        .prop_map(|(payloads, producer)| Batch { payloads, producer });
+    prop::collection::vec(batch, count)
+}
+
+/// The producer that appends a generated batch: epoch 1, whatever its id.
+fn producer(id: u64) -> Producer {
+    Producer { id, epoch: 1 }
+}
+
+/// Writes `batches` to partition 0 of a fresh log in `dir` and returns the file's bytes and
+/// each batch's base sequence (0 for a plain one). Each producer's sequences are dense from 0.
+fn write_batches(dir: &Path, batches: &[Batch]) -> (Vec<u8>, Vec<u32>) {
+    let mut log = writer(dir, 1);
+    let mut next = std::collections::HashMap::new();
+    let mut bases = Vec::new();
+    let mut end = 0;
+    for batch in batches {
+        let count = batch.payloads.len() as u64;
+        let (offsets, base) = match batch.producer {
+            None => (log.append_batch(0, &batch.payloads).unwrap(), 0),
+            Some(id) => {
+                let sequence: &mut u32 = next.entry(id).or_default();
+                let base = *sequence;
+                let appended = log
+                    .append_idempotent(0, producer(id), base, &batch.payloads)
+                    .unwrap();
+                assert!(!appended.duplicate, "a fresh sequence is never a duplicate");
+                *sequence += count as u32;
+                (appended.offsets, base)
+            }
+        };
+        assert_eq!(offsets, end..end + count);
+        bases.push(base);
+        end += count;
+    }
+    drop(log);
+    (fs::read(log_file(dir, 0)).unwrap(), bases)
+}
+
+/// The records of `batches` in offset order.
+fn flatten(batches: &[Batch]) -> Vec<Vec<u8>> {
+    batches.iter().flat_map(|b| b.payloads.clone()).collect()
+}
+
+/// The offset of each batch's first record.
+fn first_offsets(batches: &[Batch]) -> Vec<usize> {
+    let mut first = 0;
+    batches
+        .iter()
+        .map(|b| {
+            first += b.payloads.len();
+            first - b.payloads.len()
+        })
+        .collect()
+}
+
 proptest! {
     #![proptest_config(deterministic(64))]
 
@@ -480,10 +658,12 @@ proptest! {
     }
 
     #[test]
-    fn every_single_byte_flip_is_detected(payloads in payloads(3..6, 24), mask in 1u8..=255) {
+    fn every_single_byte_flip_is_detected(batches in batches(2..5, 24), mask in 1u8..=255) {
         let dir = tempfile::tempdir().unwrap();
-        let original = write_log(dir.path(), &payloads);
+        let payloads = flatten(&batches);
+        let (original, _) = write_batches(dir.path(), &batches);
         let ends = frame_ends(&payloads);
+        let last_batch_start = *first_offsets(&batches).last().unwrap();
         for position in 0..original.len() {
             let mut bytes = original.clone();
             bytes[position] ^= mask;
@@ -497,17 +677,20 @@ proptest! {
             let frame_start = if damaged == 0 { HEADER } else { ends[damaged - 1] };
             let last = damaged == payloads.len() - 1;
             match result {
-                // Intact records follow the damage, so it cannot be a torn tail.
+                // Intact records follow the damage, so it cannot be a torn tail, even when
+                // they belong to the same batch.
                 Err(LogError::Corrupt { offset, position: at, .. }) if !last => {
                     prop_assert_eq!(offset, damaged as u64);
                     prop_assert_eq!(at, frame_start as u64);
                 }
-                // Damage in the last record is indistinguishable from a torn append.
+                // Damage in the last record is indistinguishable from a torn append, and a
+                // torn append loses its whole batch.
                 Ok((records, repairs)) if last => {
-                    prop_assert_eq!(records.len(), damaged, "byte {} kept more than the valid prefix", position);
+                    let cut = if last_batch_start == 0 { HEADER } else { ends[last_batch_start - 1] };
+                    prop_assert_eq!(records.len(), last_batch_start, "byte {} kept more than the complete batches", position);
                     prop_assert_eq!(repairs.len(), 1);
-                    prop_assert_eq!(repairs[0].kept_records, damaged as u64);
-                    prop_assert_eq!(repairs[0].dropped_bytes, (original.len() - frame_start) as u64);
+                    prop_assert_eq!(repairs[0].kept_records, last_batch_start as u64);
+                    prop_assert_eq!(repairs[0].dropped_bytes, (original.len() - cut) as u64);
                 }
                 Ok(_) => prop_assert!(false, "byte {}: damage before the tail was repaired away", position),
                 Err(other) => prop_assert!(false, "byte {}: unexpected {}", position, other),
@@ -516,28 +699,47 @@ proptest! {
     }
 
     #[test]
-    fn every_truncation_keeps_the_longest_valid_prefix(payloads in payloads(1..6, 40)) {
+    fn every_truncation_keeps_the_longest_prefix_of_whole_batches(batches in batches(1..5, 40)) {
         let dir = tempfile::tempdir().unwrap();
-        let original = write_log(dir.path(), &payloads);
+        let payloads = flatten(&batches);
+        let (original, bases) = write_batches(dir.path(), &batches);
         let ends = frame_ends(&payloads);
+        let firsts = first_offsets(&batches);
         for len in HEADER..=original.len() {
-            let fitting = ends.iter().take_while(|&&end| end <= len).count();
-            let valid_len = if fitting == 0 { HEADER } else { ends[fitting - 1] };
+            // The batches whose every frame fits in `len` bytes survive; a batch cut short,
+            // even between two of its frames, is a torn tail.
+            let whole = batches
+                .iter()
+                .zip(&firsts)
+                .take_while(|(b, &first)| ends[first + b.payloads.len() - 1] <= len)
+                .count();
+            let kept = firsts.get(whole).copied().unwrap_or(payloads.len());
+            let valid_len = if kept == 0 { HEADER } else { ends[kept - 1] };
             let (records, repairs) = reopen_damaged(dir.path(), &original[..len], &payloads)
                 .unwrap_or_else(|e| panic!("truncation to {len} bytes is a torn tail, not {e}"));
-            prop_assert_eq!(records.len(), fitting);
+            prop_assert_eq!(records.len(), kept);
             let expected: Vec<TailRepair> = if valid_len == len {
                 vec![]
             } else {
                 vec![TailRepair {
                     path: log_file(dir.path(), 0),
                     partition: 0,
-                    kept_records: fitting as u64,
+                    kept_records: kept as u64,
                     dropped_bytes: (len - valid_len) as u64,
                 }]
             };
             prop_assert_eq!(repairs, expected);
             prop_assert_eq!(fs::metadata(log_file(dir.path(), 0)).unwrap().len(), valid_len as u64);
+            // The rebuilt producer table knows exactly the surviving idempotent batches: a
+            // retry of each is a duplicate with its original offsets and appends nothing.
+            let mut log = writer(dir.path(), 1);
+            for ((batch, &first), &base) in batches.iter().zip(&firsts).zip(&bases).take(whole) {
+                let Some(id) = batch.producer else { continue };
+                let retried = log.append_idempotent(0, producer(id), base, &batch.payloads).unwrap();
+                prop_assert!(retried.duplicate, "len {}: batch at {} was appended again", len, first);
+                prop_assert_eq!(retried.offsets, first as u64..(first + batch.payloads.len()) as u64);
+            }
+            prop_assert_eq!(log.end(0).unwrap(), kept as u64);
         }
     }
 }

@@ -11,8 +11,14 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Action {
-    /// The producer appends a record and the append is durable.
+    /// The producer appends a record (its next logical send); the append is durable and acked.
     Append { partition: u8, delta: i64 },
+    /// As `append`, but the acknowledgement is lost: the producer does not know it landed.
+    AppendAckLost { partition: u8, delta: i64 },
+    /// The producer retries the send whose acknowledgement was lost: an idempotent producer
+    /// repeats its (producer id, epoch, sequence) and the log recognises it; a producer that
+    /// retries with a new sequence appends it again.
+    RetryAppend { partition: u8, delta: i64 },
     /// An owner reads the record at its position into memory (no durable write).
     Fetch { group: u8, owner: u8, partition: u8, offset: Offset },
     /// A separate effect write: `total += delta` (dedup-separate: unless the id is processed).
@@ -43,7 +49,7 @@ impl Action {
     /// The group whose state this action may change (`None` for appends to the shared log).
     pub fn group(&self) -> Option<u8> {
         match *self {
-            Action::Append { .. } => None,
+            Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => None,
             Action::Fetch { group, .. }
             | Action::ApplyEffect { group, .. }
             | Action::InsertProcessed { group, .. }
@@ -83,6 +89,8 @@ impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Action::Append { partition, delta } => write!(f, "append (+{delta}) to p{partition}"),
+            Action::AppendAckLost { partition, delta } => write!(f, "append (+{delta}) to p{partition}, ack lost"),
+            Action::RetryAppend { partition, delta } => write!(f, "retry the unacknowledged append (+{delta}) to p{partition}"),
             Action::Fetch { group, owner, partition, offset } => {
                 write!(f, "g{group}/o{owner} fetches p{partition} offset {offset}")
             }

@@ -22,10 +22,12 @@ pub enum Strategy {
     AtomicDlq,
     SkipPoison,
     RetryForever,
+    ProducerIdempotent,
+    ProducerNewSequence,
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 14] = [
+    pub const ALL: [Strategy; 16] = [
         Strategy::CommitFirst,
         Strategy::EffectFirst,
         Strategy::PeriodicCommit,
@@ -40,6 +42,8 @@ impl Strategy {
         Strategy::AtomicDlq,
         Strategy::SkipPoison,
         Strategy::RetryForever,
+        Strategy::ProducerIdempotent,
+        Strategy::ProducerNewSequence,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,12 +62,28 @@ impl Strategy {
             Strategy::AtomicDlq => "atomic-dlq",
             Strategy::SkipPoison => "skip-poison",
             Strategy::RetryForever => "retry-forever",
+            Strategy::ProducerIdempotent => "producer-idempotent",
+            Strategy::ProducerNewSequence => "producer-new-sequence",
+        }
+    }
+
+    /// The producer rows test the producer: their consumers run atomic-fenced.
+    pub fn is_producer(self) -> bool {
+        matches!(self, Strategy::ProducerIdempotent | Strategy::ProducerNewSequence)
+    }
+
+    /// The consumer behaviour of a row: itself, or atomic-fenced for the producer rows.
+    pub fn consumer(self) -> Strategy {
+        if self.is_producer() {
+            Strategy::AtomicFenced
+        } else {
+            self
         }
     }
 
     /// Strategies whose whole per-record work is one transaction (effect and next offset).
     pub fn is_single_write(self) -> bool {
-        matches!(self, Strategy::Atomic | Strategy::AtomicFenced | Strategy::AtomicCas) || self.handles_poison()
+        matches!(self.consumer(), Strategy::Atomic | Strategy::AtomicFenced | Strategy::AtomicCas) || self.handles_poison()
     }
 
     /// Strategies that meet poison records: atomic-fenced, plus what they do when an effect
@@ -74,7 +94,7 @@ impl Strategy {
 
     /// Strategies whose transactions check the owner's epoch first.
     pub fn is_fenced(self) -> bool {
-        self == Strategy::AtomicFenced || self.handles_poison()
+        self.consumer() == Strategy::AtomicFenced || self.handles_poison()
     }
 
     /// Strategies that checkpoint every `commit_every` records instead of after each one.
@@ -140,6 +160,9 @@ pub struct Config {
     /// Failed attempts after which atomic-dlq dead-letters a poison record.
     #[serde(default = "default_max_attempts")]
     pub max_attempts: u8,
+    /// Appends whose acknowledgement may be lost (the producer then retries).
+    #[serde(default)]
+    pub ack_losses: u8,
 }
 
 /// The largest bounds accepted. Past them the state space no longer fits in memory on the
@@ -183,6 +206,8 @@ impl Config {
             // Only the poison strategies meet a poison record by default (spec.md §4).
             poison: strategy.handles_poison().then_some(1),
             max_attempts: 2,
+            // Only the producer rows lose an acknowledgement by default.
+            ack_losses: u8::from(strategy.is_producer()),
         }
     }
 
@@ -226,6 +251,9 @@ impl Config {
                 return Err(format!("--poison {poison} is out of range: the poison record must be below --records {}", self.records));
             }
         }
+        if self.ack_losses > 2 {
+            return Err(format!("--ack-losses {} is out of range: accepted values are 0..=2{too_big}", self.ack_losses));
+        }
         if self.max_attempts == 0 || self.max_attempts > 3 {
             return Err(format!("--max-attempts {} is out of range: accepted values are 1..=3{too_big}", self.max_attempts));
         }
@@ -239,7 +267,7 @@ impl Config {
     pub fn flags(&self) -> String {
         format!(
             "--strategy {} --groups {} --owners {} --partitions {} --records {} --crashes {} \
-             --rebalances {} --commit-every {} --inflight {} --delta {} --poison {} --max-attempts {}",
+             --rebalances {} --commit-every {} --inflight {} --delta {} --poison {} --max-attempts {} --ack-losses {}",
             self.strategy,
             self.groups,
             self.owners,
@@ -251,7 +279,8 @@ impl Config {
             self.inflight,
             self.delta,
             self.poison.map_or("none".to_string(), |p| p.to_string()),
-            self.max_attempts
+            self.max_attempts,
+            self.ack_losses
         )
     }
 }

@@ -45,6 +45,7 @@ impl ConsumerModel {
             ("out-of-order", Witness::OutOfOrder),
             ("poison-failed", Witness::PoisonFailed),
             ("dead-lettered", Witness::DeadLettered),
+            ("append-retried", Witness::AppendRetried),
         ]
         .iter()
         .filter(|(name, _)| properties.iter().any(|p| p.name == *name))
@@ -58,8 +59,8 @@ impl ConsumerModel {
         let totals = |g: u8| (state.groups[usize::from(g)].store.total, next.groups[usize::from(g)].store.total);
         let row = |s: &State, g: u8, p: u8| s.groups[usize::from(g)].store.partitions[usize::from(p)].clone();
         match *action {
-            Action::Append { partition, delta } => {
-                format!("producer appends offset {} (+{delta}) to p{partition}", state.log[usize::from(partition)].len())
+            Action::Append { partition, .. } | Action::AppendAckLost { partition, .. } | Action::RetryAppend { partition, .. } => {
+                self.describe_produce(state, &next, partition, action)
             }
             Action::Crash { .. } | Action::Restart { .. } => {
                 let resumed = self.describe_restart(&next, action);
@@ -119,6 +120,24 @@ impl ConsumerModel {
                 };
                 format!("g{group}/o{owner} {what}{checkpoint}{}", self.epoch_note(state, action))
             }
+        }
+    }
+
+    fn describe_produce(&self, state: &State, next: &State, partition: u8, action: &Action) -> String {
+        let p = usize::from(partition);
+        let (before, after) = (state.log[p].len(), next.log[p].len());
+        let send = next.sends[p].last().copied().unwrap_or(0);
+        match action {
+            Action::AppendAckLost { delta, .. } => {
+                format!("producer appends send {send} at offset {before} (+{delta}) to p{partition}; the ack is lost")
+            }
+            Action::RetryAppend { .. } if after == before => {
+                format!("producer retries its unacknowledged send on p{partition}: the log recognises the sequence, nothing appended")
+            }
+            Action::RetryAppend { delta, .. } => {
+                format!("producer retries send {send} on p{partition} with a new sequence: appended again at offset {before} (+{delta})")
+            }
+            _ => format!("producer appends offset {before} (+{}) to p{partition}", next.log[p][before]),
         }
     }
 

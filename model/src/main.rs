@@ -66,6 +66,10 @@ struct Bounds {
     /// Failed attempts after which atomic-dlq dead-letters a poison record.
     #[arg(long, default_value_t = 2)]
     max_attempts: u8,
+    /// Appends whose acknowledgement may be lost, so the producer retries (default: 1 for the
+    /// producer rows, 0 for the others).
+    #[arg(long)]
+    ack_losses: Option<u8>,
 }
 
 /// `--poison`: an offset, or none.
@@ -94,6 +98,7 @@ impl Bounds {
             delta: self.delta,
             poison: self.poison.map_or(Config::new(strategy).poison, |Poison(offset)| offset),
             max_attempts: self.max_attempts,
+            ack_losses: self.ack_losses.unwrap_or(Config::new(strategy).ack_losses),
         }
     }
 }

@@ -6,7 +6,7 @@ use crate::ConsumerModel;
 use stateright::{Expectation, Property};
 
 /// The safety properties, in the order of spec.md's verdict table.
-pub const SAFETY: [&str; 8] = [
+pub const SAFETY: [&str; 9] = [
     "no-duplicate",
     "contiguous-prefix",
     "effectively-once",
@@ -15,6 +15,7 @@ pub const SAFETY: [&str; 8] = [
     "fenced-writes",
     "no-silent-skip",
     "bounded-retries",
+    "no-duplicate-append",
 ];
 
 /// No record's effect was applied more than once in any group.
@@ -95,7 +96,19 @@ pub fn fenced_writes(state: &State) -> bool {
 /// Every group committed every record of every partition.
 pub fn log_end(model: &ConsumerModel, state: &State) -> bool {
     let records = model.config.records;
-    state.groups.iter().all(|group| group.store.partitions.iter().all(|row| row.next_offset == records))
+    let all_sent = state.producer.iter().all(|p| p.sent == records && p.unacked.is_none());
+    all_sent
+        && state.groups.iter().all(|group| {
+            group.store.partitions.iter().zip(&state.log).all(|(row, log)| usize::from(row.next_offset) == log.len())
+        })
+}
+
+/// Every logical send of the producer appears at most once in its partition's log.
+pub fn no_duplicate_append(state: &State) -> bool {
+    state.sends.iter().all(|sends| {
+        let mut seen = std::collections::BTreeSet::new();
+        sends.iter().all(|send| seen.insert(*send))
+    })
 }
 
 /// Two groups hold different checkpoints: they progress independently.
@@ -121,6 +134,10 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
     let poisoned = config.poison.is_some() && strategy.handles_poison();
     if config.poison.is_some() {
         properties.push(Property::always("bounded-retries", bounded_retries));
+    }
+    if config.ack_losses > 0 {
+        properties.push(Property::always("no-duplicate-append", |_, s: &State| no_duplicate_append(s)));
+        properties.push(Property::sometimes("append-retried", |_, s: &State| s.has_witnessed(Witness::AppendRetried)));
     }
     // retry-forever never gets past its poison record: the end of the log is not reachable,
     // and bounded-retries reports why.

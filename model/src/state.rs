@@ -12,12 +12,25 @@ pub type Offset = u8;
 pub struct State {
     /// Durable: per partition, the delta of each appended record, indexed by offset.
     pub log: Vec<Vec<i64>>,
+    /// Ghost: per partition, the logical send (0, 1, ...) each record of the log carries.
+    pub sends: Vec<Vec<u8>>,
+    /// The producer's volatile state per partition.
+    pub producer: Vec<ProducerState>,
+    pub ack_losses_used: u8,
     pub groups: Vec<Group>,
     /// Fault budget spent so far (bounded by `Config::crashes` and `Config::rebalances`).
     pub crashes_used: u8,
     pub rebalances_used: u8,
     /// Ghost: one bit per `Witness` reached so far, for the `sometimes` properties.
     pub witnessed: u16,
+}
+
+/// The producer of one partition: how many logical sends it started, and the one whose
+/// acknowledgement was lost (it retries that before sending anything else).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProducerState {
+    pub sent: u8,
+    pub unacked: Option<u8>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -134,6 +147,8 @@ pub enum Witness {
     PoisonFailed = 7,
     /// A poison record was moved to the dead-letter table.
     DeadLettered = 8,
+    /// The producer retried an append whose acknowledgement was lost.
+    AppendRetried = 9,
 }
 
 impl Stage {
@@ -146,7 +161,8 @@ impl Stage {
 impl State {
     pub fn initial(config: &Config) -> State {
         let partitions = usize::from(config.partitions);
-        let records = usize::from(config.records);
+        // A producer that retries with a new sequence appends a record once more per lost ack.
+        let records = usize::from(config.records) + usize::from(config.ack_losses);
         let group = Group {
             store: Store {
                 total: 0,
@@ -172,6 +188,9 @@ impl State {
         };
         State {
             log: vec![Vec::new(); partitions],
+            sends: vec![Vec::new(); partitions],
+            producer: vec![ProducerState { sent: 0, unacked: None }; partitions],
+            ack_losses_used: 0,
             groups: vec![group; usize::from(config.groups)],
             crashes_used: 0,
             rebalances_used: 0,

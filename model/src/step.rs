@@ -6,9 +6,15 @@ use crate::state::{Lease, Offset, Stage, State, Witness};
 
 /// Appends every action enabled in `state`, in a fixed order (log, owners, coordinator).
 pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>) {
-    for (partition, records) in state.log.iter().enumerate() {
-        if records.len() < usize::from(config.records) {
-            actions.push(Action::Append { partition: partition as u8, delta: config.delta });
+    for (partition, producer) in state.producer.iter().enumerate() {
+        let (partition, delta) = (partition as u8, config.delta);
+        if producer.unacked.is_some() {
+            actions.push(Action::RetryAppend { partition, delta });
+        } else if producer.sent < config.records {
+            actions.push(Action::Append { partition, delta });
+            if state.ack_losses_used < config.ack_losses {
+                actions.push(Action::AppendAckLost { partition, delta });
+            }
         }
     }
     for (g, group) in state.groups.iter().enumerate() {
@@ -77,7 +83,7 @@ fn lease_actions(config: &Config, lease: &Lease, log_end: Offset, (group, owner,
     };
     let step = |kind: fn(u8, u8, u8, Offset) -> Action| kind(group, owner, partition, offset);
     let apply_effect = |g, o, p, offset| Action::ApplyEffect { group: g, owner: o, partition: p, offset };
-    actions.push(match (config.strategy, stage) {
+    actions.push(match (config.strategy.consumer(), stage) {
         (Strategy::CommitFirst, Stage::Fetched) => commit(offset + 1),
         (Strategy::CommitFirst, Stage::Committed) => step(apply_effect),
         (Strategy::EffectFirst | Strategy::PeriodicCommit | Strategy::DedupSeparate, Stage::Fetched) => step(apply_effect),
@@ -129,7 +135,7 @@ pub fn parallel_commit_target(strategy: Strategy, lease: &Lease) -> Option<Offse
 pub fn next_state(config: &Config, state: &State, action: Action) -> State {
     let mut next = state.clone();
     match action {
-        Action::Append { partition, delta } => next.log[usize::from(partition)].push(delta),
+        Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => produce(config, &mut next, action),
         Action::Fetch { group, owner, partition, offset } => fetch(&mut next, (group, owner, partition), offset),
         Action::Crash { group, owner } => crash(config, &mut next, group, owner),
         Action::Restart { group, owner } => restart(&mut next, group, owner),
@@ -140,6 +146,39 @@ pub fn next_state(config: &Config, state: &State, action: Action) -> State {
         record_foreign_writes(state, &mut next, acting);
     }
     next
+}
+
+/// The producer's steps. Every send carries its logical id in the ghost `sends`.
+fn produce(config: &Config, state: &mut State, action: Action) {
+    let (partition, delta) = match action {
+        Action::Append { partition, delta } | Action::AppendAckLost { partition, delta } | Action::RetryAppend { partition, delta } => {
+            (usize::from(partition), delta)
+        }
+        other => unreachable!("{other} is not a producer step"),
+    };
+    let producer = &mut state.producer[partition];
+    let send = match action {
+        Action::RetryAppend { .. } => {
+            let send = producer.unacked.take().expect("a retry has an unacknowledged send");
+            state.witness(Witness::AppendRetried);
+            if config.strategy == Strategy::ProducerIdempotent {
+                // The log recognises the exact retry and returns the original offsets.
+                return;
+            }
+            send
+        }
+        _ => {
+            let send = producer.sent;
+            producer.sent += 1;
+            if matches!(action, Action::AppendAckLost { .. }) {
+                producer.unacked = Some(send);
+                state.ack_losses_used += 1;
+            }
+            send
+        }
+    };
+    state.log[partition].push(delta);
+    state.sends[partition].push(send);
 }
 
 fn fetch(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
@@ -418,7 +457,7 @@ fn apply_atomic(config: &Config, state: &mut State, (group, owner, partition): (
         return;
     }
     let stored = state.groups[usize::from(group)].store.partitions[usize::from(partition)].next_offset;
-    if config.strategy == Strategy::AtomicCas {
+    if config.strategy.consumer() == Strategy::AtomicCas {
         assert!(offset <= stored, "an atomic-cas owner never runs ahead of the stored offset it serialises on");
         if offset < stored {
             state.witness(Witness::DuplicateSkipped);

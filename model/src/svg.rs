@@ -34,7 +34,7 @@ pub fn timeline(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> Stri
     for (row, (state, action)) in steps.iter().enumerate() {
         let y = (row + 1) * ROW_HEIGHT + 12;
         let lane = match *action {
-            Action::Append { .. } => 0,
+            Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => 0,
             Action::Rebalance { .. } => 1,
             Action::Crash { group, owner } | Action::Restart { group, owner } => {
                 2 + usize::from(group) * owners + usize::from(owner)
