@@ -111,6 +111,8 @@ impl ProcessOwner {
             .arg(&spec.dir)
             .args(["--group", &spec.group, "--owner", &spec.owner, "--strategy", settings.strategy.name()])
             .args(["--commit-every", &settings.commit_every.to_string(), "--inflight", &settings.inflight.to_string()])
+            .args(["--max-attempts", &settings.max_attempts.to_string()])
+            .args(["--on-out-of-range", settings.on_out_of_range.name()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -193,6 +195,11 @@ pub fn parse_outcome(reply: &str) -> Option<Outcome> {
         ["ok", "recorded"] => Some(Outcome::Recorded),
         ["ok", "committed"] => Some(Outcome::Committed),
         ["ok", "fenced", held, current] => Some(Outcome::Fenced { held: held.parse().ok()?, current: current.parse().ok()? }),
+        ["ok", "failed", _] => Some(Outcome::Failed { attempts: number(2)? }),
+        ["ok", "exhausted"] => Some(Outcome::Exhausted),
+        ["ok", "dead-lettered", _] => Some(Outcome::DeadLettered { attempts: number(2)? }),
+        ["ok", "reset", _, _] => Some(Outcome::Reset { from: number(2)?, to: number(3)? }),
+        ["ok", "out-of-range", _, _] => Some(Outcome::OutOfRange { position: number(2)?, start: number(3)? }),
         _ => None,
     }
 }

@@ -2,11 +2,11 @@
 //! the abstraction function that maps its concrete state back to a model `State`.
 
 use crate::driver::{self, Mode, OwnerHandle, OwnerSpec};
-use consumer::log::{encode_delta, Log};
+use consumer::log::{encode_delta, Log, Producer};
 use consumer::owner::{Mutation, Outcome, Settings};
 use consumer::store::{Journal, Store, StoreOptions};
-use consumer::strategy::{Step, StepKind, Strategy as RealStrategy};
-use model::state::{Ghost, Group, Lease, Owner, PartitionRow, Stage, State, Store as ModelStore};
+use consumer::strategy::{OutOfRange, Step, StepKind, Strategy as RealStrategy};
+use model::state::{Ghost, Group, Lease, Owner, PartitionRow, ProducerState, Stage, State, Store as ModelStore};
 use model::{Action, Config};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -46,6 +46,16 @@ pub struct Harness {
     ghosts: Vec<Ghost>,
     crashes_used: u8,
     rebalances_used: u8,
+    retentions_used: u8,
+    /// The harness is the producer: its per-partition state, the logical send of every record
+    /// it appended (ghost), and the next sequence number of its idempotent appends.
+    producer: Vec<ProducerState>,
+    sends: Vec<Vec<u8>>,
+    next_sequence: Vec<u32>,
+    unacked_sequence: Vec<Option<u32>>,
+    ack_losses_used: u8,
+    /// Per partition, the delta of every record the harness appended (the model's view).
+    appended: Vec<Vec<i64>>,
     /// The last observed state, for the ghost bookkeeping of the next step.
     last: Option<State>,
 }
@@ -58,10 +68,17 @@ pub fn owner_name(owner: u8) -> String {
     format!("o{owner}")
 }
 
-/// The model's strategy as the consumer names it (the crates spell the names independently).
+/// The consumer strategy of a model row, as the consumer names it (the crates spell the names
+/// independently); the producer and retention rows run atomic-fenced consumers.
 pub fn real_strategy(strategy: model::Strategy) -> RealStrategy {
-    strategy.name().parse().expect("the consumer implements every strategy of the model")
+    strategy.consumer().name().parse().expect("the consumer implements every consumer strategy of the model")
 }
+
+/// The producer every harness appends as (idempotent appends; see `produce`).
+const PRODUCER: Producer = Producer { id: 1, epoch: 1 };
+
+/// The payload of a poison record: not an 8-byte delta, so its effect fails every time.
+pub const POISON_PAYLOAD: &[u8] = b"poison";
 
 impl Harness {
     /// Creates the data directory, the store and the log, and starts every owner alive in the
@@ -86,6 +103,13 @@ impl Harness {
             ghosts: vec![ghost; usize::from(config.groups)],
             crashes_used: 0,
             rebalances_used: 0,
+            retentions_used: 0,
+            producer: vec![ProducerState { sent: 0, unacked: None }; usize::from(config.partitions)],
+            sends: vec![Vec::new(); usize::from(config.partitions)],
+            next_sequence: vec![0; usize::from(config.partitions)],
+            unacked_sequence: vec![None; usize::from(config.partitions)],
+            ack_losses_used: 0,
+            appended: vec![Vec::new(); usize::from(config.partitions)],
             last: None,
         };
         for group in 0..config.groups {
@@ -100,11 +124,17 @@ impl Harness {
 
     fn spec(&self, group: u8, owner: u8) -> OwnerSpec {
         let settings = Settings {
-            strategy: real_strategy(self.config.strategy),
             commit_every: u64::from(self.config.commit_every),
             inflight: usize::from(self.config.inflight),
             batch: 1,
             mutation: self.options.mutation,
+            max_attempts: u64::from(self.config.max_attempts),
+            on_out_of_range: match self.config.strategy {
+                model::Strategy::ResetEarliest => OutOfRange::Earliest,
+                model::Strategy::ResetSilent => OutOfRange::EarliestSilent,
+                _ => OutOfRange::Fail,
+            },
+            ..Settings::new(real_strategy(self.config.strategy))
         };
         OwnerSpec {
             worker_exe: self.options.worker_exe.clone(),
@@ -124,9 +154,7 @@ impl Harness {
             None => self.observe(witnessed)?,
         };
         match *action {
-            Action::Append { partition, delta } => {
-                self.log.append(u32::from(partition), &encode_delta(delta)).map_err(|e| e.to_string())?;
-            }
+            Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => self.produce(action)?,
             Action::Crash { group, owner } => {
                 let handle = self.owners[usize::from(group)][usize::from(owner)].take().ok_or("the owner is not running")?;
                 handle.kill();
@@ -143,6 +171,10 @@ impl Harness {
                     handle.assign(u32::from(partition))?;
                 }
             }
+            Action::Retain { partition, before } => {
+                self.log.retain_before(u32::from(partition), u64::from(before)).map_err(|e| e.to_string())?;
+                self.retentions_used += 1;
+            }
             owner_step => self.owner_step(owner_step)?,
         }
         let mut after = self.observe(witnessed)?;
@@ -154,15 +186,78 @@ impl Harness {
         Ok(after)
     }
 
+    /// The producer's steps, through the log's idempotent appends: each send gets the next
+    /// sequence number; an idempotent retry repeats the lost one (the log must recognise it and
+    /// append nothing), a new-sequence retry takes a fresh number (the log appends it again).
+    fn produce(&mut self, action: &Action) -> Result<(), String> {
+        let (partition, delta) = match *action {
+            Action::Append { partition, delta } | Action::AppendAckLost { partition, delta } | Action::RetryAppend { partition, delta } => {
+                (usize::from(partition), delta)
+            }
+            _ => unreachable!("only producer steps"),
+        };
+        let offset = self.log.end(partition as u32).map_err(|e| e.to_string())?;
+        let poison = self.config.strategy.handles_poison() && self.config.poison.is_some_and(|p| u64::from(p) == offset);
+        let payload = if poison { POISON_PAYLOAD.to_vec() } else { encode_delta(delta) };
+        let retry = matches!(action, Action::RetryAppend { .. });
+        let send = if retry {
+            self.producer[partition].unacked.take().ok_or("no unacknowledged send to retry")?
+        } else {
+            let send = self.producer[partition].sent;
+            self.producer[partition].sent += 1;
+            send
+        };
+        let sequence = match (retry, self.config.strategy) {
+            (true, model::Strategy::ProducerIdempotent) => self.unacked_sequence[partition].take().ok_or("no sequence to retry")?,
+            _ => {
+                let sequence = self.next_sequence[partition];
+                self.next_sequence[partition] += 1;
+                sequence
+            }
+        };
+        let appended = self.log.append_idempotent(partition as u32, PRODUCER, sequence, &[payload]).map_err(|e| e.to_string())?;
+        if !appended.duplicate {
+            self.sends[partition].push(send);
+            self.appended[partition].push(delta);
+        }
+        if matches!(action, Action::AppendAckLost { .. }) {
+            self.producer[partition].unacked = Some(send);
+            self.unacked_sequence[partition] = Some(sequence);
+            self.ack_losses_used += 1;
+        }
+        Ok(())
+    }
+
     /// Sends an owner step; an applied record is counted in the observed ghost history.
     fn owner_step(&mut self, action: Action) -> Result<(), String> {
         let (group, owner, partition) = action.lease_step().expect("an owner step");
-        let step = real_step(&action);
+        let step = match action {
+            // The out-of-range steps name the log start and the owner's position, which the
+            // model's actions leave implicit.
+            Action::ResetOffset { .. } => {
+                let start = self.log.start(u32::from(partition)).map_err(|e| e.to_string())?;
+                Step { kind: StepKind::ResetOffset, partition: u32::from(partition), offset: start }
+            }
+            Action::FailOutOfRange { .. } => {
+                let handle = self.owners[usize::from(group)][usize::from(owner)].as_mut().ok_or("the owner is not running")?;
+                let position = handle.leases()?.get(&u32::from(partition)).map(|l| l.position).ok_or("the owner holds no lease there")?;
+                Step { kind: StepKind::FailOutOfRange, partition: u32::from(partition), offset: position }
+            }
+            _ => real_step(&action),
+        };
         let handle = self.owners[usize::from(group)][usize::from(owner)].as_mut().ok_or("the owner is not running")?;
-        if let Outcome::Applied { applied, .. } = handle.step(step)? {
-            let offset = usize::try_from(step.offset).expect("offsets are 8-bit in traces");
-            let count = &mut self.ghosts[usize::from(group)].applied[usize::from(partition)][offset];
-            *count += u8::try_from(applied).expect("a batch-1 step applies at most one record");
+        match handle.step(step)? {
+            Outcome::Applied { applied, .. } => {
+                let offset = usize::try_from(step.offset).expect("offsets are 8-bit in traces");
+                let count = &mut self.ghosts[usize::from(group)].applied[usize::from(partition)][offset];
+                *count += u8::try_from(applied).expect("a batch-1 step applies at most one record");
+            }
+            Outcome::Failed { .. } => {
+                // A failed effect attempt on a poison record, capped as the model caps it.
+                let failures = &mut self.ghosts[usize::from(group)].failures[usize::from(partition)];
+                *failures = (*failures + 1).min(self.config.max_attempts + 1);
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -196,11 +291,22 @@ impl Harness {
     pub fn observe(&mut self, witnessed: u16) -> Result<State, String> {
         let mut log = Vec::new();
         for partition in 0..u32::from(self.config.partitions) {
-            let end = self.log.end(partition).map_err(|e| e.to_string())?;
-            let mut deltas = Vec::new();
-            for offset in 0..end {
+            let (start, end) = (self.log.start(partition).map_err(|e| e.to_string())?, self.log.end(partition).map_err(|e| e.to_string())?);
+            // Records below the retained start cannot be read any more (that is the point of
+            // retention); the model still lists them, so they come from what the harness, as
+            // the producer, appended. Everything readable is read back from the log.
+            let retained = usize::try_from(start).expect("small offsets");
+            let mut deltas = self.appended[partition as usize].get(..retained).ok_or("the log start is past what was appended")?.to_vec();
+            for offset in start..end {
                 let record = self.log.read(partition, offset).map_err(|e| e.to_string())?;
-                deltas.push(consumer::log::decode_delta(&record.payload).ok_or("a record is not an 8-byte delta")?);
+                // A poison record stands for the model's record at that offset, whose delta
+                // the model never applies.
+                let delta = match consumer::log::decode_delta(&record.payload) {
+                    Some(delta) => delta,
+                    None if record.payload == POISON_PAYLOAD => self.config.delta,
+                    None => return Err(format!("record {offset} of partition {partition} is neither a delta nor poison")),
+                };
+                deltas.push(delta);
             }
             log.push(deltas);
         }
@@ -213,10 +319,25 @@ impl Harness {
             }
             groups.push(Group { store, owners, ghost: self.ghosts[usize::from(group)].clone() });
         }
-        Ok(State { log, groups, crashes_used: self.crashes_used, rebalances_used: self.rebalances_used, witnessed })
+        let mut log_start = Vec::new();
+        for partition in 0..u32::from(self.config.partitions) {
+            log_start.push(narrow(self.log.start(partition).map_err(|e| e.to_string())?, "log start")?);
+        }
+        Ok(State {
+            log,
+            sends: self.sends.clone(),
+            producer: self.producer.clone(),
+            ack_losses_used: self.ack_losses_used,
+            log_start,
+            retentions_used: self.retentions_used,
+            groups,
+            crashes_used: self.crashes_used,
+            rebalances_used: self.rebalances_used,
+            witnessed,
+        })
     }
 
-    fn observe_store(&self, group: u8) -> Result<ModelStore, String> {
+    fn observe_store(&mut self, group: u8) -> Result<ModelStore, String> {
         let name = group_name(group);
         let total = self.store.total(&name).map_err(|e| e.to_string())?;
         let mut partitions = Vec::new();
@@ -236,7 +357,31 @@ impl Harness {
             .into_iter()
             .map(|(p, o)| Ok((narrow(p, "partition")?, narrow(o, "offset")?)))
             .collect::<Result<BTreeSet<_>, String>>()?;
-        Ok(ModelStore { total, partitions, processed })
+        let mut attempts = BTreeMap::new();
+        for partition in 0..u32::from(self.config.partitions) {
+            let end = self.log.end(partition).map_err(|e| e.to_string())?;
+            for offset in 0..end {
+                let count = self.store.attempts(&name, partition, offset).map_err(|e| e.to_string())?;
+                if count > 0 {
+                    attempts.insert((narrow(partition, "partition")?, narrow(offset, "offset")?), narrow(count, "attempts")?);
+                }
+            }
+        }
+        let dead_letters = self
+            .store
+            .dead_letters(Some(&name))
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|d| Ok((narrow(d.partition, "partition")?, narrow(d.offset, "offset")?, narrow(d.attempts, "attempts")?)))
+            .collect::<Result<BTreeSet<_>, String>>()?;
+        let resets = self
+            .store
+            .resets(Some(&name))
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|r| Ok((narrow(r.partition, "partition")?, narrow(r.from, "offset")?, narrow(r.to, "offset")?)))
+            .collect::<Result<BTreeSet<_>, String>>()?;
+        Ok(ModelStore { total, partitions, processed, attempts, dead_letters, resets })
     }
 
     fn observe_owner(&mut self, group: u8, owner: usize) -> Result<Owner, String> {
@@ -265,6 +410,7 @@ fn model_lease(lease: &consumer::owner::Lease) -> Result<Lease, String> {
             consumer::owner::Stage::Committed => Stage::Committed,
             consumer::owner::Stage::EffectApplied => Stage::EffectApplied,
             consumer::owner::Stage::Recorded => Stage::Recorded,
+            consumer::owner::Stage::Exhausted => Stage::Exhausted,
         };
         records.insert(narrow(offset, "offset")?, stage);
     }
@@ -295,6 +441,7 @@ pub fn real_step(action: &Action) -> Step {
         Action::ApplyStamped { offset, .. } => (StepKind::ApplyStamped, offset),
         Action::ApplyDeduped { offset, .. } => (StepKind::ApplyDeduped, offset),
         Action::ApplyAtomic { offset, .. } => (StepKind::ApplyAtomic, offset),
+        Action::DeadLetter { offset, .. } => (StepKind::DeadLetter, offset),
         other => unreachable!("{other} is not an owner step"),
     };
     let (_, _, partition) = action.lease_step().expect("an owner step");

@@ -143,6 +143,10 @@ struct WorkerArgs {
     commit_every: u64,
     #[arg(long, default_value_t = 2)]
     inflight: usize,
+    #[arg(long, default_value_t = 2)]
+    max_attempts: u64,
+    #[arg(long, default_value = "fail")]
+    on_out_of_range: consumer::strategy::OutOfRange,
     #[arg(long)]
     mutation: Option<Mutation>,
 }
@@ -217,7 +221,8 @@ fn run_test(args: TestArgs) -> anyhow::Result<ExitCode> {
         rebalances: args.rebalances,
         commit_every: args.commit_every,
         inflight: args.inflight,
-        delta: 5,
+        // Poison records, lost acknowledgements and retention: each row's defaults.
+        ..Config::new(args.strategy)
     };
     config.validate().map_err(anyhow::Error::msg)?;
     let options = args.run.options()?;
@@ -266,7 +271,15 @@ fn run_regenerate(args: RegenerateArgs) -> anyhow::Result<ExitCode> {
 fn run_worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open(&args.dir.join("store.db"), StoreOptions::default())?;
     let log = Log::open_reader(&args.dir.join("log"), store.partitions())?;
-    let settings = Settings { strategy: args.strategy, commit_every: args.commit_every, inflight: args.inflight, batch: 1, mutation: args.mutation };
+    let settings = Settings {
+        commit_every: args.commit_every,
+        inflight: args.inflight,
+        batch: 1,
+        mutation: args.mutation,
+        max_attempts: args.max_attempts,
+        on_out_of_range: args.on_out_of_range,
+        ..Settings::new(args.strategy)
+    };
     let mut owner = Owner::start(store, log, &args.group, &args.owner, settings, CrashPlan::none())?;
     consumer::worker::serve(&mut owner, std::io::stdin().lock(), std::io::stdout().lock())?;
     Ok(ExitCode::SUCCESS)

@@ -72,7 +72,47 @@ pub fn all() -> Vec<(String, Trace)> {
     scenarios.extend(replay_window_cases());
     scenarios.extend(zombie_cases());
     scenarios.push(("scenario--two-groups-independent".to_string(), two_groups()));
+    scenarios.extend(mechanism_cases());
     scenarios
+}
+
+/// Issue 5's mechanisms, each across a crash or a retry: the dead-letter count survives a
+/// crash, an idempotent retry appends nothing, and a reset after retention is recorded.
+fn mechanism_cases() -> Vec<(String, Trace)> {
+    let one_owner = |c: &mut Config| {
+        c.groups = 1;
+        c.owners = 1;
+        c.rebalances = 0;
+    };
+    let mut dlq = Script::new(Strategy::AtomicDlq, |c| {
+        one_owner(c);
+        c.records = 3;
+    });
+    dlq.append(3).push(fetch(0, 0, 0)).push(atomic(0, 0, 0)).push(fetch(0, 0, 1)).push(atomic(0, 0, 1));
+    dlq.push(crash(0, 0)).push(restart(0, 0)).push(fetch(0, 0, 1)).push(atomic(0, 0, 1));
+    dlq.push(Action::DeadLetter { group: 0, owner: 0, partition: 0, offset: 1 }).push(fetch(0, 0, 2)).push(atomic(0, 0, 2));
+    let mut retry = Script::new(Strategy::ProducerIdempotent, |c| {
+        one_owner(c);
+        c.records = 2;
+        c.crashes = 0;
+    });
+    retry.push(Action::AppendAckLost { partition: 0, delta: 5 }).push(Action::RetryAppend { partition: 0, delta: 5 });
+    retry.append(1).push(fetch(0, 0, 0)).push(atomic(0, 0, 0)).push(fetch(0, 0, 1)).push(atomic(0, 0, 1));
+    let mut reset = Script::new(Strategy::ResetEarliest, |c| {
+        one_owner(c);
+        c.records = 3;
+    });
+    reset.append(3).push(fetch(0, 0, 0)).push(atomic(0, 0, 0)).push(crash(0, 0));
+    reset.push(Action::Retain { partition: 0, before: 2 }).push(restart(0, 0));
+    reset.push(Action::ResetOffset { group: 0, owner: 0, partition: 0 }).push(fetch(0, 0, 2)).push(atomic(0, 0, 2));
+    vec![
+        ("scenario--dlq-attempts-survive-a-crash".to_string(), dlq.trace("bounded-retries", Verdict::Holds,
+            "one failed attempt, a crash, one more: the durable count reaches 2 and the record is dead-lettered, never tried a third time")),
+        ("scenario--idempotent-retry-after-lost-ack".to_string(), retry.trace("no-duplicate-append", Verdict::Holds,
+            "the append lands but its ack is lost; the retry repeats the sequence and the log appends nothing")),
+        ("scenario--reset-after-retention".to_string(), reset.trace("reset-accounted", Verdict::Holds,
+            "offset 0 applied, crash, retention moves the start to 2: the restart records the reset 1 -> 2 and applies offset 2")),
+    ]
 }
 
 fn sqlite_cases() -> Vec<(String, Trace)> {

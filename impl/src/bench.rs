@@ -182,7 +182,7 @@ fn measure(dir: &Path, case: Case) -> anyhow::Result<(f64, f64)> {
     let label = format!("{} batch {} {}", journal_name(case.journal), case.batch, case.strategy);
     let (store, log) = prepare(&scratch.path, case).with_context(|| format!("{label}: preparing the data"))?;
     let settings =
-        Settings { strategy: case.strategy, commit_every: COMMIT_EVERY, inflight: INFLIGHT, batch: case.batch, mutation: None };
+        Settings { batch: case.batch, commit_every: COMMIT_EVERY, inflight: INFLIGHT, ..Settings::new(case.strategy) };
     let started = Instant::now();
     let mut owner = Owner::start(store, log, GROUP, "o0", settings, CrashPlan::none()).with_context(|| format!("{label}: start"))?;
     let steps = owner.run_to_end().with_context(|| format!("{label}: run_to_end"))?;

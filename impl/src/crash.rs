@@ -17,7 +17,7 @@ pub enum When {
 }
 
 /// A crash point: `STEP:WHEN[@OFFSET]`, for example `apply-effect:after@49`,
-/// `apply-atomic:inside`, `commit-offset:before@1`. `@OFFSET` names a record the step concerns
+/// `apply-atomic:inside`, `commit-offset:before@1`, `dead-letter:inside@1`. `@OFFSET` names a record the step concerns
 /// (for `commit-offset`, the next offset it commits); without it the first such step crashes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CrashPoint {

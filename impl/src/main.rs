@@ -1,4 +1,5 @@
-//! The `consumer` command line: init, append, consume, status, claim, retain, worker, bench.
+//! The `consumer` command line: init, append, append-poison, consume, status, claim, retain,
+//! dead-letters, redrive, resets, worker, bench.
 
 mod bench;
 
@@ -8,7 +9,7 @@ use consumer::crash::CrashPlan;
 use consumer::log::{encode_delta, Log};
 use consumer::owner::{Outcome, Owner, Settings};
 use consumer::store::{Journal, Store, StoreOptions};
-use consumer::strategy::Strategy;
+use consumer::strategy::{OutOfRange, Strategy};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -34,6 +35,14 @@ enum Command {
     Claim(ClaimArgs),
     /// Advance a partition's log start (retention); records below it can no longer be read.
     Retain(RetainArgs),
+    /// Append one poison record (its payload is not an 8-byte delta: its effect always fails).
+    AppendPoison(AppendPoisonArgs),
+    /// List the dead-letter table: group, partition, offset, attempts, error.
+    DeadLetters(DeadLettersArgs),
+    /// Apply a dead-lettered record with an operator-corrected delta, exactly once.
+    Redrive(RedriveArgs),
+    /// List the recorded resets past retained records: group, partition, from, to.
+    Resets(ResetsArgs),
     /// Serve one owner over stdin/stdout, one step per command (see `consumer::worker`).
     Worker(WorkerArgs),
     /// Measure consumed records per second per strategy, batch and journal mode.
@@ -128,6 +137,13 @@ struct OwnerArgs {
     /// Records fetched and written together by the serial strategies.
     #[arg(long, default_value_t = 1)]
     batch: usize,
+    /// Failed attempts after which atomic-dlq dead-letters a poison record.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    max_attempts: u64,
+    /// When retention removed the next record: fail (stop with an error, skip nothing) or
+    /// earliest (skip to the log start, recording the reset).
+    #[arg(long, default_value = "fail", value_name = "fail|earliest")]
+    on_out_of_range: OutOfRange,
     /// Crash points, STEP:WHEN[@OFFSET] (e.g. apply-effect:after@49); the process exits with 9.
     #[arg(long = "crash-at")]
     crash_at: Vec<consumer::crash::CrashPoint>,
@@ -148,6 +164,8 @@ impl OwnerArgs {
             commit_every: self.commit_every,
             inflight: self.inflight,
             batch: self.batch,
+            max_attempts: self.max_attempts,
+            on_out_of_range: self.on_out_of_range,
             mutation: self.mutation,
         };
         Ok(Owner::start(store, log, &self.group, &self.owner, settings, CrashPlan::new(self.crash_at.clone()))?)
@@ -193,10 +211,61 @@ struct RetainArgs {
 }
 
 #[derive(Args)]
+struct AppendPoisonArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    #[arg(long, default_value_t = 0)]
+    partition: u32,
+}
+
+#[derive(Args)]
+struct DeadLettersArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Only this group's dead letters.
+    #[arg(long)]
+    group: Option<String>,
+    /// Print one JSON array.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct RedriveArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    #[arg(long)]
+    group: String,
+    #[arg(long, default_value_t = 0)]
+    partition: u32,
+    /// The dead-lettered record's offset.
+    #[arg(long)]
+    offset: u64,
+    /// The operator-corrected value the record adds to the group's total.
+    #[arg(long, allow_hyphen_values = true)]
+    delta: i64,
+}
+
+#[derive(Args)]
+struct ResetsArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Only this group's resets.
+    #[arg(long)]
+    group: Option<String>,
+    /// Print one JSON array.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
 struct WorkerArgs {
     #[command(flatten)]
     owner: OwnerArgs,
 }
+
+/// The payload `append-poison` writes: not an 8-byte delta, so its effect always fails.
+const POISON_PAYLOAD: &[u8] = b"poison";
 
 /// Exit status of `consume` when a fenced write told the owner it is a zombie.
 const FENCED_EXIT_CODE: u8 = 3;
@@ -222,6 +291,10 @@ fn main() -> ExitCode {
         Command::Status(args) => status(args),
         Command::Claim(args) => claim(args),
         Command::Retain(args) => retain(args),
+        Command::AppendPoison(args) => append_poison(args),
+        Command::DeadLetters(args) => dead_letters(args),
+        Command::Redrive(args) => redrive(args),
+        Command::Resets(args) => resets(args),
         Command::Worker(args) => worker(args),
         Command::Bench(args) => bench::run(args),
     };
@@ -308,6 +381,14 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
     let group = &args.owner.group;
     let total = owner.store().total(group)?;
     println!("{} steps; group {group} total {total}", steps.len());
+    for (step, outcome) in &steps {
+        if let Outcome::DeadLettered { attempts } = outcome {
+            println!("dead-lettered: partition {} offset {} after {attempts} failed attempt(s)", step.partition, step.offset);
+        }
+        if let Outcome::Reset { from, to } = outcome {
+            println!("reset: partition {} from offset {from} to the log start {to} (retention removed the records in between)", step.partition);
+        }
+    }
     if let Some((partition, held, current)) = fenced {
         println!("fenced: partition {partition} moved on to epoch {current} (this owner held {held}); it stopped working on it");
         return Ok(ExitCode::from(FENCED_EXIT_CODE));
@@ -326,7 +407,16 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     for group in store.groups()? {
         let rows: Vec<_> = (0..store.partitions()).map(|p| store.progress(&group, p)).collect::<Result<_, _>>()?;
         let processed = store.processed(&group)?.len();
-        groups.push(serde_json::json!({"group": group, "total": store.total(&group)?, "progress": rows, "processed": processed}));
+        let dead_letters = store.dead_letters(Some(&group))?.len();
+        let resets: Vec<_> = store
+            .resets(Some(&group))?
+            .iter()
+            .map(|reset| serde_json::json!({"partition": reset.partition, "from": reset.from, "to": reset.to}))
+            .collect();
+        groups.push(serde_json::json!({
+            "group": group, "total": store.total(&group)?, "progress": rows, "processed": processed, "dead_letters": dead_letters,
+            "resets": resets
+        }));
     }
     if args.json {
         println!("{}", serde_json::json!({"log": partitions, "groups": groups}));
@@ -337,7 +427,14 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         println!("log partition {}: start {} end {}", p["partition"], p["start"], p["end"]);
     }
     for g in &groups {
-        println!("group {}: total {}, processed ids {}", g["group"].as_str().unwrap_or(""), g["total"], g["processed"]);
+        println!(
+            "group {}: total {}, processed ids {}, dead letters {}, resets {}",
+            g["group"].as_str().unwrap_or(""),
+            g["total"],
+            g["processed"],
+            g["dead_letters"],
+            g["resets"].as_array().map_or(0, Vec::len)
+        );
         for (partition, row) in g["progress"].as_array().into_iter().flatten().enumerate() {
             println!(
                 "  partition {partition}: next offset {}, epoch {}, owner {}, stamp {}",
@@ -368,5 +465,68 @@ fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let mut owner = args.owner.start()?;
     let stdin = std::io::stdin();
     consumer::worker::serve(&mut owner, stdin.lock(), std::io::stdout().lock()).context("worker protocol I/O")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn append_poison(args: AppendPoisonArgs) -> anyhow::Result<ExitCode> {
+    let store = args.dir.open_store()?;
+    let (mut log, repairs) = Log::open_writer(&args.dir.log_dir(), store.partitions())?;
+    report_repairs(&repairs);
+    let offset = log.append(args.partition, POISON_PAYLOAD)?;
+    println!("appended poison record at offset {offset} to partition {} (durable)", args.partition);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
+    let store = args.dir.open_store()?;
+    let letters = store.dead_letters(args.group.as_deref())?;
+    if args.json {
+        let rows: Vec<_> = letters
+            .iter()
+            .map(|letter| {
+                serde_json::json!({
+                    "group": letter.group, "partition": letter.partition, "offset": letter.offset,
+                    "attempts": letter.attempts, "error": letter.error
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(rows));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if letters.is_empty() {
+        println!("no dead letters");
+    }
+    for letter in &letters {
+        println!(
+            "group {} partition {} offset {}: {} attempt(s), error: {}",
+            letter.group, letter.partition, letter.offset, letter.attempts, letter.error
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn redrive(args: RedriveArgs) -> anyhow::Result<ExitCode> {
+    let mut store = args.dir.open_store()?;
+    let total = store.redrive(&args.group, args.partition, args.offset, args.delta)?;
+    println!(
+        "redriven: group {} partition {} offset {} applied with delta {}; total {total}",
+        args.group, args.partition, args.offset, args.delta
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn resets(args: ResetsArgs) -> anyhow::Result<ExitCode> {
+    let store = args.dir.open_store()?;
+    let resets = store.resets(args.group.as_deref())?;
+    if args.json {
+        println!("{}", serde_json::to_string(&resets)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if resets.is_empty() {
+        println!("no resets");
+    }
+    for reset in &resets {
+        println!("group {} partition {}: reset from offset {} to {}", reset.group, reset.partition, reset.from, reset.to);
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,8 +3,8 @@
 
 use crate::crash::{CrashPlan, When};
 use crate::log::{decode_delta, Log, LogError};
-use crate::store::{Guard, Item, Store, StoreError};
-use crate::strategy::{Step, StepKind, Strategy};
+use crate::store::{FailurePolicy, Guard, Item, PoisonAttempt, Store, StoreError};
+use crate::strategy::{OutOfRange, Step, StepKind, Strategy};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -19,6 +19,10 @@ pub struct Settings {
     pub inflight: usize,
     /// Records fetched (and written) together by the serial strategies; 1 is the model's case.
     pub batch: usize,
+    /// Failed attempts after which atomic-dlq dead-letters a poison record (at least 1).
+    pub max_attempts: u64,
+    /// What the owner does when retention removed the next record it would fetch.
+    pub on_out_of_range: OutOfRange,
     /// Test only: a deliberately broken variant, to show that conformance can fail.
     pub mutation: Option<Mutation>,
 }
@@ -48,7 +52,7 @@ impl std::str::FromStr for Mutation {
 
 impl Settings {
     pub fn new(strategy: Strategy) -> Settings {
-        Settings { strategy, commit_every: 2, inflight: 2, batch: 1, mutation: None }
+        Settings { strategy, commit_every: 2, inflight: 2, batch: 1, max_attempts: 2, on_out_of_range: OutOfRange::Fail, mutation: None }
     }
 }
 
@@ -60,15 +64,33 @@ pub enum Stage {
     Committed,
     EffectApplied,
     Recorded,
+    /// A poison record the owner gave up on: it is dead-lettered (atomic-dlq) or skipped next.
+    Exhausted,
 }
 
-/// A fetched, unfinished batch of records `[offset, end)` with their deltas.
+/// A fetched, unfinished batch of records `[offset, end)` with their deltas. A poison record
+/// (its payload is not an 8-byte delta) has no delta (`null` in JSON); only the poison
+/// strategies fetch one, always as a batch of its own.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InFlight {
     pub end: u64,
     pub stage: Stage,
-    pub deltas: Vec<i64>,
+    pub deltas: Vec<Option<i64>>,
 }
+
+impl InFlight {
+    /// Whether the batch is a poison record, whose effect fails every time.
+    pub fn is_poison(&self) -> bool {
+        self.deltas.iter().any(Option::is_none)
+    }
+}
+
+/// The error a poison record's effect fails with, kept with its attempts and dead letter.
+pub const POISON_ERROR: &str = "payload is not an 8-byte delta";
+
+/// Consecutive failed attempts on one record after which `run_to_end` gives up on a
+/// retry-forever owner, which would otherwise spin for ever.
+pub const STUCK_AFTER: u64 = 100;
 
 /// The owner's in-memory view of one partition it believes it owns (the model's `Lease`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +125,19 @@ pub enum Outcome {
     Committed,
     /// The fenced transaction aborted: the owner's epoch is stale; it dropped the partition.
     Fenced { held: i64, current: i64 },
+    /// A poison record's effect failed; `attempts` is the durable count after the step
+    /// (atomic-dlq), 0 for the strategies that count nothing.
+    Failed { attempts: u64 },
+    /// atomic-dlq: `max_attempts` were already counted; nothing was attempted or written.
+    Exhausted,
+    /// atomic-dlq: the record moved to the dead-letter table after `attempts` failed attempts.
+    DeadLettered { attempts: u64 },
+    /// `--on-out-of-range earliest`: the next offset moved from `from` (the stored one) to
+    /// `to` (the log start), and the reset is recorded.
+    Reset { from: u64, to: u64 },
+    /// `--on-out-of-range fail`: the lease `position` is below the log `start`; nothing was
+    /// written and the owner dropped the partition.
+    OutOfRange { position: u64, start: u64 },
 }
 
 impl fmt::Display for Outcome {
@@ -113,6 +148,11 @@ impl fmt::Display for Outcome {
             Outcome::Recorded => write!(f, "recorded"),
             Outcome::Committed => write!(f, "committed"),
             Outcome::Fenced { held, current } => write!(f, "fenced {held} {current}"),
+            Outcome::Failed { attempts } => write!(f, "failed {attempts}"),
+            Outcome::Exhausted => write!(f, "exhausted"),
+            Outcome::DeadLettered { attempts } => write!(f, "dead-lettered {attempts}"),
+            Outcome::Reset { from, to } => write!(f, "reset {from} {to}"),
+            Outcome::OutOfRange { position, start } => write!(f, "out-of-range {position} {start}"),
         }
     }
 }
@@ -125,6 +165,10 @@ pub enum OwnerError {
     NotEnabled { step: Step, enabled: Vec<Step> },
     /// A record's payload is not an 8-byte delta.
     BadPayload { partition: u32, offset: u64 },
+    /// `run_to_end` of a retry-forever owner: the same record failed `failures` times in a row.
+    Stuck { partition: u32, offset: u64, failures: u64 },
+    /// `run_to_end` under `--on-out-of-range fail`: retention removed the next record.
+    OutOfRange { partition: u32, offset: u64, start: u64 },
 }
 
 impl fmt::Display for OwnerError {
@@ -139,6 +183,15 @@ impl fmt::Display for OwnerError {
             OwnerError::BadPayload { partition, offset } => {
                 write!(f, "record {offset} of partition {partition} is not an 8-byte delta")
             }
+            OwnerError::Stuck { partition, offset, failures } => write!(
+                f,
+                "stuck: partition {partition} offset {offset} failed {failures} times in a row (retry-forever never gives up)"
+            ),
+            OwnerError::OutOfRange { partition, offset, start } => write!(
+                f,
+                "partition {partition}: offset {offset} is below the log start {start} (retention removed it); \
+                 use --on-out-of-range earliest to skip to the start with a recorded reset"
+            ),
         }
     }
 }
@@ -224,12 +277,18 @@ impl Owner {
     }
 
     /// The steps the strategy allows now, in a fixed order (by partition).
+    ///
+    /// The log start is read afresh whenever the lease could fetch or has nothing in flight:
+    /// retention may move it at any moment, and a fetch must never read below it.
     pub fn enabled_steps(&mut self) -> Result<Vec<Step>, OwnerError> {
         let mut steps = Vec::new();
-        let positions: Vec<(u32, u64)> = self.leases.iter().map(|(&p, lease)| (p, lease.position)).collect();
-        for (partition, position) in positions {
+        let leases: Vec<(u32, u64, bool)> =
+            self.leases.iter().map(|(&p, lease)| (p, lease.position, needs_log_start(&self.settings, lease))).collect();
+        for (partition, position, needs_start) in leases {
             let log_end = self.log_end(partition, position)?;
-            lease_steps(&self.settings, partition, &self.leases[&partition], log_end, &mut steps);
+            // Without a fetch or a policy step to decide, the start is not looked at.
+            let log_start = if needs_start { self.log.start(partition)? } else { 0 };
+            lease_steps(&self.settings, partition, &self.leases[&partition], (log_start, log_end), &mut steps);
         }
         Ok(steps)
     }
@@ -264,6 +323,9 @@ impl Owner {
             StepKind::Fetch => self.fetch(step.partition),
             StepKind::CommitOffset => self.commit_offset(step.partition, step.offset),
             StepKind::InsertProcessed => self.insert_processed(step.partition, step.offset),
+            StepKind::DeadLetter => self.dead_letter(step.partition, step.offset),
+            StepKind::ResetOffset => self.reset_offset(step.partition, step.offset),
+            StepKind::FailOutOfRange => self.fail_out_of_range(step.partition, step.offset),
             _ => self.apply(step),
         }?;
         self.crash.at(step.kind, When::After, span);
@@ -274,8 +336,7 @@ impl Owner {
     fn step_span(&self, step: Step) -> std::ops::Range<u64> {
         let lease = &self.leases[&step.partition];
         match step.kind {
-            StepKind::Fetch => step.offset..step.offset + 1,
-            StepKind::CommitOffset => step.offset..step.offset + 1,
+            StepKind::Fetch | StepKind::CommitOffset | StepKind::ResetOffset | StepKind::FailOutOfRange => step.offset..step.offset + 1,
             _ => step.offset..lease.records.get(&step.offset).map_or(step.offset + 1, |record| record.end),
         }
     }
@@ -283,23 +344,48 @@ impl Owner {
     /// Runs the strategy until nothing is enabled (every owned partition caught up and
     /// committed) and returns the steps taken. The parallel strategies work in windows: fetch
     /// until `inflight` records are pending, then complete them highest first (the order in
-    /// which parallel-max's trap shows), committing whenever the target moves.
+    /// which parallel-max's trap shows), committing whenever the target moves. A retry-forever
+    /// owner whose record fails `STUCK_AFTER` times in a row stops with `OwnerError::Stuck`;
+    /// an owner that finds retention past its position under `--on-out-of-range fail` stops
+    /// with `OwnerError::OutOfRange` (having written nothing for that partition).
     pub fn run_to_end(&mut self) -> Result<Vec<(Step, Outcome)>, OwnerError> {
         let mut taken = Vec::new();
         let mut draining = false;
+        // The record that failed last and how many times in a row.
+        let mut failing: Option<(Step, u64)> = None;
         loop {
             let steps = self.enabled_steps()?;
             let kind_of = |kind| steps.iter().find(|s| s.kind == kind);
             let choice = if self.settings.strategy.is_parallel() {
                 let fetch = kind_of(StepKind::Fetch).filter(|_| !draining);
                 let highest = steps.iter().rfind(|s| s.kind == StepKind::ApplyEffect);
-                kind_of(StepKind::CommitOffset).or(fetch).or(highest)
+                let policy = steps.iter().find(|s| matches!(s.kind, StepKind::ResetOffset | StepKind::FailOutOfRange));
+                kind_of(StepKind::CommitOffset).or(policy).or(fetch).or(highest)
             } else {
                 steps.first()
             };
             let Some(&step) = choice else { return Ok(taken) };
             draining |= step.kind == StepKind::ApplyEffect;
-            let outcome = self.perform_enabled(step)?;
+            let outcome = match self.perform_enabled(step) {
+                Ok(outcome) => outcome,
+                // Retention passed the position after the steps were computed: the fetch
+                // changed nothing, and the next round sees the new start.
+                Err(OwnerError::Log(LogError::OffsetOutOfRange { offset, start, .. })) if step.kind == StepKind::Fetch && offset < start => continue,
+                Err(error) => return Err(error),
+            };
+            if let Outcome::OutOfRange { position, start } = outcome {
+                return Err(OwnerError::OutOfRange { partition: step.partition, offset: position, start });
+            }
+            failing = match (&outcome, failing) {
+                (Outcome::Failed { .. }, Some((last, failures))) if last == step => Some((step, failures + 1)),
+                (Outcome::Failed { .. }, _) => Some((step, 1)),
+                _ => None,
+            };
+            if let Some((step, failures)) = failing {
+                if self.settings.strategy == Strategy::RetryForever && failures >= STUCK_AFTER {
+                    return Err(OwnerError::Stuck { partition: step.partition, offset: step.offset, failures });
+                }
+            }
             taken.push((step, outcome));
             // A window is drained once nothing is pending; then the next one is fetched.
             if self.leases.values().all(|lease| lease.records.is_empty()) {
@@ -314,12 +400,26 @@ impl Owner {
 
     fn fetch(&mut self, partition: u32) -> Result<Outcome, OwnerError> {
         let lease = &self.leases[&partition];
-        let (position, count) = (lease.position, fetch_count(&self.settings, lease, self.log.end(partition)?));
-        let mut deltas = Vec::with_capacity(count as usize);
-        for offset in position..position + count {
+        let (position, limit) = (lease.position, fetch_count(&self.settings, lease, self.log.end(partition)?));
+        let tolerates_poison = self.settings.strategy.handles_poison();
+        let mut deltas = Vec::with_capacity(limit as usize);
+        for offset in position..position + limit {
             let record = self.log.read(partition, offset)?;
-            deltas.push(decode_delta(&record.payload).ok_or(OwnerError::BadPayload { partition, offset })?);
+            let delta = decode_delta(&record.payload);
+            if delta.is_none() && !tolerates_poison {
+                return Err(OwnerError::BadPayload { partition, offset });
+            }
+            // A poison record is a batch of its own, so that a batch's transaction either
+            // applies every record of it or fails on its only one.
+            if delta.is_none() && !deltas.is_empty() {
+                break;
+            }
+            deltas.push(delta);
+            if delta.is_none() {
+                break;
+            }
         }
+        let count = deltas.len() as u64;
         let lease = self.lease_mut(partition);
         lease.records.insert(position, InFlight { end: position + count, stage: Stage::Fetched, deltas });
         lease.position = position + count;
@@ -328,12 +428,16 @@ impl Owner {
 
     fn items(&self, partition: u32, offset: u64) -> Vec<Item> {
         let record = &self.leases[&partition].records[&offset];
-        record.deltas.iter().enumerate().map(|(i, &delta)| Item { offset: offset + i as u64, delta }).collect()
+        let delta = |delta: Option<i64>| delta.expect("only a poison batch lacks a delta, and it never reaches an effect write");
+        record.deltas.iter().enumerate().map(|(i, &d)| Item { offset: offset + i as u64, delta: delta(d) }).collect()
     }
 
     /// The effect writes: apply-effect, apply-stamped, apply-deduped, apply-atomic.
     fn apply(&mut self, step: Step) -> Result<Outcome, OwnerError> {
         let (partition, offset) = (step.partition, step.offset);
+        if self.leases[&partition].records[&offset].is_poison() {
+            return self.apply_poison(partition, offset);
+        }
         let items = self.items(partition, offset);
         let (group, strategy, epoch) = (self.group.clone(), self.settings.strategy, self.leases[&partition].epoch);
         let crash = self.crash.clone();
@@ -350,6 +454,7 @@ impl Owner {
                 let mutation = self.settings.mutation;
                 let guard = match strategy {
                     Strategy::AtomicFenced if mutation != Some(Mutation::NoFence) => Guard::Fenced { epoch },
+                    Strategy::AtomicDlq | Strategy::SkipPoison | Strategy::RetryForever => Guard::Fenced { epoch },
                     Strategy::AtomicCas if mutation != Some(Mutation::NoCas) => Guard::Cas,
                     _ => Guard::Blind,
                 };
@@ -359,11 +464,7 @@ impl Owner {
         };
         let applied = match result {
             Ok(applied) => applied,
-            Err(StoreError::Fenced { held, current, .. }) => {
-                // The abort tells the zombie it lost the partition: it stops working on it.
-                self.leases.remove(&partition);
-                return Ok(Outcome::Fenced { held, current });
-            }
+            Err(StoreError::Fenced { held, current, .. }) => return Ok(self.fenced(partition, held, current)),
             Err(error) => return Err(error.into()),
         };
         self.after_effect(step, &applied);
@@ -394,7 +495,7 @@ impl Owner {
                     lease.done.retain(|&done| Some(done) == highest);
                 }
             }
-            (Strategy::Atomic | Strategy::AtomicFenced | Strategy::AtomicCas, _) => {
+            (strategy, _) if strategy.is_single_write() => {
                 lease.records.remove(&offset);
                 if applied.iter().any(|&a| a) {
                     lease.checkpoint = end;
@@ -404,6 +505,88 @@ impl Owner {
                 lease.records.remove(&offset);
             }
         }
+    }
+
+    /// The abort tells the zombie it lost the partition: it stops working on it.
+    fn fenced(&mut self, partition: u32, held: i64, current: i64) -> Outcome {
+        self.leases.remove(&partition);
+        Outcome::Fenced { held, current }
+    }
+
+    /// `apply-atomic` on a poison record (the model's `poison_attempt`): one fenced transaction
+    /// in which the effect fails. atomic-dlq counts the attempt durably and gives up once
+    /// `max_attempts` are counted; skip-poison gives up at once; retry-forever retries.
+    fn apply_poison(&mut self, partition: u32, offset: u64) -> Result<Outcome, OwnerError> {
+        let (strategy, max_attempts, epoch) = (self.settings.strategy, self.settings.max_attempts, self.leases[&partition].epoch);
+        let policy = match strategy {
+            Strategy::AtomicDlq => FailurePolicy::Count { max_attempts },
+            Strategy::SkipPoison | Strategy::RetryForever => FailurePolicy::Forget,
+            other => unreachable!("{other} never fetches a poison record"),
+        };
+        let crash = self.crash.clone();
+        let mut inside = || crash.at(StepKind::ApplyAtomic, When::Inside, offset..offset + 1);
+        let result = self.store.poison_attempt(&self.group, partition, offset, epoch, policy, POISON_ERROR, &mut inside);
+        let (exhausted, outcome) = match result {
+            Ok(PoisonAttempt::Failed { attempts }) => {
+                let exhausted = match strategy {
+                    Strategy::AtomicDlq => attempts >= max_attempts,
+                    Strategy::SkipPoison => true,
+                    _ => false,
+                };
+                (exhausted, Outcome::Failed { attempts })
+            }
+            Ok(PoisonAttempt::Exhausted { .. }) => (true, Outcome::Exhausted),
+            Err(StoreError::Fenced { held, current, .. }) => return Ok(self.fenced(partition, held, current)),
+            Err(error) => return Err(error.into()),
+        };
+        let record = self.lease_mut(partition).records.get_mut(&offset).expect("in flight");
+        record.stage = if exhausted { Stage::Exhausted } else { Stage::Fetched };
+        Ok(outcome)
+    }
+
+    /// `dead-letter` (atomic-dlq): one fenced transaction moving the exhausted record to the
+    /// dead-letter table, with its attempts, error and payload, and the next offset past it.
+    fn dead_letter(&mut self, partition: u32, offset: u64) -> Result<Outcome, OwnerError> {
+        let payload = self.log.read(partition, offset)?.payload;
+        let epoch = self.leases[&partition].epoch;
+        let crash = self.crash.clone();
+        let mut inside = || crash.at(StepKind::DeadLetter, When::Inside, offset..offset + 1);
+        let attempts = match self.store.dead_letter(&self.group, partition, offset, epoch, &payload, POISON_ERROR, &mut inside) {
+            Ok(attempts) => attempts,
+            Err(StoreError::Fenced { held, current, .. }) => return Ok(self.fenced(partition, held, current)),
+            Err(error) => return Err(error.into()),
+        };
+        let lease = self.lease_mut(partition);
+        lease.records.remove(&offset);
+        lease.checkpoint = offset + 1;
+        Ok(Outcome::DeadLettered { attempts })
+    }
+
+    /// `reset-offset` (`--on-out-of-range earliest`): one fenced transaction recording the
+    /// reset from the stored next offset to the log start `to` and moving the next offset
+    /// there; the lease resumes at `to`.
+    fn reset_offset(&mut self, partition: u32, to: u64) -> Result<Outcome, OwnerError> {
+        let epoch = self.leases[&partition].epoch;
+        let crash = self.crash.clone();
+        let mut inside = || crash.at(StepKind::ResetOffset, When::Inside, to..to + 1);
+        let from = match self.store.reset_offset(&self.group, partition, epoch, to, &mut inside) {
+            Ok(from) => from,
+            Err(StoreError::Fenced { held, current, .. }) => return Ok(self.fenced(partition, held, current)),
+            Err(error) => return Err(error.into()),
+        };
+        let lease = self.lease_mut(partition);
+        lease.position = to;
+        lease.checkpoint = to;
+        lease.done.retain(|&offset| offset >= to);
+        Ok(Outcome::Reset { from, to })
+    }
+
+    /// `fail-out-of-range` (`--on-out-of-range fail`): no write; the owner stops working on
+    /// the partition, whose next record retention removed.
+    fn fail_out_of_range(&mut self, partition: u32, position: u64) -> Result<Outcome, OwnerError> {
+        let start = self.log.start(partition)?;
+        self.leases.remove(&partition);
+        Ok(Outcome::OutOfRange { position, start })
     }
 
     fn insert_processed(&mut self, partition: u32, offset: u64) -> Result<Outcome, OwnerError> {
@@ -422,7 +605,16 @@ impl Owner {
         self.store.commit_offset(&self.group, partition, next_offset, &mut inside)?;
         let strategy = self.settings.strategy;
         let lease = self.lease_mut(partition);
+        // Every other commit covers records already fetched; only the silent reset
+        // (`earliest-silent`) commits past the position, with nothing in flight.
+        let jump = next_offset > lease.position;
         lease.checkpoint = next_offset;
+        // A jump past retained records moves the position with the checkpoint.
+        lease.position = lease.position.max(next_offset);
+        if jump {
+            lease.done.retain(|&offset| offset >= next_offset);
+            return Ok(Outcome::Committed);
+        }
         match strategy {
             // Commit-first commits before the effect: the batch stays in flight until applied.
             Strategy::CommitFirst => {
@@ -454,19 +646,51 @@ fn fetch_count(settings: &Settings, lease: &Lease, log_end: u64) -> u64 {
     count
 }
 
-/// The model's `lease_actions`: the steps one lease allows under the strategy.
-fn lease_steps(settings: &Settings, partition: u32, lease: &Lease, log_end: u64, steps: &mut Vec<Step>) {
+/// Whether `lease_steps` needs the log start: when the lease could fetch (a fetch must not
+/// read below it) or has nothing in flight (the out-of-range policy may be due).
+fn needs_log_start(settings: &Settings, lease: &Lease) -> bool {
+    let fetch_room = if settings.strategy.is_parallel() { settings.inflight } else { 1 };
+    lease.records.len() < fetch_room
+}
+
+/// The step the out-of-range policy takes when the lease has nothing in flight and its
+/// position is below the log start (the model's branch `lease.position < log_start`).
+fn out_of_range_step(settings: &Settings, partition: u32, lease: &Lease, log_start: u64) -> Step {
+    let (kind, offset) = match settings.on_out_of_range {
+        OutOfRange::Earliest => (StepKind::ResetOffset, log_start),
+        // The trap: a blind commit past the removed records, with no trace of them.
+        OutOfRange::EarliestSilent => (StepKind::CommitOffset, log_start),
+        OutOfRange::Fail => (StepKind::FailOutOfRange, lease.position),
+    };
+    Step { kind, partition, offset }
+}
+
+/// The model's `lease_actions`: the steps one lease allows under the strategy. `log_start`
+/// is only looked at when `needs_log_start` holds. Under every strategy, a lease with nothing
+/// in flight whose position retention passed allows only its out-of-range policy's step.
+fn lease_steps(settings: &Settings, partition: u32, lease: &Lease, (log_start, log_end): (u64, u64), steps: &mut Vec<Step>) {
     let step = |kind, offset| Step { kind, partition, offset };
     let strategy = settings.strategy;
+    let out_of_range = lease.records.is_empty() && lease.position < log_start;
     if strategy.is_parallel() {
         if let Some(next_offset) = parallel_commit_target(strategy, lease) {
             steps.push(step(StepKind::CommitOffset, next_offset));
             return;
         }
-        if lease.position < log_end && lease.records.len() < settings.inflight {
+        if out_of_range {
+            steps.push(out_of_range_step(settings, partition, lease, log_start));
+            return;
+        }
+        // Records fetched before retention are completed; nothing is fetched below the start.
+        if log_start <= lease.position && lease.position < log_end && lease.records.len() < settings.inflight {
             steps.push(step(StepKind::Fetch, lease.position));
         }
         steps.extend(lease.records.keys().map(|&offset| step(StepKind::ApplyEffect, offset)));
+        return;
+    }
+    if out_of_range {
+        // The next record was retained away: the out-of-range policy decides.
+        steps.push(out_of_range_step(settings, partition, lease, log_start));
         return;
     }
     let Some((&offset, record)) = lease.records.iter().next() else {
@@ -495,6 +719,10 @@ fn lease_steps(settings: &Settings, partition: u32, lease: &Lease, log_end: u64,
         (Strategy::OffsetStamp, Stage::Fetched) => StepKind::ApplyStamped,
         (Strategy::DedupAtomic, Stage::Fetched) => StepKind::ApplyDeduped,
         (Strategy::Atomic | Strategy::AtomicFenced | Strategy::AtomicCas, Stage::Fetched) => StepKind::ApplyAtomic,
+        (strategy, Stage::Fetched) if strategy.handles_poison() => StepKind::ApplyAtomic,
+        (Strategy::AtomicDlq, Stage::Exhausted) => StepKind::DeadLetter,
+        // The trap: the checkpoint moves past the failing record with no trace of it.
+        (Strategy::SkipPoison, Stage::Exhausted) => return steps.push(step(StepKind::CommitOffset, record.end)),
         (strategy, stage) => unreachable!("{strategy} never leaves a batch in stage {stage:?}"),
     };
     steps.push(step(kind, offset));

@@ -1,6 +1,7 @@
 //! The SQLite store: per group the effect, per (group, partition) progress, epoch and stamp,
-//! the processed-id table, and the failed attempts and dead letters of poison records. Every
-//! write is one explicit `BEGIN IMMEDIATE` transaction.
+//! the processed-id table, the failed attempts and dead letters of poison records, and the
+//! recorded resets past retained records. Every write is one explicit `BEGIN IMMEDIATE`
+//! transaction.
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
 use serde::Serialize;
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The schema version in `PRAGMA user_version`; a database with another one is refused.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
     CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -29,6 +30,9 @@ const SCHEMA: &str = "
         grp TEXT NOT NULL, part INTEGER NOT NULL, log_offset INTEGER NOT NULL,
         error TEXT NOT NULL, attempts INTEGER NOT NULL, payload BLOB NOT NULL,
         PRIMARY KEY (grp, part, log_offset));
+    CREATE TABLE resets (
+        grp TEXT NOT NULL, part INTEGER NOT NULL, from_offset INTEGER NOT NULL, to_offset INTEGER NOT NULL,
+        PRIMARY KEY (grp, part, from_offset, to_offset));
 ";
 
 /// SQLite's journal mode: DELETE (the mission's scenario, the default) or WAL.
@@ -165,6 +169,16 @@ pub struct DeadLetter {
     pub attempts: u64,
     pub error: String,
     pub payload: Vec<u8>,
+}
+
+/// One row of the reset table: the group's next offset of `partition` moved from `from` to
+/// `to` (the log start) because retention removed the records in between.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Reset {
+    pub group: String,
+    pub partition: u32,
+    pub from: u64,
+    pub to: u64,
 }
 
 /// The phases of a write a crash point can name; `Inside` runs after the statements and
@@ -450,6 +464,187 @@ impl Store {
         finish(tx, inside, path, timeout)?;
         Ok(applied)
     }
+
+    /// `apply-atomic` on a poison record, whose effect fails every time: one transaction that
+    /// checks the epoch first (`StoreError::Fenced` when `epoch` is stale), then attempts the
+    /// effect. Under `FailurePolicy::Count` the failure is counted in `attempts`, with `error`,
+    /// in the same transaction, unless `max_attempts` are counted already (then nothing is
+    /// attempted or written); under `FailurePolicy::Forget` the transaction rolls back.
+    #[allow(clippy::too_many_arguments)]
+    pub fn poison_attempt(
+        &mut self,
+        group: &str,
+        partition: u32,
+        offset: u64,
+        epoch: i64,
+        policy: FailurePolicy,
+        error: &str,
+        inside: InsideHook<'_>,
+    ) -> Result<PoisonAttempt, StoreError> {
+        let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
+        let path = path_buf.as_path();
+        let fail = |sql| move |source| classify(path, sql, source, timeout);
+        let tx = self.begin()?;
+        check_epoch(&tx, group, partition, epoch, path, timeout)?;
+        let max_attempts = match policy {
+            FailurePolicy::Count { max_attempts } => max_attempts,
+            FailurePolicy::Forget => {
+                // The effect failed and nothing of the attempt is kept.
+                inside();
+                tx.rollback().map_err(fail("ROLLBACK"))?;
+                return Ok(PoisonAttempt::Failed { attempts: 0 });
+            }
+        };
+        let counted = read_attempts(&tx, group, partition, offset).map_err(fail(ATTEMPTS_SQL))?.map_or(0, |(attempts, _)| attempts);
+        if counted >= max_attempts {
+            inside();
+            tx.rollback().map_err(fail("ROLLBACK"))?;
+            return Ok(PoisonAttempt::Exhausted { attempts: counted });
+        }
+        let sql = "INSERT INTO attempts (grp, part, log_offset, attempts, error) VALUES (?1, ?2, ?3, 1, ?4)
+                   ON CONFLICT (grp, part, log_offset) DO UPDATE SET attempts = attempts + 1, error = excluded.error
+                   RETURNING attempts";
+        let attempts = tx
+            .prepare_cached(sql)
+            .and_then(|mut statement| statement.query_row(params![group, partition, offset, error], |row| row.get(0)))
+            .map_err(fail(sql))?;
+        finish(tx, inside, path, timeout)?;
+        Ok(PoisonAttempt::Failed { attempts })
+    }
+
+    /// `dead-letter`: one transaction that checks the epoch first (`StoreError::Fenced` when
+    /// `epoch` is stale), inserts the record into the dead-letter table with its counted
+    /// attempts and last error (`error` when none was counted) and its payload, and sets the
+    /// next offset past it. Returns the attempts.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dead_letter(
+        &mut self,
+        group: &str,
+        partition: u32,
+        offset: u64,
+        epoch: i64,
+        payload: &[u8],
+        error: &str,
+        inside: InsideHook<'_>,
+    ) -> Result<u64, StoreError> {
+        let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
+        let path = path_buf.as_path();
+        let fail = |sql| move |source| classify(path, sql, source, timeout);
+        let tx = self.begin()?;
+        check_epoch(&tx, group, partition, epoch, path, timeout)?;
+        let (attempts, error) = read_attempts(&tx, group, partition, offset).map_err(fail(ATTEMPTS_SQL))?.unwrap_or((0, error.to_string()));
+        let sql = "INSERT INTO dead_letters (grp, part, log_offset, error, attempts, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+        tx.prepare_cached(sql)
+            .and_then(|mut statement| statement.execute(params![group, partition, offset, error, attempts, payload]))
+            .map_err(fail(sql))?;
+        let sql = "UPDATE progress SET next_offset = ?3 WHERE grp = ?1 AND part = ?2";
+        tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, offset + 1])).map_err(fail(sql))?;
+        finish(tx, inside, path, timeout)?;
+        Ok(attempts)
+    }
+
+    /// `reset-offset` (`--on-out-of-range earliest`): one transaction that checks the epoch
+    /// first (`StoreError::Fenced` when `epoch` is stale), records the reset from the stored
+    /// next offset to `to` (the log start) and sets the next offset to `to`. Returns the
+    /// stored next offset it reset from.
+    pub fn reset_offset(&mut self, group: &str, partition: u32, epoch: i64, to: u64, inside: InsideHook<'_>) -> Result<u64, StoreError> {
+        let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
+        let path = path_buf.as_path();
+        let fail = |sql| move |source| classify(path, sql, source, timeout);
+        let tx = self.begin()?;
+        check_epoch(&tx, group, partition, epoch, path, timeout)?;
+        let sql = "SELECT next_offset FROM progress WHERE grp = ?1 AND part = ?2";
+        let from: u64 = tx.prepare_cached(sql).and_then(|mut statement| statement.query_row(params![group, partition], |row| row.get(0))).map_err(fail(sql))?;
+        // The table is a set, as the model's: recording the same reset twice keeps one row.
+        let sql = "INSERT OR IGNORE INTO resets (grp, part, from_offset, to_offset) VALUES (?1, ?2, ?3, ?4)";
+        tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, from, to])).map_err(fail(sql))?;
+        let sql = "UPDATE progress SET next_offset = ?3 WHERE grp = ?1 AND part = ?2";
+        tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, to])).map_err(fail(sql))?;
+        finish(tx, inside, path, timeout)?;
+        Ok(from)
+    }
+
+    /// The reset table, sorted by group, partition and offsets; only `group`'s if given.
+    pub fn resets(&self, group: Option<&str>) -> Result<Vec<Reset>, StoreError> {
+        let sql = "SELECT grp, part, from_offset, to_offset FROM resets
+                   WHERE ?1 IS NULL OR grp = ?1 ORDER BY grp, part, from_offset, to_offset";
+        let mut statement = self.conn.prepare_cached(sql).map_err(self.fail(sql))?;
+        let rows = statement
+            .query_map(params![group], |row| Ok(Reset { group: row.get(0)?, partition: row.get(1)?, from: row.get(2)?, to: row.get(3)? }))
+            .map_err(self.fail(sql))?;
+        rows.collect::<Result<_, _>>().map_err(self.fail(sql))
+    }
+
+    /// The failed attempts counted for a record (atomic-dlq); 0 when none.
+    pub fn attempts(&self, group: &str, partition: u32, offset: u64) -> Result<u64, StoreError> {
+        self.check_partition(partition)?;
+        let sql = ATTEMPTS_SQL;
+        let mut statement = self.conn.prepare_cached(sql).map_err(self.fail(sql))?;
+        let row: Option<u64> = statement.query_row(params![group, partition, offset], |row| row.get(0)).optional().map_err(self.fail(sql))?;
+        Ok(row.unwrap_or(0))
+    }
+
+    /// The dead-letter table, sorted by group, partition and offset; only `group`'s if given.
+    pub fn dead_letters(&self, group: Option<&str>) -> Result<Vec<DeadLetter>, StoreError> {
+        let sql = "SELECT grp, part, log_offset, attempts, error, payload FROM dead_letters
+                   WHERE ?1 IS NULL OR grp = ?1 ORDER BY grp, part, log_offset";
+        let mut statement = self.conn.prepare_cached(sql).map_err(self.fail(sql))?;
+        let rows = statement
+            .query_map(params![group], |row| {
+                Ok(DeadLetter {
+                    group: row.get(0)?,
+                    partition: row.get(1)?,
+                    offset: row.get(2)?,
+                    attempts: row.get(3)?,
+                    error: row.get(4)?,
+                    payload: row.get(5)?,
+                })
+            })
+            .map_err(self.fail(sql))?;
+        rows.collect::<Result<_, _>>().map_err(self.fail(sql))
+    }
+
+    /// The operator's redrive of a dead letter: one transaction that deletes its row
+    /// (`StoreError::NoDeadLetter` when there is none) and adds the corrected `delta` to the
+    /// total, so a record counts once however often its redrive is repeated. Returns the total.
+    pub fn redrive(&mut self, group: &str, partition: u32, offset: u64, delta: i64) -> Result<i64, StoreError> {
+        self.check_partition(partition)?;
+        let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
+        let path = path_buf.as_path();
+        let fail = |sql| move |source| classify(path, sql, source, timeout);
+        let tx = self.begin()?;
+        let sql = "DELETE FROM dead_letters WHERE grp = ?1 AND part = ?2 AND log_offset = ?3";
+        let deleted = tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, offset])).map_err(fail(sql))?;
+        if deleted == 0 {
+            // Dropping the transaction rolls it back; nothing was written anyway.
+            return Err(StoreError::NoDeadLetter { group: group.to_string(), partition, offset });
+        }
+        let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1 RETURNING total";
+        let total = tx.prepare_cached(sql).and_then(|mut statement| statement.query_row(params![group, delta], |row| row.get(0))).map_err(fail(sql))?;
+        tx.commit().map_err(fail("COMMIT"))?;
+        Ok(total)
+    }
+}
+
+/// The fence of a transaction: `StoreError::Fenced` when the stored epoch is not `held`.
+/// Returning the error drops the transaction, which rolls it back.
+fn check_epoch(tx: &Transaction<'_>, group: &str, partition: u32, held: i64, path: &Path, waited: Duration) -> Result<(), StoreError> {
+    let sql = "SELECT epoch FROM progress WHERE grp = ?1 AND part = ?2";
+    let current = tx
+        .prepare_cached(sql)
+        .and_then(|mut statement| statement.query_row(params![group, partition], |row| row.get(0)))
+        .map_err(|source| classify(path, sql, source, waited))?;
+    if current != held {
+        return Err(StoreError::Fenced { group: group.to_string(), partition, held, current });
+    }
+    Ok(())
+}
+
+const ATTEMPTS_SQL: &str = "SELECT attempts, error FROM attempts WHERE grp = ?1 AND part = ?2 AND log_offset = ?3";
+
+/// A record's counted attempts and last error, if any attempt was counted.
+fn read_attempts(tx: &Transaction<'_>, group: &str, partition: u32, offset: u64) -> Result<Option<(u64, String)>, rusqlite::Error> {
+    tx.prepare_cached(ATTEMPTS_SQL)?.query_row(params![group, partition, offset], |row| Ok((row.get(0)?, row.get(1)?))).optional()
 }
 
 /// Commits, after running the `inside` hook (a crash point) with the transaction open.

@@ -103,7 +103,57 @@ impl FromStr for Strategy {
     }
 }
 
-/// The kind of an owner step: the model's owner actions, one durable write each (but `fetch`).
+/// What an owner does when retention removed the next record it would fetch: its lease has no
+/// record in flight and its position is below the log start (spec.md §3, §5, the reset rows).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutOfRange {
+    /// `fail-out-of-range`: write nothing, stop working on the partition with an error.
+    #[default]
+    Fail,
+    /// `reset-offset`: one fenced transaction recording the reset (from the stored next offset
+    /// to the log start) and moving the next offset to the log start.
+    Earliest,
+    /// Test only, hidden from `--help`: the trap the model refutes (the reset-silent row). A
+    /// blind `commit-offset` of the log start jumps past the removed records and leaves no
+    /// trace of them, so the property `reset-accounted` fails.
+    EarliestSilent,
+}
+
+impl OutOfRange {
+    pub const ALL: [OutOfRange; 3] = [OutOfRange::Fail, OutOfRange::Earliest, OutOfRange::EarliestSilent];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OutOfRange::Fail => "fail",
+            OutOfRange::Earliest => "earliest",
+            OutOfRange::EarliestSilent => "earliest-silent",
+        }
+    }
+}
+
+impl fmt::Display for OutOfRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for OutOfRange {
+    type Err = String;
+
+    /// Parses a policy name. The error lists only the documented names: `earliest-silent`
+    /// exists for the tests that show the trap.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        OutOfRange::ALL
+            .iter()
+            .copied()
+            .find(|policy| policy.name() == text)
+            .ok_or_else(|| format!("unknown out-of-range policy '{text}' (expected fail or earliest)"))
+    }
+}
+
+/// The kind of an owner step: the model's owner actions, one durable write each (but `fetch`
+/// and `fail-out-of-range`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StepKind {
@@ -115,10 +165,12 @@ pub enum StepKind {
     ApplyDeduped,
     ApplyAtomic,
     DeadLetter,
+    ResetOffset,
+    FailOutOfRange,
 }
 
 impl StepKind {
-    pub const ALL: [StepKind; 8] = [
+    pub const ALL: [StepKind; 10] = [
         StepKind::Fetch,
         StepKind::ApplyEffect,
         StepKind::InsertProcessed,
@@ -127,6 +179,8 @@ impl StepKind {
         StepKind::ApplyDeduped,
         StepKind::ApplyAtomic,
         StepKind::DeadLetter,
+        StepKind::ResetOffset,
+        StepKind::FailOutOfRange,
     ];
 
     pub fn name(self) -> &'static str {
@@ -139,6 +193,8 @@ impl StepKind {
             StepKind::ApplyDeduped => "apply-deduped",
             StepKind::ApplyAtomic => "apply-atomic",
             StepKind::DeadLetter => "dead-letter",
+            StepKind::ResetOffset => "reset-offset",
+            StepKind::FailOutOfRange => "fail-out-of-range",
         }
     }
 }
@@ -155,7 +211,9 @@ impl FromStr for StepKind {
 }
 
 /// One owner step on a partition. `offset` is the first record the step concerns (its batch
-/// starts there); for `commit-offset` it is the next offset being committed.
+/// starts there); for `commit-offset` it is the next offset being committed, for
+/// `reset-offset` the log start the reset moves to, and for `fail-out-of-range` the lease
+/// position that retention passed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Step {
     pub kind: StepKind,

@@ -5,11 +5,23 @@
 //!
 //! | command | reply |
 //! |---|---|
-//! | `STEP PARTITION OFFSET` (e.g. `apply-atomic 0 2`, `commit-offset 0 3`) | `ok OUTCOME` (`fetched N`, `applied N skipped M`, `recorded`, `committed`, `fenced HELD CURRENT`) or `err MESSAGE` |
+//! | `STEP PARTITION OFFSET` (e.g. `apply-atomic 0 2`, `commit-offset 0 3`, `dead-letter 0 1`, `reset-offset 0 3`, `fail-out-of-range 0 0`) | `ok OUTCOME` (`fetched N`, `applied N skipped M`, `recorded`, `committed`, `fenced HELD CURRENT`, `failed ATTEMPTS`, `exhausted`, `dead-lettered ATTEMPTS`, `reset FROM TO`, `out-of-range POSITION START`) or `err MESSAGE` |
 //! | `assign PARTITION` (after a rebalance named this owner) | `ok assigned EPOCH` or `ok not-assigned` |
 //! | `arm POINT` (a crash point, e.g. `apply-atomic:inside`) | `ok armed`; the point fires on a later step |
 //! | `state` | `state JSON` (the owner's leases) |
 //! | `quit` | `ok bye`, then exit 0 |
+//!
+//! A poison record's failed `apply-atomic` replies `failed ATTEMPTS` (the durable count after
+//! the step under atomic-dlq, 0 under skip-poison and retry-forever); atomic-dlq replies
+//! `exhausted` when `--max-attempts` were already counted (nothing attempted or written), and
+//! `dead-letter` replies `dead-lettered ATTEMPTS`.
+//!
+//! When retention passed a lease's position and nothing is in flight, the only step enabled
+//! for that partition is the `--on-out-of-range` policy's: `reset-offset PARTITION START`
+//! (earliest; its OFFSET is the log start) replies `reset FROM TO` (the stored next offset it
+//! moved from and the log start), or `fenced HELD CURRENT` for a zombie;
+//! `fail-out-of-range PARTITION POSITION` (fail; its OFFSET is the lease position) writes
+//! nothing, drops the partition and replies `out-of-range POSITION START`.
 //!
 //! On start the worker prints `ready JSON` with its state. A step that is not enabled is an
 //! `err` and changes nothing; a storage error is an `err` too, and the worker keeps serving.

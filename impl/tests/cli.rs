@@ -31,9 +31,10 @@ struct BadInput {
 }
 
 /// Bytes before the first frame of a partition file, and frame bytes before a payload
-/// (crc32c, length, offset), as documented at the top of `src/log.rs`.
+/// (crc32c, length, offset, producer id, epoch, sequence, batch length), as documented at the
+/// top of `src/log.rs`.
 const HEADER: usize = 8;
-const FRAME_HEAD: usize = 16;
+const FRAME_HEAD: usize = 36;
 /// A delta's payload is 8 bytes.
 const FRAME: usize = FRAME_HEAD + 8;
 

@@ -36,6 +36,13 @@ pub enum Action {
     /// atomic-dlq: one transaction moving an exhausted poison record to the dead-letter table
     /// and the next offset past it (fenced).
     DeadLetter { group: u8, owner: u8, partition: u8, offset: Offset },
+    /// Retention: the log start of a partition moves forward to `before`.
+    Retain { partition: u8, before: Offset },
+    /// `--on-out-of-range earliest`: one fenced transaction recording the reset (from the stored
+    /// next offset to the log start) and moving the next offset to the log start.
+    ResetOffset { group: u8, owner: u8, partition: u8 },
+    /// `--on-out-of-range fail`: the owner stops working on the partition with an error.
+    FailOutOfRange { group: u8, owner: u8, partition: u8 },
     /// The owner process dies: its volatile state is lost, the log and store are kept.
     Crash { group: u8, owner: u8 },
     /// A crashed owner starts again and reloads its partitions from the committed checkpoint.
@@ -49,7 +56,7 @@ impl Action {
     /// The group whose state this action may change (`None` for appends to the shared log).
     pub fn group(&self) -> Option<u8> {
         match *self {
-            Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => None,
+            Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } | Action::Retain { .. } => None,
             Action::Fetch { group, .. }
             | Action::ApplyEffect { group, .. }
             | Action::InsertProcessed { group, .. }
@@ -58,6 +65,8 @@ impl Action {
             | Action::ApplyDeduped { group, .. }
             | Action::ApplyAtomic { group, .. }
             | Action::DeadLetter { group, .. }
+            | Action::ResetOffset { group, .. }
+            | Action::FailOutOfRange { group, .. }
             | Action::Crash { group, .. }
             | Action::Restart { group, .. }
             | Action::Rebalance { group, .. } => Some(group),
@@ -74,14 +83,16 @@ impl Action {
             | Action::ApplyStamped { group, owner, partition, .. }
             | Action::ApplyDeduped { group, owner, partition, .. }
             | Action::ApplyAtomic { group, owner, partition, .. }
-            | Action::DeadLetter { group, owner, partition, .. } => Some((group, owner, partition)),
+            | Action::DeadLetter { group, owner, partition, .. }
+            | Action::ResetOffset { group, owner, partition }
+            | Action::FailOutOfRange { group, owner, partition } => Some((group, owner, partition)),
             _ => None,
         }
     }
 
     /// Whether the action attempts a durable write on behalf of an owner.
     pub fn is_owner_write(&self) -> bool {
-        self.lease_step().is_some() && !matches!(self, Action::Fetch { .. })
+        self.lease_step().is_some() && !matches!(self, Action::Fetch { .. } | Action::FailOutOfRange { .. })
     }
 }
 
@@ -114,6 +125,13 @@ impl fmt::Display for Action {
             }
             Action::DeadLetter { group, owner, partition, offset } => {
                 write!(f, "g{group}/o{owner} dead-letters p{partition} offset {offset} and commits past it")
+            }
+            Action::Retain { partition, before } => write!(f, "retention moves the start of p{partition} to {before}"),
+            Action::ResetOffset { group, owner, partition } => {
+                write!(f, "g{group}/o{owner} records a reset of p{partition} to the log start")
+            }
+            Action::FailOutOfRange { group, owner, partition } => {
+                write!(f, "g{group}/o{owner} stops on p{partition}: its offset is below the log start")
             }
             Action::Crash { group, owner } => write!(f, "g{group}/o{owner} crashes"),
             Action::Restart { group, owner } => write!(f, "g{group}/o{owner} restarts"),

@@ -24,10 +24,13 @@ pub enum Strategy {
     RetryForever,
     ProducerIdempotent,
     ProducerNewSequence,
+    ResetEarliest,
+    ResetSilent,
+    ResetFail,
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 16] = [
+    pub const ALL: [Strategy; 19] = [
         Strategy::CommitFirst,
         Strategy::EffectFirst,
         Strategy::PeriodicCommit,
@@ -44,6 +47,9 @@ impl Strategy {
         Strategy::RetryForever,
         Strategy::ProducerIdempotent,
         Strategy::ProducerNewSequence,
+        Strategy::ResetEarliest,
+        Strategy::ResetSilent,
+        Strategy::ResetFail,
     ];
 
     pub fn name(self) -> &'static str {
@@ -64,6 +70,9 @@ impl Strategy {
             Strategy::RetryForever => "retry-forever",
             Strategy::ProducerIdempotent => "producer-idempotent",
             Strategy::ProducerNewSequence => "producer-new-sequence",
+            Strategy::ResetEarliest => "reset-earliest",
+            Strategy::ResetSilent => "reset-silent",
+            Strategy::ResetFail => "reset-fail",
         }
     }
 
@@ -72,9 +81,17 @@ impl Strategy {
         matches!(self, Strategy::ProducerIdempotent | Strategy::ProducerNewSequence)
     }
 
-    /// The consumer behaviour of a row: itself, or atomic-fenced for the producer rows.
+    /// The retention rows: atomic-fenced consumers meeting a log start past their checkpoint,
+    /// with the policy `--on-out-of-range earliest` (recorded), a silent jump (the trap), or
+    /// `fail`.
+    pub fn is_retention(self) -> bool {
+        matches!(self, Strategy::ResetEarliest | Strategy::ResetSilent | Strategy::ResetFail)
+    }
+
+    /// The consumer behaviour of a row: itself, or atomic-fenced for the producer and
+    /// retention rows.
     pub fn consumer(self) -> Strategy {
-        if self.is_producer() {
+        if self.is_producer() || self.is_retention() {
             Strategy::AtomicFenced
         } else {
             self
@@ -163,6 +180,9 @@ pub struct Config {
     /// Appends whose acknowledgement may be lost (the producer then retries).
     #[serde(default)]
     pub ack_losses: u8,
+    /// Retention steps (the log start moves forward) allowed in a run.
+    #[serde(default)]
+    pub retentions: u8,
 }
 
 /// The largest bounds accepted. Past them the state space no longer fits in memory on the
@@ -208,6 +228,8 @@ impl Config {
             max_attempts: 2,
             // Only the producer rows lose an acknowledgement by default.
             ack_losses: u8::from(strategy.is_producer()),
+            // Only the retention rows see the log start move by default.
+            retentions: u8::from(strategy.is_retention()),
         }
     }
 
@@ -251,6 +273,9 @@ impl Config {
                 return Err(format!("--poison {poison} is out of range: the poison record must be below --records {}", self.records));
             }
         }
+        if self.retentions > 2 {
+            return Err(format!("--retentions {} is out of range: accepted values are 0..=2{too_big}", self.retentions));
+        }
         if self.ack_losses > 2 {
             return Err(format!("--ack-losses {} is out of range: accepted values are 0..=2{too_big}", self.ack_losses));
         }
@@ -267,7 +292,7 @@ impl Config {
     pub fn flags(&self) -> String {
         format!(
             "--strategy {} --groups {} --owners {} --partitions {} --records {} --crashes {} \
-             --rebalances {} --commit-every {} --inflight {} --delta {} --poison {} --max-attempts {} --ack-losses {}",
+             --rebalances {} --commit-every {} --inflight {} --delta {} --poison {} --max-attempts {} --ack-losses {} --retentions {}",
             self.strategy,
             self.groups,
             self.owners,
@@ -280,7 +305,8 @@ impl Config {
             self.delta,
             self.poison.map_or("none".to_string(), |p| p.to_string()),
             self.max_attempts,
-            self.ack_losses
+            self.ack_losses,
+            self.retentions
         )
     }
 }

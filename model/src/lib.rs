@@ -46,6 +46,8 @@ impl ConsumerModel {
             ("poison-failed", Witness::PoisonFailed),
             ("dead-lettered", Witness::DeadLettered),
             ("append-retried", Witness::AppendRetried),
+            ("out-of-range", Witness::OutOfRange),
+            ("reset-recorded", Witness::ResetRecorded),
         ]
         .iter()
         .filter(|(name, _)| properties.iter().any(|p| p.name == *name))
@@ -61,6 +63,18 @@ impl ConsumerModel {
         match *action {
             Action::Append { partition, .. } | Action::AppendAckLost { partition, .. } | Action::RetryAppend { partition, .. } => {
                 self.describe_produce(state, &next, partition, action)
+            }
+            Action::Retain { partition, before } => {
+                format!("retention moves the start of p{partition} from {} to {before}", state.log_start[usize::from(partition)])
+            }
+            Action::FailOutOfRange { group, owner, partition } => format!(
+                "g{group}/o{owner} stops on p{partition}: offset {} is below the log start {} (--on-out-of-range fail)",
+                state.lease(group, owner, partition).map_or(0, |l| l.position),
+                state.log_start[usize::from(partition)]
+            ),
+            Action::ResetOffset { group, owner, partition } => {
+                let (before, after) = (row(state, group, partition).next_offset, row(&next, group, partition).next_offset);
+                format!("g{group}/o{owner} records a reset of p{partition} from {before} to {after} and resumes there{}", self.epoch_note(state, action))
             }
             Action::Crash { .. } | Action::Restart { .. } => {
                 let resumed = self.describe_restart(&next, action);

@@ -70,6 +70,9 @@ struct Bounds {
     /// producer rows, 0 for the others).
     #[arg(long)]
     ack_losses: Option<u8>,
+    /// Retention steps allowed in a run (default: 1 for the reset rows, 0 for the others).
+    #[arg(long)]
+    retentions: Option<u8>,
 }
 
 /// `--poison`: an offset, or none.
@@ -99,6 +102,7 @@ impl Bounds {
             poison: self.poison.map_or(Config::new(strategy).poison, |Poison(offset)| offset),
             max_attempts: self.max_attempts,
             ack_losses: self.ack_losses.unwrap_or(Config::new(strategy).ack_losses),
+            retentions: self.retentions.unwrap_or(Config::new(strategy).retentions),
         }
     }
 }

@@ -6,7 +6,7 @@ use crate::ConsumerModel;
 use stateright::{Expectation, Property};
 
 /// The safety properties, in the order of spec.md's verdict table.
-pub const SAFETY: [&str; 9] = [
+pub const SAFETY: [&str; 10] = [
     "no-duplicate",
     "contiguous-prefix",
     "effectively-once",
@@ -16,6 +16,7 @@ pub const SAFETY: [&str; 9] = [
     "no-silent-skip",
     "bounded-retries",
     "no-duplicate-append",
+    "reset-accounted",
 ];
 
 /// No record's effect was applied more than once in any group.
@@ -45,7 +46,24 @@ pub fn no_silent_skip(state: &State) -> bool {
             (0..row.next_offset).all(|offset| {
                 let count = applied[usize::from(offset)];
                 let dead = group.store.is_dead_lettered(p, offset);
-                (count == 1 && !dead) || (count == 0 && (dead || is_held_unapplied(group, partition, offset)))
+                let accounted = dead || group.store.is_reset_over(p, offset) || is_held_unapplied(group, partition, offset);
+                (count == 1 && !dead) || (count == 0 && accounted)
+            })
+        })
+    })
+}
+
+/// Every offset below each checkpoint that was never applied and is not dead-lettered (nor
+/// held unapplied) lies inside a recorded reset: retention never skips silently.
+pub fn reset_accounted(state: &State) -> bool {
+    state.groups.iter().all(|group| {
+        group.store.partitions.iter().zip(&group.ghost.applied).enumerate().all(|(partition, (row, applied))| {
+            let p = partition as u8;
+            (0..row.next_offset).all(|offset| {
+                applied[usize::from(offset)] >= 1
+                    || group.store.is_dead_lettered(p, offset)
+                    || is_held_unapplied(group, partition, offset)
+                    || group.store.is_reset_over(p, offset)
             })
         })
     })
@@ -134,6 +152,13 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
     let poisoned = config.poison.is_some() && strategy.handles_poison();
     if config.poison.is_some() {
         properties.push(Property::always("bounded-retries", bounded_retries));
+    }
+    if config.retentions > 0 {
+        properties.push(Property::always("reset-accounted", |_, s: &State| reset_accounted(s)));
+        properties.push(Property::sometimes("out-of-range", |_, s: &State| s.has_witnessed(Witness::OutOfRange)));
+        if strategy == Strategy::ResetEarliest {
+            properties.push(Property::sometimes("reset-recorded", |_, s: &State| s.has_witnessed(Witness::ResetRecorded)));
+        }
     }
     if config.ack_losses > 0 {
         properties.push(Property::always("no-duplicate-append", |_, s: &State| no_duplicate_append(s)));

@@ -17,6 +17,9 @@ pub struct State {
     /// The producer's volatile state per partition.
     pub producer: Vec<ProducerState>,
     pub ack_losses_used: u8,
+    /// Durable: per partition, the retained log start (records below it cannot be read).
+    pub log_start: Vec<Offset>,
+    pub retentions_used: u8,
     pub groups: Vec<Group>,
     /// Fault budget spent so far (bounded by `Config::crashes` and `Config::rebalances`).
     pub crashes_used: u8,
@@ -52,11 +55,17 @@ pub struct Store {
     pub attempts: BTreeMap<(u8, Offset), u8>,
     /// The dead-letter table: (partition, offset, attempts); the real one also keeps the error.
     pub dead_letters: BTreeSet<(u8, Offset, u8)>,
+    /// Recorded resets after retention passed the checkpoint: (partition, from, to).
+    pub resets: BTreeSet<(u8, Offset, Offset)>,
 }
 
 impl Store {
     pub fn is_dead_lettered(&self, partition: u8, offset: Offset) -> bool {
         self.dead_letters.iter().any(|&(p, o, _)| p == partition && o == offset)
+    }
+
+    pub fn is_reset_over(&self, partition: u8, offset: Offset) -> bool {
+        self.resets.iter().any(|&(p, from, to)| p == partition && from <= offset && offset < to)
     }
 }
 
@@ -149,6 +158,10 @@ pub enum Witness {
     DeadLettered = 8,
     /// The producer retried an append whose acknowledgement was lost.
     AppendRetried = 9,
+    /// An owner found its position below the log start.
+    OutOfRange = 10,
+    /// A reset past retained records was recorded.
+    ResetRecorded = 11,
 }
 
 impl Stage {
@@ -170,6 +183,7 @@ impl State {
                 processed: BTreeSet::new(),
                 attempts: BTreeMap::new(),
                 dead_letters: BTreeSet::new(),
+                resets: BTreeSet::new(),
             },
             // Owner 0 starts with every partition; the others stand by until a rebalance.
             owners: (0..config.owners)
@@ -191,6 +205,8 @@ impl State {
             sends: vec![Vec::new(); partitions],
             producer: vec![ProducerState { sent: 0, unacked: None }; partitions],
             ack_losses_used: 0,
+            log_start: vec![0; partitions],
+            retentions_used: 0,
             groups: vec![group; usize::from(config.groups)],
             crashes_used: 0,
             rebalances_used: 0,

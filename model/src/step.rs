@@ -26,13 +26,21 @@ pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>
             }
             for (p, lease) in owner.leases.iter().enumerate() {
                 if let Some(lease) = lease {
-                    lease_actions(config, lease, state.log[p].len() as Offset, (g, o, p as u8), actions);
+                    let bounds = (state.log_start[p], state.log[p].len() as Offset);
+                    lease_actions(config, lease, bounds, (g, o, p as u8), actions);
                 }
             }
             // Only an owner holding a partition has anything to lose; crashing an idle standby
             // would only add states.
             if state.crashes_used < config.crashes && owner.leases.iter().any(Option::is_some) {
                 actions.push(Action::Crash { group: g, owner: o });
+            }
+        }
+    }
+    if state.retentions_used < config.retentions {
+        for (partition, log) in state.log.iter().enumerate() {
+            for before in state.log_start[partition] + 1..=log.len() as Offset {
+                actions.push(Action::Retain { partition: partition as u8, before });
             }
         }
     }
@@ -48,7 +56,13 @@ pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>
 }
 
 /// The owner steps a lease allows under the configured strategy.
-fn lease_actions(config: &Config, lease: &Lease, log_end: Offset, (group, owner, partition): (u8, u8, u8), actions: &mut Vec<Action>) {
+fn lease_actions(
+    config: &Config,
+    lease: &Lease,
+    (log_start, log_end): (Offset, Offset),
+    (group, owner, partition): (u8, u8, u8),
+    actions: &mut Vec<Action>,
+) {
     let fetch = Action::Fetch { group, owner, partition, offset: lease.position };
     let commit = |next_offset| Action::CommitOffset { group, owner, partition, next_offset };
     if config.strategy.is_parallel() {
@@ -64,6 +78,15 @@ fn lease_actions(config: &Config, lease: &Lease, log_end: Offset, (group, owner,
         for &offset in lease.records.keys() {
             actions.push(Action::ApplyEffect { group, owner, partition, offset });
         }
+        return;
+    }
+    if lease.records.is_empty() && lease.position < log_start {
+        // The next record was retained away: the out-of-range policy decides.
+        actions.push(match config.strategy {
+            Strategy::ResetEarliest => Action::ResetOffset { group, owner, partition },
+            Strategy::ResetSilent => commit(log_start),
+            _ => Action::FailOutOfRange { group, owner, partition },
+        });
         return;
     }
     let Some((&offset, &stage)) = lease.records.iter().next() else {
@@ -137,6 +160,14 @@ pub fn next_state(config: &Config, state: &State, action: Action) -> State {
     match action {
         Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => produce(config, &mut next, action),
         Action::Fetch { group, owner, partition, offset } => fetch(&mut next, (group, owner, partition), offset),
+        Action::Retain { partition, before } => {
+            next.log_start[usize::from(partition)] = before;
+            next.retentions_used += 1;
+        }
+        Action::FailOutOfRange { group, owner, partition } => {
+            next.witness(Witness::OutOfRange);
+            next.groups[usize::from(group)].owners[usize::from(owner)].leases[usize::from(partition)] = None;
+        }
         Action::Crash { group, owner } => crash(config, &mut next, group, owner),
         Action::Restart { group, owner } => restart(&mut next, group, owner),
         Action::Rebalance { group, partition, to_owner } => rebalance(&mut next, group, partition, to_owner),
@@ -273,6 +304,7 @@ fn owner_write(config: &Config, state: &mut State, action: Action) {
         Action::ApplyDeduped { offset, .. } => apply_deduped(state, (group, owner, partition), offset),
         Action::ApplyAtomic { offset, .. } => apply_atomic(config, state, (group, owner, partition), offset, stale),
         Action::DeadLetter { offset, .. } => dead_letter(state, (group, owner, partition), offset, stale),
+        Action::ResetOffset { .. } => reset_offset(state, (group, owner, partition), stale),
         other => unreachable!("{other} is not an owner write"),
     }
     // A write lands when it changes the store; a skipped, fenced or same-value write does not.
@@ -337,8 +369,13 @@ fn insert_processed(state: &mut State, (group, owner, partition): (u8, u8, u8), 
 
 fn commit_offset(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), next_offset: Offset) {
     store_checkpoint(state, group, partition, next_offset);
+    if state.log_start[usize::from(partition)] == next_offset && config.strategy == Strategy::ResetSilent {
+        state.witness(Witness::OutOfRange);
+    }
     let lease = lease_mut(state, group, owner, partition);
     lease.checkpoint = next_offset;
+    // A jump past retained records moves the position with the checkpoint.
+    lease.position = lease.position.max(next_offset);
     match config.strategy {
         // Commit-first commits before the effect: the record stays in flight until applied.
         Strategy::CommitFirst => {
@@ -425,6 +462,24 @@ fn record_failure(config: &Config, state: &mut State, group: u8, partition: u8) 
     state.witness(Witness::PoisonFailed);
     let failures = &mut state.groups[usize::from(group)].ghost.failures[usize::from(partition)];
     *failures = (*failures + 1).min(config.max_attempts + 1);
+}
+
+/// `--on-out-of-range earliest`: one fenced transaction recording the reset (from the stored
+/// next offset to the log start) and moving the next offset there.
+fn reset_offset(state: &mut State, (group, owner, partition): (u8, u8, u8), stale: bool) {
+    if stale {
+        fence(state, (group, owner, partition));
+        return;
+    }
+    let start = state.log_start[usize::from(partition)];
+    let from = state.groups[usize::from(group)].store.partitions[usize::from(partition)].next_offset;
+    state.groups[usize::from(group)].store.resets.insert((partition, from, start));
+    store_checkpoint(state, group, partition, start);
+    state.witness(Witness::OutOfRange);
+    state.witness(Witness::ResetRecorded);
+    let lease = lease_mut(state, group, owner, partition);
+    lease.position = start;
+    lease.checkpoint = start;
 }
 
 /// atomic-dlq: one fenced transaction inserting the exhausted record into the dead-letter table

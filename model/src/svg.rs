@@ -35,7 +35,7 @@ pub fn timeline(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> Stri
         let y = (row + 1) * ROW_HEIGHT + 12;
         let lane = match *action {
             Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => 0,
-            Action::Rebalance { .. } => 1,
+            Action::Rebalance { .. } | Action::Retain { .. } => 1,
             Action::Crash { group, owner } | Action::Restart { group, owner } => {
                 2 + usize::from(group) * owners + usize::from(owner)
             }

@@ -29,9 +29,9 @@ fn counterexample_traces(strategy: model::Strategy) -> Vec<Trace> {
 
 #[test]
 fn counterexample_traces_survive_a_json_round_trip_and_still_replay() {
-    // Commit-first violates five properties and atomic-cas one, so that both a long list of
+    // Commit-first violates six properties and atomic-cas one, so that both a long list of
     // traces and a single one are written, read back and replayed.
-    for (strategy, violations) in [(model::Strategy::CommitFirst, 5), (model::Strategy::AtomicCas, 1)] {
+    for (strategy, violations) in [(model::Strategy::CommitFirst, 6), (model::Strategy::AtomicCas, 1)] {
         let traces = counterexample_traces(strategy);
         assert_eq!(traces.len(), violations, "{strategy}");
         for trace in traces {
@@ -81,18 +81,24 @@ fn valid_config() -> impl Strategy<Value = Config> {
     let strategies = proptest::sample::select(model::Strategy::ALL.to_vec());
     (strategies, 1..=3u8, 1..=3u8, 1..=2u8, 1..=8u8, 0..=4u8, 0..=4u8, any::<i64>().prop_filter("delta 0 is invalid", |d| *d != 0))
         .prop_flat_map(|(strategy, groups, owners, partitions, records, crashes, rebalances, delta)| {
-            (1..=records, 1..=records).prop_map(move |(commit_every, inflight)| Config {
-                strategy,
-                groups,
-                owners,
-                partitions,
-                records,
-                crashes,
-                rebalances,
-                commit_every,
-                inflight,
-                delta,
-            })
+            (1..=records, 1..=records, proptest::option::of(0..records), 1..=3u8, 0..=2u8, 0..=2u8).prop_map(
+                move |(commit_every, inflight, poison, max_attempts, ack_losses, retentions)| Config {
+                    strategy,
+                    groups,
+                    owners,
+                    partitions,
+                    records,
+                    crashes,
+                    rebalances,
+                    commit_every,
+                    inflight,
+                    delta,
+                    poison,
+                    max_attempts,
+                    ack_losses,
+                    retentions,
+                },
+            )
         })
 }
 

@@ -158,6 +158,13 @@ impl DataDir {
         let mut command = self.command("worker", &["--group", group, "--owner", owner, "--strategy", strategy]);
         Worker::spawn(case, command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()))
     }
+
+    /// Starts `consumer worker` for one owner with further flags (e.g. `--max-attempts 3`).
+    pub fn worker_with(&self, case: &str, group: &str, owner: &str, strategy: &str, extra: &[&str]) -> Worker {
+        let mut command = self.command("worker", &["--group", group, "--owner", owner, "--strategy", strategy]);
+        command.args(extra);
+        Worker::spawn(case, command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()))
+    }
 }
 
 /// One worker process (`consumer worker`): a command line in, a reply line out.
