@@ -274,10 +274,10 @@ impl Store {
         let fail = |sql| move |source| classify(path, sql, source, timeout);
         let tx = self.begin()?;
         let sql = "INSERT OR IGNORE INTO effect (grp, total) VALUES (?1, 0)";
-        tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group])).map_err(fail(sql))?;
+        exec(&tx, path, timeout, sql, params![group])?;
         for partition in 0..partitions {
             let sql = "INSERT OR IGNORE INTO progress (grp, part, next_offset, epoch, owner) VALUES (?1, ?2, 0, 1, ?3)";
-            tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, initial_owner])).map_err(fail(sql))?;
+            exec(&tx, path, timeout, sql, params![group, partition, initial_owner])?;
         }
         tx.commit().map_err(fail("COMMIT"))
     }
@@ -349,8 +349,8 @@ impl Store {
         for item in items {
             let skip = unless_processed && is_processed(&tx, group, partition, item.offset).map_err(fail(PROCESSED_SQL))?;
             if !skip {
-                let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
-                tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, item.delta])).map_err(fail(sql))?;
+                let sql = ADD_EFFECT_SQL;
+                exec(&tx, path, timeout, sql, params![group, item.delta])?;
             }
             applied.push(!skip);
         }
@@ -362,11 +362,10 @@ impl Store {
     pub fn insert_processed(&mut self, group: &str, partition: u32, offsets: &[u64], inside: InsideHook<'_>) -> Result<(), StoreError> {
         let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
         let path = path_buf.as_path();
-        let fail = |sql| move |source| classify(path, sql, source, timeout);
         let tx = self.begin()?;
         for offset in offsets {
             let sql = "INSERT OR IGNORE INTO processed (grp, part, log_offset) VALUES (?1, ?2, ?3)";
-            tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, offset])).map_err(fail(sql))?;
+            exec(&tx, path, timeout, sql, params![group, partition, offset])?;
         }
         finish(tx, inside, path, timeout)
     }
@@ -375,10 +374,9 @@ impl Store {
     pub fn commit_offset(&mut self, group: &str, partition: u32, next_offset: u64, inside: InsideHook<'_>) -> Result<(), StoreError> {
         let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
         let path = path_buf.as_path();
-        let fail = |sql| move |source| classify(path, sql, source, timeout);
         let tx = self.begin()?;
         let sql = "UPDATE progress SET next_offset = ?3 WHERE grp = ?1 AND part = ?2";
-        tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, next_offset])).map_err(fail(sql))?;
+        exec(&tx, path, timeout, sql, params![group, partition, next_offset])?;
         finish(tx, inside, path, timeout)
     }
 
@@ -387,15 +385,14 @@ impl Store {
     pub fn apply_stamped(&mut self, group: &str, partition: u32, items: &[Item], inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
         let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
         let path = path_buf.as_path();
-        let fail = |sql| move |source| classify(path, sql, source, timeout);
         let tx = self.begin()?;
         let mut applied = Vec::with_capacity(items.len());
         for item in items {
             let sql = "UPDATE progress SET stamp = ?3 WHERE grp = ?1 AND part = ?2 AND (stamp IS NULL OR stamp < ?3)";
-            let newer = tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, item.offset])).map_err(fail(sql))? == 1;
+            let newer = exec(&tx, path, timeout, sql, params![group, partition, item.offset])? == 1;
             if newer {
-                let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
-                tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, item.delta])).map_err(fail(sql))?;
+                let sql = ADD_EFFECT_SQL;
+                exec(&tx, path, timeout, sql, params![group, item.delta])?;
             }
             applied.push(newer);
         }
@@ -407,15 +404,14 @@ impl Store {
     pub fn apply_deduped(&mut self, group: &str, partition: u32, items: &[Item], inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
         let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
         let path = path_buf.as_path();
-        let fail = |sql| move |source| classify(path, sql, source, timeout);
         let tx = self.begin()?;
         let mut applied = Vec::with_capacity(items.len());
         for item in items {
             let sql = "INSERT OR IGNORE INTO processed (grp, part, log_offset) VALUES (?1, ?2, ?3)";
-            let fresh = tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, item.offset])).map_err(fail(sql))? == 1;
+            let fresh = exec(&tx, path, timeout, sql, params![group, partition, item.offset])? == 1;
             if fresh {
-                let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
-                tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, item.delta])).map_err(fail(sql))?;
+                let sql = ADD_EFFECT_SQL;
+                exec(&tx, path, timeout, sql, params![group, item.delta])?;
             }
             applied.push(fresh);
         }
@@ -451,15 +447,15 @@ impl Store {
                 Guard::Blind | Guard::Fenced { .. } => true,
             };
             if apply {
-                let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
-                tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, item.delta])).map_err(fail(sql))?;
+                let sql = ADD_EFFECT_SQL;
+                exec(&tx, path, timeout, sql, params![group, item.delta])?;
                 next = item.offset + 1;
             }
             applied.push(apply);
         }
         if applied.iter().any(|&a| a) {
             let sql = "UPDATE progress SET next_offset = ?3 WHERE grp = ?1 AND part = ?2";
-            tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, next])).map_err(fail(sql))?;
+            exec(&tx, path, timeout, sql, params![group, partition, next])?;
         }
         finish(tx, inside, path, timeout)?;
         Ok(applied)
@@ -538,7 +534,7 @@ impl Store {
             .and_then(|mut statement| statement.execute(params![group, partition, offset, error, attempts, payload]))
             .map_err(fail(sql))?;
         let sql = "UPDATE progress SET next_offset = ?3 WHERE grp = ?1 AND part = ?2";
-        tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, offset + 1])).map_err(fail(sql))?;
+        exec(&tx, path, timeout, sql, params![group, partition, offset + 1])?;
         finish(tx, inside, path, timeout)?;
         Ok(attempts)
     }
@@ -557,9 +553,9 @@ impl Store {
         let from: u64 = tx.prepare_cached(sql).and_then(|mut statement| statement.query_row(params![group, partition], |row| row.get(0))).map_err(fail(sql))?;
         // The table is a set, as the model's: recording the same reset twice keeps one row.
         let sql = "INSERT OR IGNORE INTO resets (grp, part, from_offset, to_offset) VALUES (?1, ?2, ?3, ?4)";
-        tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, from, to])).map_err(fail(sql))?;
+        exec(&tx, path, timeout, sql, params![group, partition, from, to])?;
         let sql = "UPDATE progress SET next_offset = ?3 WHERE grp = ?1 AND part = ?2";
-        tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, to])).map_err(fail(sql))?;
+        exec(&tx, path, timeout, sql, params![group, partition, to])?;
         finish(tx, inside, path, timeout)?;
         Ok(from)
     }
@@ -614,7 +610,7 @@ impl Store {
         let fail = |sql| move |source| classify(path, sql, source, timeout);
         let tx = self.begin()?;
         let sql = "DELETE FROM dead_letters WHERE grp = ?1 AND part = ?2 AND log_offset = ?3";
-        let deleted = tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params![group, partition, offset])).map_err(fail(sql))?;
+        let deleted = exec(&tx, path, timeout, sql, params![group, partition, offset])?;
         if deleted == 0 {
             // Dropping the transaction rolls it back; nothing was written anyway.
             return Err(StoreError::NoDeadLetter { group: group.to_string(), partition, offset });
@@ -645,6 +641,14 @@ const ATTEMPTS_SQL: &str = "SELECT attempts, error FROM attempts WHERE grp = ?1 
 /// A record's counted attempts and last error, if any attempt was counted.
 fn read_attempts(tx: &Transaction<'_>, group: &str, partition: u32, offset: u64) -> Result<Option<(u64, String)>, rusqlite::Error> {
     tx.prepare_cached(ATTEMPTS_SQL)?.query_row(params![group, partition, offset], |row| Ok((row.get(0)?, row.get(1)?))).optional()
+}
+
+/// The effect: a record's delta added to its group's total.
+const ADD_EFFECT_SQL: &str = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
+
+/// Runs one cached statement of a transaction; the error names the SQL that failed.
+fn exec(tx: &Transaction<'_>, path: &Path, waited: Duration, sql: &'static str, params: impl rusqlite::Params) -> Result<usize, StoreError> {
+    tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params)).map_err(|source| classify(path, sql, source, waited))
 }
 
 /// Commits, after running the `inside` hook (a crash point) with the transaction open.
