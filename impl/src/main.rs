@@ -2,6 +2,7 @@
 //! dead-letters, redrive, resets, worker, bench.
 
 mod bench;
+mod load;
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
@@ -47,6 +48,8 @@ enum Command {
     Worker(WorkerArgs),
     /// Measure consumed records per second per strategy, batch and journal mode.
     Bench(bench::BenchArgs),
+    /// A bounded load test: owner processes under rebalances and SIGKILLs; checks exact sums.
+    Load(load::LoadArgs),
 }
 
 #[derive(Args, Clone)]
@@ -176,6 +179,10 @@ impl OwnerArgs {
 struct ConsumeArgs {
     #[command(flatten)]
     owner: OwnerArgs,
+    /// Stay a member of the group: take partitions the coordinator assigns (after rebalances
+    /// too) and stop only when the whole group is committed to the log end.
+    #[arg(long)]
+    follow: bool,
 }
 
 #[derive(Args)]
@@ -297,6 +304,7 @@ fn main() -> ExitCode {
         Command::Resets(args) => resets(args),
         Command::Worker(args) => worker(args),
         Command::Bench(args) => bench::run(args),
+        Command::Load(args) => load::run(args),
     };
     match result {
         Ok(code) => code,
@@ -369,6 +377,12 @@ fn append(args: AppendArgs) -> anyhow::Result<ExitCode> {
 
 fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
     let mut owner = args.owner.start()?;
+    if args.follow {
+        let steps = owner.run_following(std::time::Duration::from_millis(5))?;
+        let group = &args.owner.group;
+        println!("{steps} steps; group {group} total {}", owner.store().total(group)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     if owner.leases().is_empty() {
         println!("{} owns no partition of group {}; nothing to do", args.owner.owner, args.owner.group);
         return Ok(ExitCode::SUCCESS);

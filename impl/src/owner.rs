@@ -348,6 +348,46 @@ impl Owner {
     /// owner whose record fails `STUCK_AFTER` times in a row stops with `OwnerError::Stuck`;
     /// an owner that finds retention past its position under `--on-out-of-range fail` stops
     /// with `OwnerError::OutOfRange` (having written nothing for that partition).
+    /// Runs as a long-lived member of the group: takes every partition the store assigns to it
+    /// (at start, and after each rebalance), runs its strategy, and returns the number of steps
+    /// once every partition of the group is committed up to the log end. Between rounds with
+    /// nothing to do it sleeps `idle`. Used by the load test, where owners are killed and
+    /// partitions moved while they run.
+    pub fn run_following(&mut self, idle: std::time::Duration) -> Result<usize, OwnerError> {
+        let mut steps = 0;
+        loop {
+            self.take_assignments()?;
+            steps += self.run_to_end()?.len();
+            if self.group_done()? {
+                return Ok(steps);
+            }
+            std::thread::sleep(idle);
+        }
+    }
+
+    /// The coordinator's assignments, as the store records them: a partition that names this
+    /// owner at an epoch newer than its lease (or that it holds no lease on) is taken afresh.
+    fn take_assignments(&mut self) -> Result<(), OwnerError> {
+        for partition in 0..self.store.partitions() {
+            let row = self.store.progress(&self.group, partition)?;
+            let stale = self.leases.get(&partition).is_none_or(|lease| lease.epoch < row.epoch);
+            if row.owner == self.name && stale {
+                self.assign(partition)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether every partition of the group is committed up to the current log end.
+    fn group_done(&mut self) -> Result<bool, OwnerError> {
+        for partition in 0..self.store.partitions() {
+            if self.store.progress(&self.group, partition)?.next_offset < self.log.end(partition)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     pub fn run_to_end(&mut self) -> Result<Vec<(Step, Outcome)>, OwnerError> {
         let mut taken = Vec::new();
         let mut draining = false;

@@ -1,0 +1,204 @@
+//! `consumer load`: a bounded load test. Owner processes of several groups consume a large log
+//! while a coordinator moves partitions between them and kills them at random; at the end every
+//! group's total is compared with the exact sum.
+
+use anyhow::{bail, Context};
+use clap::Args;
+use consumer::log::{encode_delta, Log};
+use consumer::store::{Store, StoreOptions};
+use consumer::strategy::Strategy;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Args)]
+pub struct LoadArgs {
+    /// A fresh data directory (created; refused if it exists).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Strategies to run, one after the other, each on its own groups.
+    #[arg(long = "strategy", required = true)]
+    strategies: Vec<Strategy>,
+    #[arg(long, default_value_t = 100_000)]
+    records: u64,
+    #[arg(long, default_value_t = 2)]
+    partitions: u32,
+    #[arg(long, default_value_t = 2)]
+    groups: u32,
+    /// Owner processes per group.
+    #[arg(long, default_value_t = 4)]
+    owners: u32,
+    /// Records fetched and written together.
+    #[arg(long, default_value_t = 100)]
+    batch: usize,
+    /// Milliseconds between rebalances (a random partition of a random group to another owner).
+    #[arg(long, default_value_t = 300)]
+    rebalance_ms: u64,
+    /// Milliseconds between SIGKILLs of a random owner process (restarted at once).
+    #[arg(long, default_value_t = 500)]
+    kill_ms: u64,
+    /// Seed of the coordinator's choices.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Give up (and fail) after this many seconds per strategy.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+}
+
+/// SplitMix64, so a seed names the same sequence of rebalances and kills.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, bound: u32) -> u32 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) % u64::from(bound)) as u32
+    }
+}
+
+/// What one strategy's run did.
+struct Outcome {
+    totals: Vec<i64>,
+    seconds: f64,
+    kills: u32,
+    rebalances: u32,
+}
+
+pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
+    if args.records == 0 || args.partitions == 0 || args.groups == 0 || args.owners < 2 || args.batch == 0 {
+        bail!("--records, --partitions, --groups and --batch must be at least 1, --owners at least 2");
+    }
+    if args.dir.exists() {
+        bail!("--dir {} exists: the load test needs a fresh directory", args.dir.display());
+    }
+    std::fs::create_dir_all(&args.dir).with_context(|| format!("cannot create {}", args.dir.display()))?;
+    let store_path = args.dir.join("store.db");
+    let mut store = Store::create(&store_path, args.partitions, StoreOptions::default())?;
+    let (mut log, _) = Log::open_writer(&args.dir.join("log"), args.partitions)?;
+    let per_partition = args.records / u64::from(args.partitions);
+    for partition in 0..args.partitions {
+        for chunk in (0..per_partition).collect::<Vec<_>>().chunks(10_000) {
+            log.append_batch(partition, &vec![encode_delta(1); chunk.len()])?;
+        }
+    }
+    drop(log);
+    let exact = (per_partition * u64::from(args.partitions)) as i64;
+    println!("{} records of +1 on {} partitions; {} groups x {} owner processes per strategy; rebalance every {} ms, SIGKILL every {} ms", exact, args.partitions, args.groups, args.owners, args.rebalance_ms, args.kill_ms);
+    let mut failed = false;
+    for &strategy in &args.strategies {
+        let outcome = run_strategy(&args, &mut store, strategy)?;
+        let rate = exact as f64 * f64::from(args.groups) / outcome.seconds;
+        for (group, total) in outcome.totals.iter().enumerate() {
+            let difference = total - exact;
+            let verdict = match difference {
+                0 => "exact".to_string(),
+                d if d > 0 => format!("{d} duplicate applications"),
+                d => format!("{} records skipped (net)", -d),
+            };
+            println!("{strategy:<18} group {group}: total {total} vs {exact}: {verdict}");
+            let must_be_exact = matches!(strategy, Strategy::AtomicFenced | Strategy::AtomicCas);
+            failed |= must_be_exact && difference != 0;
+        }
+        println!(
+            "{strategy:<18} {:.1} s, {rate:.0} records/s (all groups), survived {} kills and {} rebalances",
+            outcome.seconds, outcome.kills, outcome.rebalances
+        );
+    }
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn run_strategy(args: &LoadArgs, store: &mut Store, strategy: Strategy) -> anyhow::Result<Outcome> {
+    let groups: Vec<String> = (0..args.groups).map(|g| format!("{strategy}-g{g}")).collect();
+    for group in &groups {
+        store.ensure_group(group, "o0")?;
+    }
+    let mut owners: Vec<Vec<Child>> = Vec::new();
+    for group in &groups {
+        owners.push((0..args.owners).map(|o| spawn(args, strategy, group, o)).collect::<anyhow::Result<_>>()?);
+    }
+    // Spread the partitions over the owners first, so that every owner has work.
+    let mut rebalances = 0;
+    for group in &groups {
+        for partition in 0..args.partitions {
+            store.claim(group, partition, &format!("o{}", partition % args.owners))?;
+            rebalances += 1;
+        }
+    }
+    let mut rng = Rng(args.seed);
+    let started = Instant::now();
+    let (mut next_rebalance, mut next_kill, mut kills) = (started, started, 0);
+    loop {
+        if done(store, &groups, args.partitions, args.records / u64::from(args.partitions))? {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(args.timeout) {
+            bail!("{strategy}: not done after {} s", args.timeout);
+        }
+        let now = Instant::now();
+        if now >= next_rebalance {
+            let group = rng.below(args.groups) as usize;
+            let partition = rng.below(args.partitions);
+            store.claim(&groups[group], partition, &format!("o{}", rng.below(args.owners)))?;
+            rebalances += 1;
+            next_rebalance = now + Duration::from_millis(args.rebalance_ms);
+        }
+        if now >= next_kill {
+            let (group, owner) = (rng.below(args.groups) as usize, rng.below(args.owners) as usize);
+            let child = &mut owners[group][owner];
+            let _ = child.kill();
+            let _ = child.wait();
+            *child = spawn(args, strategy, &groups[group], owner as u32)?;
+            kills += 1;
+            next_kill = now + Duration::from_millis(args.kill_ms);
+        }
+        restart_exited(args, strategy, &groups, &mut owners)?;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    for child in owners.iter_mut().flatten() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let totals = groups.iter().map(|g| store.total(g)).collect::<Result<_, _>>()?;
+    Ok(Outcome { totals, seconds, kills, rebalances })
+}
+
+fn spawn(args: &LoadArgs, strategy: Strategy, group: &str, owner: u32) -> anyhow::Result<Child> {
+    let exe = std::env::current_exe().context("cannot find the consumer binary")?;
+    Command::new(exe)
+        .args(["consume", "--follow", "--group", group, "--owner", &format!("o{owner}"), "--strategy", strategy.name()])
+        .args(["--batch", &args.batch.to_string(), "--commit-every", &args.batch.to_string()])
+        .arg("--dir")
+        .arg(&args.dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot start an owner process")
+}
+
+/// An owner that stopped on its own (its group looked done, or an error) is started again,
+/// so that every owner keeps taking part until the whole run is done.
+fn restart_exited(args: &LoadArgs, strategy: Strategy, groups: &[String], owners: &mut [Vec<Child>]) -> anyhow::Result<()> {
+    for (group, children) in groups.iter().zip(owners.iter_mut()) {
+        for (owner, child) in children.iter_mut().enumerate() {
+            if child.try_wait()?.is_some() {
+                *child = spawn(args, strategy, group, owner as u32)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether every group committed every partition up to its end (`per_partition` records).
+fn done(store: &Store, groups: &[String], partitions: u32, per_partition: u64) -> anyhow::Result<bool> {
+    for group in groups {
+        for partition in 0..partitions {
+            if store.progress(group, partition)?.next_offset < per_partition {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
