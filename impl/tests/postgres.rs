@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{describe, pg, stderr, stdout, DataDir, GroupState, CRASHED, FAILED};
+use common::{describe, pg, stderr, stdout, DataDir, GroupState, CRASHED, FAILED, FENCED};
 use std::process::{Child, Output, Stdio};
 
 /// A fresh data directory whose store is a fresh database of the test cluster, holding `count`
@@ -167,6 +167,37 @@ fn three_atomic_cas_processes_at_once_count_every_record_once() {
             assert_eq!(output.status.code(), Some(0), "case '{case}'\n{}", describe(output));
         }
         assert_eq!(dir.state(&case, "g"), (300, 300), "case '{case}': every record exactly once");
+    }
+}
+
+/// A rebalance (`claim`) races a running atomic-fenced `consume` of o0, and o1 starts as soon
+/// as the claim returns. The claim's update waits for o0's lock on the progress row, and o0's
+/// next transaction reads the new epoch under its own lock, so wherever the claim lands o0
+/// writes nothing after it: every record counts exactly once, and o0 ends with 0 or 3 (fenced).
+#[test]
+fn a_rebalance_racing_a_fenced_consumer_never_double_counts_on_postgres() {
+    for round in 0..3 {
+        let case = format!("atomic-fenced consume racing a claim, round {round}");
+        let Some(dir) = pg_dir(&case, 1, 200) else { return };
+        // The group exists first, so o0 is its initial owner whatever runs first.
+        dir.consume(&case, &["--group", "g", "--owner", "nobody", "--strategy", "atomic-fenced"], 0);
+        let spawn = |owner: &str| {
+            dir.command("consume", &["--group", "g", "--owner", owner, "--strategy", "atomic-fenced"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("the consumer binary starts")
+        };
+        let old_owner = spawn("o0");
+        dir.claim(&case, "g", 0, "o1");
+        let new_owner = spawn("o1");
+        let old = old_owner.wait_with_output().expect("reap o0");
+        let new = new_owner.wait_with_output().expect("reap o1");
+        assert_eq!(new.status.code(), Some(0), "case '{case}': o1\n{}", describe(&new));
+        assert!(matches!(old.status.code(), Some(0) | Some(FENCED)), "case '{case}': o0 must end with 0 or 3 (fenced)\n{}", describe(&old));
+        assert_eq!(dir.state(&case, "g"), (200, 200), "case '{case}': every record exactly once");
+        let row = dir.progress(&case, "g");
+        assert_eq!((row["epoch"].as_i64(), row["owner"].as_str()), (Some(2), Some("o1")), "case '{case}': {row}");
     }
 }
 

@@ -162,7 +162,6 @@ pub fn server() -> Option<&'static Server> {
         if std::env::var_os("CI").is_some() {
             panic!("no PostgreSQL server binary (initdb) found, and CI must not skip the PostgreSQL tests");
         }
-        println!("{SKIPPED}");
         eprintln!("{SKIPPED}");
         return None;
     };
