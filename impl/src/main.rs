@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "consumer", about = "A real log consumer: a checksummed retained log and a SQLite effect/progress store.")]
+#[command(name = "consumer", about = "A real log consumer: a checksummed retained log and an SQLite or PostgreSQL effect/progress store.")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
