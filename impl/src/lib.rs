@@ -1,9 +1,11 @@
-//! The real consumer: a checksummed retained log on disk, a SQLite store for effects and
-//! progress, every strategy of spec.md §5 as real code, and named crash points.
+//! The real consumer: a checksummed retained log on disk, an SQLite (default) or PostgreSQL
+//! store for effects and progress, every strategy of spec.md §5 as real code, and named crash
+//! points.
 
 pub mod crash;
 pub mod log;
 pub mod owner;
+pub mod pgstore;
 pub mod store;
 pub mod strategy;
 pub mod worker;

@@ -5,7 +5,7 @@
 use anyhow::{bail, Context};
 use clap::Args;
 use consumer::log::{encode_delta, Log};
-use consumer::store::{Store, StoreOptions};
+use consumer::store::{Location, Store, StoreOptions};
 use consumer::strategy::Strategy;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -16,6 +16,9 @@ pub struct LoadArgs {
     /// A fresh data directory (created; refused if it exists).
     #[arg(long)]
     dir: PathBuf,
+    /// The store: a fresh PostgreSQL database URL (default: an SQLite file in --dir).
+    #[arg(long)]
+    store: Option<String>,
     /// Strategies to run, one after the other, each on its own groups.
     #[arg(long = "strategy", required = true)]
     strategies: Vec<Strategy>,
@@ -74,8 +77,12 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
         bail!("--dir {} exists: the load test needs a fresh directory", args.dir.display());
     }
     std::fs::create_dir_all(&args.dir).with_context(|| format!("cannot create {}", args.dir.display()))?;
-    let store_path = args.dir.join("store.db");
-    let mut store = Store::create(&store_path, args.partitions, StoreOptions::default())?;
+    let location = match &args.store {
+        Some(url) => Location::parse(url),
+        None => Location::Sqlite(args.dir.join("store.db")),
+    };
+    let mut store = Store::create_at(&location, args.partitions, StoreOptions::default())?;
+    println!("store: {}", store.describe());
     let (mut log, _) = Log::open_writer(&args.dir.join("log"), args.partitions)?;
     let per_partition = args.records / u64::from(args.partitions);
     for partition in 0..args.partitions {
@@ -172,6 +179,7 @@ fn spawn(args: &LoadArgs, strategy: Strategy, group: &str, owner: u32) -> anyhow
         .args(["--batch", &args.batch.to_string(), "--commit-every", &args.batch.to_string()])
         .arg("--dir")
         .arg(&args.dir)
+        .args(args.store.iter().flat_map(|url| ["--store", url.as_str()]))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

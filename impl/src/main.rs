@@ -9,14 +9,14 @@ use clap::{Args, Parser, Subcommand};
 use consumer::crash::CrashPlan;
 use consumer::log::{encode_delta, Log};
 use consumer::owner::{Outcome, Owner, Settings};
-use consumer::store::{Journal, Store, StoreOptions};
+use consumer::store::{Journal, Location, Store, StoreOptions};
 use consumer::strategy::{OutOfRange, Strategy};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "consumer", about = "A real log consumer: a checksummed retained log and a SQLite effect/progress store.")]
+#[command(name = "consumer", about = "A real log consumer: a checksummed retained log and an SQLite or PostgreSQL effect/progress store.")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -60,11 +60,18 @@ struct DirArgs {
     /// Seconds a write waits for another process's transaction before failing.
     #[arg(long, default_value_t = 5.0)]
     busy_timeout: f64,
+    /// The store: a PostgreSQL URL (postgres://...) or an SQLite file; default `store.db` in
+    /// --dir. The log lives in --dir/log either way.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
 }
 
 impl DirArgs {
-    fn store_path(&self) -> PathBuf {
-        self.dir.join("store.db")
+    fn location(&self) -> Location {
+        match &self.store {
+            Some(text) => Location::parse(text),
+            None => Location::Sqlite(self.dir.join("store.db")),
+        }
     }
 
     fn log_dir(&self) -> PathBuf {
@@ -79,7 +86,7 @@ impl DirArgs {
     }
 
     fn open_store(&self) -> anyhow::Result<Store> {
-        Ok(Store::open(&self.store_path(), self.options(Journal::Delete)?)?)
+        Ok(Store::open_at(&self.location(), self.options(Journal::Delete)?)?)
     }
 }
 
@@ -320,7 +327,7 @@ fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
         bail!("--partitions {} is out of range: accepted values are 1..=64", args.partitions);
     }
     std::fs::create_dir_all(&args.dir.dir).with_context(|| format!("cannot create {}", args.dir.dir.display()))?;
-    Store::create(&args.dir.store_path(), args.partitions, args.dir.options(args.journal)?)?;
+    Store::create_at(&args.dir.location(), args.partitions, args.dir.options(args.journal)?)?;
     let (_, repairs) = Log::open_writer(&args.dir.log_dir(), args.partitions)?;
     report_repairs(&repairs);
     println!("initialised {} with {} partition(s), journal {:?}", args.dir.dir.display(), args.partitions, args.journal);
@@ -436,7 +443,7 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::json!({"log": partitions, "groups": groups}));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("store {} (journal {:?})", store.path().display(), store.journal());
+    println!("store {}", store.describe());
     for p in &partitions {
         println!("log partition {}: start {} end {}", p["partition"], p["start"], p["end"]);
     }

@@ -1,7 +1,8 @@
-//! The SQLite store: per group the effect, per (group, partition) progress, epoch and stamp,
-//! the processed-id table, the failed attempts and dead letters of poison records, and the
-//! recorded resets past retained records. Every write is one explicit `BEGIN IMMEDIATE`
-//! transaction.
+//! The store: per group the effect, per (group, partition) progress, epoch and stamp, the
+//! processed-id table, the failed attempts and dead letters of poison records, and the recorded
+//! resets past retained records. Two backends: SQLite (`SqliteStore`, here, the default), where
+//! every write is one explicit `BEGIN IMMEDIATE` transaction, and PostgreSQL
+//! (`crate::pgstore::PgStore`); `Store` dispatches to either.
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
 use serde::Serialize;
@@ -82,6 +83,14 @@ pub enum StoreError {
     NoSuchPartition { partition: u32, partitions: u32 },
     /// A redrive named a record that is not in the dead-letter table.
     NoDeadLetter { group: String, partition: u32, offset: u64 },
+    /// A PostgreSQL statement failed; carries the connection target (never the password) and
+    /// the SQL.
+    Postgres { target: String, sql: &'static str, source: postgres::Error },
+    /// The PostgreSQL database has no store schema (run `consumer init --store URL`).
+    PgNotInitialized { target: String },
+    /// `consumer init` found the store's tables in the PostgreSQL database.
+    PgAlreadyInitialised { target: String },
+    PgSchemaVersion { target: String, found: i64 },
 }
 
 impl fmt::Display for StoreError {
@@ -109,6 +118,22 @@ impl fmt::Display for StoreError {
             }
             StoreError::NoDeadLetter { group, partition, offset } => {
                 write!(f, "no dead letter for group {group} partition {partition} offset {offset}")
+            }
+            StoreError::Postgres { target, sql, source } => {
+                // The driver's own text of a server error is only "db error"; the server's
+                // message and SQLSTATE say what went wrong.
+                let cause = match source.as_db_error() {
+                    Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+                    None => source.to_string(),
+                };
+                write!(f, "database {target}: {cause} (in: {})", sql.split_whitespace().collect::<Vec<_>>().join(" "))
+            }
+            StoreError::PgNotInitialized { target } => {
+                write!(f, "database {target} is not initialised (run `consumer init --store URL`)")
+            }
+            StoreError::PgAlreadyInitialised { target } => write!(f, "database {target} is already initialised"),
+            StoreError::PgSchemaVersion { target, found } => {
+                write!(f, "database {target} has schema version {found}, this build reads version {SCHEMA_VERSION}")
             }
         }
     }
@@ -185,7 +210,7 @@ pub struct Reset {
 /// before COMMIT, so a crash there leaves an uncommitted transaction behind.
 pub type InsideHook<'a> = &'a mut dyn FnMut();
 
-pub struct Store {
+pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
     busy_timeout: Duration,
@@ -193,9 +218,9 @@ pub struct Store {
     journal: Journal,
 }
 
-impl Store {
+impl SqliteStore {
     /// Creates a store for `partitions` partitions (failing if one exists already).
-    pub fn create(path: &Path, partitions: u32, options: StoreOptions) -> Result<Store, StoreError> {
+    pub fn create(path: &Path, partitions: u32, options: StoreOptions) -> Result<SqliteStore, StoreError> {
         if path.exists() {
             return Err(StoreError::AlreadyExists { path: path.to_path_buf() });
         }
@@ -208,13 +233,13 @@ impl Store {
         let wal = i64::from(options.journal == Journal::Wal);
         conn.execute("INSERT INTO meta (key, value) VALUES ('wal', ?1)", params![wal]).map_err(fail)?;
         conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(fail)?;
-        Store::open(path, options)
+        SqliteStore::open(path, options)
     }
 
     /// Opens an existing store, checking its schema version, in the journal mode chosen at
     /// creation. Rolls back any transaction a crashed process left uncommitted (SQLite does so
     /// on first access of a hot journal or WAL). Only `busy_timeout` is taken from `options`.
-    pub fn open(path: &Path, options: StoreOptions) -> Result<Store, StoreError> {
+    pub fn open(path: &Path, options: StoreOptions) -> Result<SqliteStore, StoreError> {
         if !path.exists() {
             return Err(StoreError::NotInitialized { path: path.to_path_buf() });
         }
@@ -238,7 +263,7 @@ impl Store {
             .map_err(|source| classify(path, sql, source, options.busy_timeout))?;
         let journal = if wal == 1 { Journal::Wal } else { Journal::Delete };
         set_durability(&conn, path, journal, options.busy_timeout)?;
-        Ok(Store { conn, path: path.to_path_buf(), busy_timeout: options.busy_timeout, partitions, journal })
+        Ok(SqliteStore { conn, path: path.to_path_buf(), busy_timeout: options.busy_timeout, partitions, journal })
     }
 
     pub fn path(&self) -> &Path {
@@ -709,5 +734,183 @@ fn classify(path: &Path, sql: &'static str, source: rusqlite::Error, waited: Dur
     match source.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Locked { path: path.to_path_buf(), waited },
         _ => StoreError::Sqlite { path: path.to_path_buf(), sql, source },
+    }
+}
+
+/// Where a store lives: an SQLite file (the default, `store.db` in the data directory) or a
+/// PostgreSQL database named by a `postgres://` or `postgresql://` URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl Location {
+    /// A `--store` argument: a PostgreSQL URL, or else the path of an SQLite file.
+    pub fn parse(text: &str) -> Location {
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            Location::Postgres(text.to_string())
+        } else {
+            Location::Sqlite(PathBuf::from(text))
+        }
+    }
+}
+
+/// The store of either backend.
+///
+/// An enum rather than a trait object: the set of backends is closed (two), `Owner`, the CLI
+/// and the conformance harness keep naming one concrete type `Store` with the same methods as
+/// before, nothing is boxed, and each method is a two-armed `match` that the compiler checks
+/// for exhaustiveness. The SQLite arm calls the unchanged `SqliteStore`, so its behaviour is
+/// exactly what it was; `Store::create` and `Store::open` still take an SQLite path, and
+/// `create_at` / `open_at` take a `Location`.
+pub enum Store {
+    Sqlite(SqliteStore),
+    Postgres(crate::pgstore::PgStore),
+}
+
+/// Runs the same call on whichever backend the store is.
+macro_rules! dispatch {
+    ($store:expr, $backend:ident => $call:expr) => {
+        match $store {
+            Store::Sqlite($backend) => $call,
+            Store::Postgres($backend) => $call,
+        }
+    };
+}
+
+impl Store {
+    /// Creates an SQLite store (see `SqliteStore::create`).
+    pub fn create(path: &Path, partitions: u32, options: StoreOptions) -> Result<Store, StoreError> {
+        SqliteStore::create(path, partitions, options).map(Store::Sqlite)
+    }
+
+    /// Opens an SQLite store (see `SqliteStore::open`).
+    pub fn open(path: &Path, options: StoreOptions) -> Result<Store, StoreError> {
+        SqliteStore::open(path, options).map(Store::Sqlite)
+    }
+
+    /// Creates a store of either backend; PostgreSQL ignores the journal mode.
+    pub fn create_at(location: &Location, partitions: u32, options: StoreOptions) -> Result<Store, StoreError> {
+        match location {
+            Location::Sqlite(path) => Store::create(path, partitions, options),
+            Location::Postgres(url) => crate::pgstore::PgStore::create(url, partitions, options).map(Store::Postgres),
+        }
+    }
+
+    /// Opens a store of either backend.
+    pub fn open_at(location: &Location, options: StoreOptions) -> Result<Store, StoreError> {
+        match location {
+            Location::Sqlite(path) => Store::open(path, options),
+            Location::Postgres(url) => crate::pgstore::PgStore::open(url, options).map(Store::Postgres),
+        }
+    }
+
+    /// One line naming the store: the SQLite path and journal mode, or the PostgreSQL target.
+    pub fn describe(&self) -> String {
+        match self {
+            Store::Sqlite(store) => format!("{} (journal {:?})", store.path().display(), store.journal()),
+            Store::Postgres(store) => format!("{} (postgres)", store.target()),
+        }
+    }
+
+    pub fn partitions(&self) -> u32 {
+        dispatch!(self, s => s.partitions())
+    }
+
+    pub fn ensure_group(&mut self, group: &str, initial_owner: &str) -> Result<(), StoreError> {
+        dispatch!(self, s => s.ensure_group(group, initial_owner))
+    }
+
+    pub fn groups(&self) -> Result<Vec<String>, StoreError> {
+        dispatch!(self, s => s.groups())
+    }
+
+    pub fn total(&self, group: &str) -> Result<i64, StoreError> {
+        dispatch!(self, s => s.total(group))
+    }
+
+    pub fn progress(&self, group: &str, partition: u32) -> Result<ProgressRow, StoreError> {
+        dispatch!(self, s => s.progress(group, partition))
+    }
+
+    pub fn processed(&self, group: &str) -> Result<Vec<(u32, u64)>, StoreError> {
+        dispatch!(self, s => s.processed(group))
+    }
+
+    pub fn claim(&mut self, group: &str, partition: u32, owner: &str) -> Result<i64, StoreError> {
+        dispatch!(self, s => s.claim(group, partition, owner))
+    }
+
+    pub fn add_effect(&mut self, group: &str, partition: u32, items: &[Item], unless_processed: bool, inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+        dispatch!(self, s => s.add_effect(group, partition, items, unless_processed, inside))
+    }
+
+    pub fn insert_processed(&mut self, group: &str, partition: u32, offsets: &[u64], inside: InsideHook<'_>) -> Result<(), StoreError> {
+        dispatch!(self, s => s.insert_processed(group, partition, offsets, inside))
+    }
+
+    pub fn commit_offset(&mut self, group: &str, partition: u32, next_offset: u64, inside: InsideHook<'_>) -> Result<(), StoreError> {
+        dispatch!(self, s => s.commit_offset(group, partition, next_offset, inside))
+    }
+
+    pub fn apply_stamped(&mut self, group: &str, partition: u32, items: &[Item], inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+        dispatch!(self, s => s.apply_stamped(group, partition, items, inside))
+    }
+
+    pub fn apply_deduped(&mut self, group: &str, partition: u32, items: &[Item], inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+        dispatch!(self, s => s.apply_deduped(group, partition, items, inside))
+    }
+
+    pub fn apply_atomic(&mut self, group: &str, partition: u32, items: &[Item], guard: Guard, inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+        dispatch!(self, s => s.apply_atomic(group, partition, items, guard, inside))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn poison_attempt(
+        &mut self,
+        group: &str,
+        partition: u32,
+        offset: u64,
+        epoch: i64,
+        policy: FailurePolicy,
+        error: &str,
+        inside: InsideHook<'_>,
+    ) -> Result<PoisonAttempt, StoreError> {
+        dispatch!(self, s => s.poison_attempt(group, partition, offset, epoch, policy, error, inside))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn dead_letter(
+        &mut self,
+        group: &str,
+        partition: u32,
+        offset: u64,
+        epoch: i64,
+        payload: &[u8],
+        error: &str,
+        inside: InsideHook<'_>,
+    ) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.dead_letter(group, partition, offset, epoch, payload, error, inside))
+    }
+
+    pub fn reset_offset(&mut self, group: &str, partition: u32, epoch: i64, to: u64, inside: InsideHook<'_>) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.reset_offset(group, partition, epoch, to, inside))
+    }
+
+    pub fn resets(&self, group: Option<&str>) -> Result<Vec<Reset>, StoreError> {
+        dispatch!(self, s => s.resets(group))
+    }
+
+    pub fn attempts(&self, group: &str, partition: u32, offset: u64) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.attempts(group, partition, offset))
+    }
+
+    pub fn dead_letters(&self, group: Option<&str>) -> Result<Vec<DeadLetter>, StoreError> {
+        dispatch!(self, s => s.dead_letters(group))
+    }
+
+    pub fn redrive(&mut self, group: &str, partition: u32, offset: u64, delta: i64) -> Result<i64, StoreError> {
+        dispatch!(self, s => s.redrive(group, partition, offset, delta))
     }
 }

@@ -4,6 +4,8 @@
 // Each test binary includes this module but uses only some of its helpers.
 #![allow(dead_code)]
 
+pub mod pg;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -50,6 +52,8 @@ pub fn expect_code(case: &str, what: &str, output: &Output, code: i32) {
 pub struct DataDir {
     _temp: tempfile::TempDir,
     pub path: PathBuf,
+    /// The `--store` every command is given (a PostgreSQL URL); none for the SQLite default.
+    pub store: Option<String>,
 }
 
 impl DataDir {
@@ -57,7 +61,17 @@ impl DataDir {
     pub fn uninitialised(case: &str) -> DataDir {
         let temp = tempfile::tempdir().unwrap_or_else(|e| panic!("case '{case}': cannot create a temp dir: {e}"));
         let path = temp.path().join("data");
-        DataDir { _temp: temp, path }
+        DataDir { _temp: temp, path, store: None }
+    }
+
+    /// An initialised directory whose store is the PostgreSQL database at `url`: every
+    /// command, `init` included, is given `--store URL`; the log lives in the directory.
+    pub fn postgres(case: &str, partitions: u32, url: &str) -> DataDir {
+        let mut dir = DataDir::uninitialised(case);
+        dir.store = Some(url.to_string());
+        let output = dir.run("init", &["--partitions", &partitions.to_string()]);
+        expect_code(case, "init --store URL", &output, 0);
+        dir
     }
 
     /// An initialised directory with the CLI's defaults: DELETE journal, synchronous FULL.
@@ -92,6 +106,9 @@ impl DataDir {
     pub fn command(&self, subcommand: &str, args: &[&str]) -> Command {
         let mut command = Command::new(BIN);
         command.arg(subcommand).arg("--dir").arg(&self.path).args(args);
+        if let Some(url) = &self.store {
+            command.arg("--store").arg(url);
+        }
         command
     }
 

@@ -1,0 +1,504 @@
+//! The PostgreSQL store (`--store postgres://...`): the SQLite store's tables, rows and
+//! transactions on a PostgreSQL server, through the synchronous `postgres` client.
+//!
+//! Every write is one `BEGIN ISOLATION LEVEL READ COMMITTED ... COMMIT` transaction with the
+//! same statements as `SqliteStore`'s. Where SQLite serialises writers by its database lock,
+//! these transactions lock the (group, partition) progress row with `SELECT ... FOR UPDATE`
+//! first (apply-atomic with every guard, poison attempts, dead letters and offset resets), so
+//! competing owners queue on that row and the epoch and next offset they read stay current
+//! until their COMMIT. Transactions that lock more than one row take the progress row before
+//! the effect row, so two of them never wait for each other in a cycle. The `inside` hook runs
+//! before COMMIT: a crash there closes the connection without COMMIT and the server rolls the
+//! transaction back. The schema version is the `schema_version` row of `meta`.
+
+use crate::store::{DeadLetter, FailurePolicy, Guard, InsideHook, Item, PoisonAttempt, ProgressRow, Reset, StoreError, StoreOptions, SCHEMA_VERSION};
+use postgres::config::Host;
+use postgres::types::ToSql;
+use postgres::{Client, Config, IsolationLevel, NoTls, Row, Transaction};
+use std::cell::RefCell;
+use std::str::FromStr;
+
+const SCHEMA: &str = "
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
+    CREATE TABLE effect (grp TEXT PRIMARY KEY, total BIGINT NOT NULL);
+    CREATE TABLE progress (
+        grp TEXT NOT NULL, part BIGINT NOT NULL,
+        next_offset BIGINT NOT NULL, epoch BIGINT NOT NULL, owner TEXT NOT NULL, stamp BIGINT,
+        PRIMARY KEY (grp, part));
+    CREATE TABLE processed (
+        grp TEXT NOT NULL, part BIGINT NOT NULL, log_offset BIGINT NOT NULL,
+        PRIMARY KEY (grp, part, log_offset));
+    CREATE TABLE attempts (
+        grp TEXT NOT NULL, part BIGINT NOT NULL, log_offset BIGINT NOT NULL,
+        attempts BIGINT NOT NULL, error TEXT NOT NULL,
+        PRIMARY KEY (grp, part, log_offset));
+    CREATE TABLE dead_letters (
+        grp TEXT NOT NULL, part BIGINT NOT NULL, log_offset BIGINT NOT NULL,
+        error TEXT NOT NULL, attempts BIGINT NOT NULL, payload BYTEA NOT NULL,
+        PRIMARY KEY (grp, part, log_offset));
+    CREATE TABLE resets (
+        grp TEXT NOT NULL, part BIGINT NOT NULL, from_offset BIGINT NOT NULL, to_offset BIGINT NOT NULL,
+        PRIMARY KEY (grp, part, from_offset, to_offset));
+";
+
+/// The store's tables; `init` refuses a database that holds any of them.
+const TABLES: &[&str] = &["meta", "effect", "progress", "processed", "attempts", "dead_letters", "resets"];
+
+type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+pub struct PgStore {
+    /// A `RefCell` because the client needs `&mut` even to read, and the store's readers take
+    /// `&self` as `SqliteStore`'s do.
+    client: RefCell<Client>,
+    target: String,
+    partitions: u32,
+}
+
+/// The connection target of a URL without its password: `postgres://user@host:port/dbname`.
+fn describe(config: &Config) -> String {
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .map(|host| match host {
+            Host::Tcp(name) => name.clone(),
+            Host::Unix(path) => path.display().to_string(),
+        })
+        .collect();
+    let ports: Vec<String> = config.get_ports().iter().map(u16::to_string).collect();
+    let port = if ports.is_empty() { String::new() } else { format!(":{}", ports.join(",")) };
+    format!("postgres://{}@{}{port}/{}", config.get_user().unwrap_or(""), hosts.join(","), config.get_dbname().unwrap_or(""))
+}
+
+fn fail<'a>(target: &'a str, sql: &'static str) -> impl Fn(postgres::Error) -> StoreError + 'a {
+    move |source| StoreError::Postgres { target: target.to_string(), sql, source }
+}
+
+/// Runs one statement of a transaction; returns the rows it changed.
+fn exec(tx: &mut Transaction<'_>, target: &str, sql: &'static str, params: Params<'_>) -> Result<u64, StoreError> {
+    tx.execute(sql, params).map_err(fail(target, sql))
+}
+
+fn one(tx: &mut Transaction<'_>, target: &str, sql: &'static str, params: Params<'_>) -> Result<Row, StoreError> {
+    tx.query_one(sql, params).map_err(fail(target, sql))
+}
+
+fn optional(tx: &mut Transaction<'_>, target: &str, sql: &'static str, params: Params<'_>) -> Result<Option<Row>, StoreError> {
+    tx.query_opt(sql, params).map_err(fail(target, sql))
+}
+
+/// Commits, after running the `inside` hook (a crash point) with the transaction open.
+fn finish(tx: Transaction<'_>, inside: InsideHook<'_>, target: &str) -> Result<(), StoreError> {
+    inside();
+    tx.commit().map_err(fail(target, "COMMIT"))
+}
+
+/// Locks the progress row and checks the fence: `StoreError::Fenced` when the stored epoch is
+/// not `held`. Returning the error drops the transaction, which rolls it back.
+fn lock_and_check_epoch(tx: &mut Transaction<'_>, target: &str, group: &str, partition: u32, held: i64) -> Result<(), StoreError> {
+    let sql = "SELECT epoch FROM progress WHERE grp = $1 AND part = $2 FOR UPDATE";
+    let current: i64 = one(tx, target, sql, &[&group, &i64::from(partition)])?.get(0);
+    if current != held {
+        return Err(StoreError::Fenced { group: group.to_string(), partition, held, current });
+    }
+    Ok(())
+}
+
+const ATTEMPTS_SQL: &str = "SELECT attempts, error FROM attempts WHERE grp = $1 AND part = $2 AND log_offset = $3";
+
+/// A record's counted attempts and last error, if any attempt was counted.
+fn read_attempts(tx: &mut Transaction<'_>, target: &str, group: &str, partition: u32, offset: u64) -> Result<Option<(u64, String)>, StoreError> {
+    let row = optional(tx, target, ATTEMPTS_SQL, &[&group, &i64::from(partition), &(offset as i64)])?;
+    Ok(row.map(|row| (row.get::<_, i64>(0) as u64, row.get(1))))
+}
+
+/// The effect: a record's delta added to its group's total.
+const ADD_EFFECT_SQL: &str = "UPDATE effect SET total = total + $2 WHERE grp = $1";
+const SET_NEXT_SQL: &str = "UPDATE progress SET next_offset = $3 WHERE grp = $1 AND part = $2";
+
+impl PgStore {
+    fn connect(url: &str, options: StoreOptions) -> Result<(Client, String), StoreError> {
+        let config = Config::from_str(url).map_err(|source| StoreError::Postgres { target: "(unparsable URL)".to_string(), sql: "connect", source })?;
+        let target = describe(&config);
+        let mut client = config.connect(NoTls).map_err(fail(&target, "connect"))?;
+        // The busy timeout's counterpart: how long a statement waits for another owner's row
+        // lock before failing (0 would mean forever in PostgreSQL, so at least 1 ms).
+        let millis = options.busy_timeout.as_millis().clamp(1, i32::MAX as u128);
+        let sql = "SET lock_timeout";
+        client.batch_execute(&format!("SET lock_timeout = {millis}")).map_err(fail(&target, sql))?;
+        Ok((client, target))
+    }
+
+    /// Creates the store's schema in the URL's database for `partitions` partitions, refusing
+    /// a database that holds any of the store's tables already.
+    pub fn create(url: &str, partitions: u32, options: StoreOptions) -> Result<PgStore, StoreError> {
+        let (mut client, target) = PgStore::connect(url, options)?;
+        {
+            let mut tx = client.build_transaction().isolation_level(IsolationLevel::ReadCommitted).start().map_err(fail(&target, "BEGIN"))?;
+            let sql = "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ANY($1)";
+            let found: i64 = one(&mut tx, &target, sql, &[&TABLES])?.get(0);
+            if found > 0 {
+                return Err(StoreError::PgAlreadyInitialised { target });
+            }
+            tx.batch_execute(SCHEMA).map_err(fail(&target, "schema"))?;
+            let sql = "INSERT INTO meta (key, value) VALUES ('partitions', $1), ('schema_version', $2)";
+            exec(&mut tx, &target, sql, &[&i64::from(partitions), &SCHEMA_VERSION])?;
+            tx.commit().map_err(fail(&target, "COMMIT"))?;
+        }
+        PgStore::open(url, options)
+    }
+
+    /// Opens the store in the URL's database, checking its schema version. A transaction a
+    /// crashed owner left open was rolled back by the server when its connection closed.
+    pub fn open(url: &str, options: StoreOptions) -> Result<PgStore, StoreError> {
+        let (mut client, target) = PgStore::connect(url, options)?;
+        let sql = "SELECT to_regclass('meta') IS NOT NULL";
+        let exists: bool = client.query_one(sql, &[]).map_err(fail(&target, sql))?.get(0);
+        if !exists {
+            return Err(StoreError::PgNotInitialized { target });
+        }
+        let sql = "SELECT value FROM meta WHERE key = 'schema_version'";
+        let version: Option<i64> = client.query_opt(sql, &[]).map_err(fail(&target, sql))?.map(|row| row.get(0));
+        match version {
+            Some(SCHEMA_VERSION) => {}
+            None => return Err(StoreError::PgNotInitialized { target }),
+            Some(found) => return Err(StoreError::PgSchemaVersion { target, found }),
+        }
+        let sql = "SELECT value FROM meta WHERE key = 'partitions'";
+        let partitions: i64 = client.query_one(sql, &[]).map_err(fail(&target, sql))?.get(0);
+        Ok(PgStore { client: RefCell::new(client), target, partitions: partitions as u32 })
+    }
+
+    /// The connection target, without the password.
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    pub fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    fn check_partition(&self, partition: u32) -> Result<(), StoreError> {
+        if partition >= self.partitions {
+            return Err(StoreError::NoSuchPartition { partition, partitions: self.partitions });
+        }
+        Ok(())
+    }
+
+    /// Runs `body` in one READ COMMITTED transaction; `body` commits (through `finish`) or
+    /// returns an error, and a transaction dropped uncommitted rolls back.
+    fn write<T>(&self, body: impl FnOnce(Transaction<'_>, &str) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut client = self.client.borrow_mut();
+        let tx = client.build_transaction().isolation_level(IsolationLevel::ReadCommitted).start().map_err(fail(&self.target, "BEGIN ISOLATION LEVEL READ COMMITTED"))?;
+        body(tx, &self.target)
+    }
+
+    fn query(&self, sql: &'static str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
+        self.client.borrow_mut().query(sql, params).map_err(fail(&self.target, sql))
+    }
+
+    /// Creates the group's rows if missing: total 0, and per partition next offset 0 at epoch 1
+    /// owned by `initial_owner` (spec.md §2.4). Idempotent.
+    pub fn ensure_group(&mut self, group: &str, initial_owner: &str) -> Result<(), StoreError> {
+        let partitions = self.partitions;
+        self.write(|mut tx, target| {
+            let sql = "INSERT INTO effect (grp, total) VALUES ($1, 0) ON CONFLICT DO NOTHING";
+            exec(&mut tx, target, sql, &[&group])?;
+            for partition in 0..partitions {
+                let sql = "INSERT INTO progress (grp, part, next_offset, epoch, owner) VALUES ($1, $2, 0, 1, $3) ON CONFLICT DO NOTHING";
+                exec(&mut tx, target, sql, &[&group, &i64::from(partition), &initial_owner])?;
+            }
+            tx.commit().map_err(fail(target, "COMMIT"))
+        })
+    }
+
+    pub fn groups(&self) -> Result<Vec<String>, StoreError> {
+        // The C collation sorts bytewise, as SQLite does.
+        let sql = "SELECT grp FROM effect ORDER BY grp COLLATE \"C\"";
+        Ok(self.query(sql, &[])?.iter().map(|row| row.get(0)).collect())
+    }
+
+    pub fn total(&self, group: &str) -> Result<i64, StoreError> {
+        let sql = "SELECT total FROM effect WHERE grp = $1";
+        Ok(self.query(sql, &[&group])?.first().map_or(0, |row| row.get(0)))
+    }
+
+    pub fn progress(&self, group: &str, partition: u32) -> Result<ProgressRow, StoreError> {
+        self.check_partition(partition)?;
+        let sql = "SELECT next_offset, epoch, owner, stamp FROM progress WHERE grp = $1 AND part = $2";
+        let rows = self.query(sql, &[&group, &i64::from(partition)])?;
+        Ok(rows.first().map_or(ProgressRow { next_offset: 0, epoch: 1, owner: String::new(), stamp: None }, |row| ProgressRow {
+            next_offset: row.get::<_, i64>(0) as u64,
+            epoch: row.get(1),
+            owner: row.get(2),
+            stamp: row.get::<_, Option<i64>>(3).map(|stamp| stamp as u64),
+        }))
+    }
+
+    /// The processed-id table of a group, sorted: (partition, offset).
+    pub fn processed(&self, group: &str) -> Result<Vec<(u32, u64)>, StoreError> {
+        let sql = "SELECT part, log_offset FROM processed WHERE grp = $1 ORDER BY part, log_offset";
+        Ok(self.query(sql, &[&group])?.iter().map(|row| (row.get::<_, i64>(0) as u32, row.get::<_, i64>(1) as u64)).collect())
+    }
+
+    /// The rebalance: assigns the partition to `owner` and bumps its epoch, in one
+    /// transaction. Returns the new epoch. The previous owner is not told.
+    pub fn claim(&mut self, group: &str, partition: u32, owner: &str) -> Result<i64, StoreError> {
+        self.check_partition(partition)?;
+        self.ensure_group(group, owner)?;
+        self.write(|mut tx, target| {
+            let sql = "UPDATE progress SET epoch = epoch + 1, owner = $3 WHERE grp = $1 AND part = $2 RETURNING epoch";
+            let epoch: i64 = one(&mut tx, target, sql, &[&group, &i64::from(partition), &owner])?.get(0);
+            tx.commit().map_err(fail(target, "COMMIT"))?;
+            Ok(epoch)
+        })
+    }
+
+    /// `apply-effect`: adds each item's delta to the total, skipping processed ids when
+    /// `unless_processed` (dedup-separate). Returns, per item, whether it was applied.
+    pub fn add_effect(&mut self, group: &str, partition: u32, items: &[Item], unless_processed: bool, inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+        self.write(|mut tx, target| {
+            let mut applied = Vec::with_capacity(items.len());
+            for item in items {
+                let sql = "SELECT 1 FROM processed WHERE grp = $1 AND part = $2 AND log_offset = $3";
+                let skip = unless_processed && optional(&mut tx, target, sql, &[&group, &i64::from(partition), &(item.offset as i64)])?.is_some();
+                if !skip {
+                    exec(&mut tx, target, ADD_EFFECT_SQL, &[&group, &item.delta])?;
+                }
+                applied.push(!skip);
+            }
+            finish(tx, inside, target)?;
+            Ok(applied)
+        })
+    }
+
+    /// `insert-processed`: records the items' ids (dedup-separate's separate write).
+    pub fn insert_processed(&mut self, group: &str, partition: u32, offsets: &[u64], inside: InsideHook<'_>) -> Result<(), StoreError> {
+        self.write(|mut tx, target| {
+            for offset in offsets {
+                let sql = "INSERT INTO processed (grp, part, log_offset) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
+                exec(&mut tx, target, sql, &[&group, &i64::from(partition), &(*offset as i64)])?;
+            }
+            finish(tx, inside, target)
+        })
+    }
+
+    /// `commit-offset`: writes the next offset blindly (no guard), as a plain consumer does.
+    pub fn commit_offset(&mut self, group: &str, partition: u32, next_offset: u64, inside: InsideHook<'_>) -> Result<(), StoreError> {
+        self.write(|mut tx, target| {
+            exec(&mut tx, target, SET_NEXT_SQL, &[&group, &i64::from(partition), &(next_offset as i64)])?;
+            finish(tx, inside, target)
+        })
+    }
+
+    /// `apply-stamped`: per item, set-if-newer on the stamp and the delta only if it moved.
+    /// Under READ COMMITTED a concurrent update of the row makes the server re-check the
+    /// `WHERE` on the newest version, so two owners never both move the stamp past one offset.
+    pub fn apply_stamped(&mut self, group: &str, partition: u32, items: &[Item], inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+        self.write(|mut tx, target| {
+            let mut applied = Vec::with_capacity(items.len());
+            for item in items {
+                let sql = "UPDATE progress SET stamp = $3 WHERE grp = $1 AND part = $2 AND (stamp IS NULL OR stamp < $3)";
+                let newer = exec(&mut tx, target, sql, &[&group, &i64::from(partition), &(item.offset as i64)])? == 1;
+                if newer {
+                    exec(&mut tx, target, ADD_EFFECT_SQL, &[&group, &item.delta])?;
+                }
+                applied.push(newer);
+            }
+            finish(tx, inside, target)?;
+            Ok(applied)
+        })
+    }
+
+    /// `apply-deduped`: per item, insert its id and add its delta, unless the id is present.
+    /// A concurrent insert of the same id makes this one wait for its outcome.
+    pub fn apply_deduped(&mut self, group: &str, partition: u32, items: &[Item], inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+        self.write(|mut tx, target| {
+            let mut applied = Vec::with_capacity(items.len());
+            for item in items {
+                let sql = "INSERT INTO processed (grp, part, log_offset) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
+                let fresh = exec(&mut tx, target, sql, &[&group, &i64::from(partition), &(item.offset as i64)])? == 1;
+                if fresh {
+                    exec(&mut tx, target, ADD_EFFECT_SQL, &[&group, &item.delta])?;
+                }
+                applied.push(fresh);
+            }
+            finish(tx, inside, target)?;
+            Ok(applied)
+        })
+    }
+
+    /// `apply-atomic`: the effects and the next offset in one transaction, which first locks
+    /// the progress row (`FOR UPDATE`, whatever the guard) so competing owners serialise on it.
+    /// `Fenced` aborts with `StoreError::Fenced` when the stored epoch is not the owner's; `Cas`
+    /// skips items below the stored next offset. Returns, per item, whether it was applied.
+    pub fn apply_atomic(&mut self, group: &str, partition: u32, items: &[Item], guard: Guard, inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+        self.write(|mut tx, target| {
+            let sql = "SELECT next_offset, epoch FROM progress WHERE grp = $1 AND part = $2 FOR UPDATE";
+            let row = one(&mut tx, target, sql, &[&group, &i64::from(partition)])?;
+            let (stored, epoch) = (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1));
+            if let Guard::Fenced { epoch: held } = guard {
+                if held != epoch {
+                    // Dropping the transaction rolls it back: nothing of the zombie's lands.
+                    return Err(StoreError::Fenced { group: group.to_string(), partition, held, current: epoch });
+                }
+            }
+            let mut applied = Vec::with_capacity(items.len());
+            let mut next = stored;
+            for item in items {
+                let apply = match guard {
+                    Guard::Cas => {
+                        assert!(item.offset <= next, "an atomic-cas owner never runs ahead of the stored offset it serialises on");
+                        item.offset == next
+                    }
+                    Guard::Blind | Guard::Fenced { .. } => true,
+                };
+                if apply {
+                    exec(&mut tx, target, ADD_EFFECT_SQL, &[&group, &item.delta])?;
+                    next = item.offset + 1;
+                }
+                applied.push(apply);
+            }
+            if applied.iter().any(|&a| a) {
+                exec(&mut tx, target, SET_NEXT_SQL, &[&group, &i64::from(partition), &(next as i64)])?;
+            }
+            finish(tx, inside, target)?;
+            Ok(applied)
+        })
+    }
+
+    /// `apply-atomic` on a poison record (see `SqliteStore::poison_attempt`), with the progress
+    /// row locked and the epoch checked first.
+    #[allow(clippy::too_many_arguments)]
+    pub fn poison_attempt(
+        &mut self,
+        group: &str,
+        partition: u32,
+        offset: u64,
+        epoch: i64,
+        policy: FailurePolicy,
+        error: &str,
+        inside: InsideHook<'_>,
+    ) -> Result<PoisonAttempt, StoreError> {
+        self.write(|mut tx, target| {
+            lock_and_check_epoch(&mut tx, target, group, partition, epoch)?;
+            let max_attempts = match policy {
+                FailurePolicy::Count { max_attempts } => max_attempts,
+                FailurePolicy::Forget => {
+                    // The effect failed and nothing of the attempt is kept.
+                    inside();
+                    tx.rollback().map_err(fail(target, "ROLLBACK"))?;
+                    return Ok(PoisonAttempt::Failed { attempts: 0 });
+                }
+            };
+            let counted = read_attempts(&mut tx, target, group, partition, offset)?.map_or(0, |(attempts, _)| attempts);
+            if counted >= max_attempts {
+                inside();
+                tx.rollback().map_err(fail(target, "ROLLBACK"))?;
+                return Ok(PoisonAttempt::Exhausted { attempts: counted });
+            }
+            let sql = "INSERT INTO attempts (grp, part, log_offset, attempts, error) VALUES ($1, $2, $3, 1, $4)
+                       ON CONFLICT (grp, part, log_offset) DO UPDATE SET attempts = attempts.attempts + 1, error = excluded.error
+                       RETURNING attempts";
+            let attempts: i64 = one(&mut tx, target, sql, &[&group, &i64::from(partition), &(offset as i64), &error])?.get(0);
+            finish(tx, inside, target)?;
+            Ok(PoisonAttempt::Failed { attempts: attempts as u64 })
+        })
+    }
+
+    /// `dead-letter` (see `SqliteStore::dead_letter`), with the progress row locked and the
+    /// epoch checked first. Returns the attempts.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dead_letter(
+        &mut self,
+        group: &str,
+        partition: u32,
+        offset: u64,
+        epoch: i64,
+        payload: &[u8],
+        error: &str,
+        inside: InsideHook<'_>,
+    ) -> Result<u64, StoreError> {
+        self.write(|mut tx, target| {
+            lock_and_check_epoch(&mut tx, target, group, partition, epoch)?;
+            let (attempts, error) = read_attempts(&mut tx, target, group, partition, offset)?.unwrap_or((0, error.to_string()));
+            let sql = "INSERT INTO dead_letters (grp, part, log_offset, error, attempts, payload) VALUES ($1, $2, $3, $4, $5, $6)";
+            exec(&mut tx, target, sql, &[&group, &i64::from(partition), &(offset as i64), &error, &(attempts as i64), &payload])?;
+            exec(&mut tx, target, SET_NEXT_SQL, &[&group, &i64::from(partition), &((offset + 1) as i64)])?;
+            finish(tx, inside, target)?;
+            Ok(attempts)
+        })
+    }
+
+    /// `reset-offset` (see `SqliteStore::reset_offset`), with the progress row locked and the
+    /// epoch checked first. Returns the stored next offset it reset from.
+    pub fn reset_offset(&mut self, group: &str, partition: u32, epoch: i64, to: u64, inside: InsideHook<'_>) -> Result<u64, StoreError> {
+        self.write(|mut tx, target| {
+            lock_and_check_epoch(&mut tx, target, group, partition, epoch)?;
+            let sql = "SELECT next_offset FROM progress WHERE grp = $1 AND part = $2";
+            let from: i64 = one(&mut tx, target, sql, &[&group, &i64::from(partition)])?.get(0);
+            // The table is a set, as the model's: recording the same reset twice keeps one row.
+            let sql = "INSERT INTO resets (grp, part, from_offset, to_offset) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
+            exec(&mut tx, target, sql, &[&group, &i64::from(partition), &from, &(to as i64)])?;
+            exec(&mut tx, target, SET_NEXT_SQL, &[&group, &i64::from(partition), &(to as i64)])?;
+            finish(tx, inside, target)?;
+            Ok(from as u64)
+        })
+    }
+
+    /// The reset table, sorted by group, partition and offsets; only `group`'s if given.
+    pub fn resets(&self, group: Option<&str>) -> Result<Vec<Reset>, StoreError> {
+        let sql = "SELECT grp, part, from_offset, to_offset FROM resets
+                   WHERE $1::TEXT IS NULL OR grp = $1 ORDER BY grp COLLATE \"C\", part, from_offset, to_offset";
+        Ok(self
+            .query(sql, &[&group])?
+            .iter()
+            .map(|row| Reset {
+                group: row.get(0),
+                partition: row.get::<_, i64>(1) as u32,
+                from: row.get::<_, i64>(2) as u64,
+                to: row.get::<_, i64>(3) as u64,
+            })
+            .collect())
+    }
+
+    /// The failed attempts counted for a record (atomic-dlq); 0 when none.
+    pub fn attempts(&self, group: &str, partition: u32, offset: u64) -> Result<u64, StoreError> {
+        self.check_partition(partition)?;
+        let rows = self.query(ATTEMPTS_SQL, &[&group, &i64::from(partition), &(offset as i64)])?;
+        Ok(rows.first().map_or(0, |row| row.get::<_, i64>(0) as u64))
+    }
+
+    /// The dead-letter table, sorted by group, partition and offset; only `group`'s if given.
+    pub fn dead_letters(&self, group: Option<&str>) -> Result<Vec<DeadLetter>, StoreError> {
+        let sql = "SELECT grp, part, log_offset, attempts, error, payload FROM dead_letters
+                   WHERE $1::TEXT IS NULL OR grp = $1 ORDER BY grp COLLATE \"C\", part, log_offset";
+        Ok(self
+            .query(sql, &[&group])?
+            .iter()
+            .map(|row| DeadLetter {
+                group: row.get(0),
+                partition: row.get::<_, i64>(1) as u32,
+                offset: row.get::<_, i64>(2) as u64,
+                attempts: row.get::<_, i64>(3) as u64,
+                error: row.get(4),
+                payload: row.get(5),
+            })
+            .collect())
+    }
+
+    /// The operator's redrive of a dead letter (see `SqliteStore::redrive`). Returns the total.
+    pub fn redrive(&mut self, group: &str, partition: u32, offset: u64, delta: i64) -> Result<i64, StoreError> {
+        self.check_partition(partition)?;
+        self.write(|mut tx, target| {
+            let sql = "DELETE FROM dead_letters WHERE grp = $1 AND part = $2 AND log_offset = $3";
+            if exec(&mut tx, target, sql, &[&group, &i64::from(partition), &(offset as i64)])? == 0 {
+                // Dropping the transaction rolls it back; nothing was written anyway.
+                return Err(StoreError::NoDeadLetter { group: group.to_string(), partition, offset });
+            }
+            let sql = "UPDATE effect SET total = total + $2 WHERE grp = $1 RETURNING total";
+            let total: i64 = one(&mut tx, target, sql, &[&group, &delta])?.get(0);
+            tx.commit().map_err(fail(target, "COMMIT"))?;
+            Ok(total)
+        })
+    }
+}
