@@ -4,7 +4,7 @@
 use consumer::crash::CrashPlan;
 use consumer::log::Log;
 use consumer::owner::{Lease, Mutation, Outcome, Owner, Settings};
-use consumer::store::{Store, StoreOptions};
+use consumer::store::{Location, Store, StoreOptions};
 use consumer::strategy::Step;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -24,6 +24,8 @@ pub enum Mode {
 /// What identifies one owner of one group, and how it runs.
 #[derive(Clone, Debug)]
 pub struct OwnerSpec {
+    /// A PostgreSQL store's URL; `None`: the SQLite file in `dir`.
+    pub store: Option<String>,
     /// The executable serving the worker mode (process mode only); `None`: found as below.
     pub worker_exe: Option<PathBuf>,
     pub dir: PathBuf,
@@ -66,7 +68,11 @@ struct InProcessOwner {
 
 impl InProcessOwner {
     fn start(spec: &OwnerSpec) -> Result<InProcessOwner, String> {
-        let store = Store::open(&store_path(&spec.dir), StoreOptions::default()).map_err(|e| e.to_string())?;
+        let location = match &spec.store {
+            Some(url) => Location::parse(url),
+            None => Location::Sqlite(store_path(&spec.dir)),
+        };
+        let store = Store::open_at(&location, StoreOptions::default()).map_err(|e| e.to_string())?;
         let log = Log::open_reader(&log_dir(&spec.dir), store.partitions()).map_err(|e| e.to_string())?;
         let owner = Owner::start(store, log, &spec.group, &spec.owner, spec.settings, CrashPlan::none()).map_err(|e| e.to_string())?;
         Ok(InProcessOwner { owner })
@@ -116,6 +122,9 @@ impl ProcessOwner {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
+        if let Some(url) = &spec.store {
+            command.args(["--store", url]);
+        }
         if let Some(mutation) = settings.mutation {
             command.args(["--mutation", mutation_name(mutation)]);
         }

@@ -4,7 +4,7 @@
 use crate::driver::{self, Mode, OwnerHandle, OwnerSpec};
 use consumer::log::{encode_delta, Log, Producer};
 use consumer::owner::{Mutation, Outcome, Settings};
-use consumer::store::{Journal, Store, StoreOptions};
+use consumer::store::{Journal, Location, Store, StoreOptions};
 use consumer::strategy::{OutOfRange, Step, StepKind, Strategy as RealStrategy};
 use model::state::{Ghost, Group, Lease, Owner, PartitionRow, ProducerState, Stage, State, Store as ModelStore};
 use model::{Action, Config};
@@ -21,6 +21,9 @@ pub struct Options {
     pub mutation: Option<Mutation>,
     /// The executable serving worker processes (default: the conformance binary).
     pub worker_exe: Option<PathBuf>,
+    /// Replay against PostgreSQL: a URL of the server's maintenance database (for example
+    /// `postgres:///postgres?host=/run/postgresql`); each replay gets a fresh database there.
+    pub postgres: Option<String>,
 }
 
 impl Options {
@@ -29,7 +32,7 @@ impl Options {
     pub fn new(mode: Mode) -> Options {
         let shm = Path::new("/dev/shm");
         let tmp_root = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
-        Options { mode, tmp_root, mutation: None, worker_exe: None }
+        Options { mode, tmp_root, mutation: None, worker_exe: None, postgres: None }
     }
 }
 
@@ -84,10 +87,14 @@ impl Harness {
     /// Creates the data directory, the store and the log, and starts every owner alive in the
     /// model's initial state (owner 0 of each group holds every partition at epoch 1).
     pub fn new(config: &Config, options: &Options) -> Result<Harness, String> {
-        let dir = ScratchDir::new(&options.tmp_root)?;
+        let mut dir = ScratchDir::new(&options.tmp_root)?;
         let partitions = u32::from(config.partitions);
         let store_options = StoreOptions { journal: Journal::Delete, ..StoreOptions::default() };
-        let mut store = Store::create(&driver::store_path(&dir.path), partitions, store_options).map_err(|e| e.to_string())?;
+        let location = match &options.postgres {
+            Some(admin) => Location::Postgres(dir.create_database(admin)?),
+            None => Location::Sqlite(driver::store_path(&dir.path)),
+        };
+        let mut store = Store::create_at(&location, partitions, store_options).map_err(|e| e.to_string())?;
         let (log, _) = Log::open_writer(&driver::log_dir(&dir.path), partitions).map_err(|e| e.to_string())?;
         for group in 0..config.groups {
             store.ensure_group(&group_name(group), &owner_name(0)).map_err(|e| e.to_string())?;
@@ -137,6 +144,7 @@ impl Harness {
             ..Settings::new(real_strategy(self.config.strategy))
         };
         OwnerSpec {
+            store: self.dir.database.as_ref().map(|(_, url)| url.clone()),
             worker_exe: self.options.worker_exe.clone(),
             dir: self.dir.path.clone(),
             group: group_name(group),
@@ -448,9 +456,12 @@ pub fn real_step(action: &Action) -> Step {
     Step { kind, partition: u32::from(partition), offset: u64::from(offset) }
 }
 
-/// A fresh, uniquely named data directory, removed when dropped.
+/// A fresh, uniquely named data directory (and PostgreSQL database, when replaying against
+/// one), removed when dropped.
 struct ScratchDir {
     path: PathBuf,
+    /// The admin URL and the database's own URL.
+    database: Option<(String, String)>,
 }
 
 impl ScratchDir {
@@ -460,12 +471,42 @@ impl ScratchDir {
         let name = format!("onceproof-conformance-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let path = root.join(name);
         std::fs::create_dir_all(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-        Ok(ScratchDir { path })
+        Ok(ScratchDir { path, database: None })
     }
+
+    /// Creates a database named after the directory on the server behind `admin` and returns
+    /// its URL (the admin URL with the database name replaced).
+    fn create_database(&mut self, admin: &str) -> Result<String, String> {
+        let name = self.path.file_name().and_then(|n| n.to_str()).expect("a plain name").replace('-', "_");
+        let mut client = postgres::Client::connect(admin, postgres::NoTls).map_err(|e| format!("cannot reach PostgreSQL: {e}"))?;
+        client.batch_execute(&format!("CREATE DATABASE {name}")).map_err(|e| format!("CREATE DATABASE {name}: {e}"))?;
+        let url = database_url(admin, &name)?;
+        self.database = Some((admin.to_string(), url.clone()));
+        Ok(url)
+    }
+}
+
+/// `admin` with its database name replaced by `name`: `postgres://auth/db?query`.
+fn database_url(admin: &str, name: &str) -> Result<String, String> {
+    let (head, query) = admin.split_once('?').map_or((admin, None), |(h, q)| (h, Some(q)));
+    let authority_end = head.find("://").map(|i| i + 3).ok_or("the PostgreSQL URL has no scheme")?;
+    let path_start = head[authority_end..].find('/').map_or(head.len(), |i| authority_end + i);
+    let mut url = format!("{}/{name}", &head[..path_start]);
+    if let Some(query) = query {
+        url.push('?');
+        url.push_str(query);
+    }
+    Ok(url)
 }
 
 impl Drop for ScratchDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
+        if let Some((admin, url)) = &self.database {
+            let name = url.rsplit('/').next().unwrap_or("").split('?').next().unwrap_or("").to_string();
+            if let Ok(mut client) = postgres::Client::connect(admin, postgres::NoTls) {
+                let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+            }
+        }
     }
 }

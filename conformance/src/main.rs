@@ -55,6 +55,10 @@ struct RunArgs {
     /// Test only: replay against a deliberately broken consumer (no-fence, no-cas).
     #[arg(long, hide = true)]
     mutation: Option<Mutation>,
+    /// Use PostgreSQL: the URL of a server's maintenance database; each trace gets a fresh
+    /// database there (default: SQLite).
+    #[arg(long)]
+    postgres: Option<String>,
 }
 
 impl RunArgs {
@@ -63,7 +67,7 @@ impl RunArgs {
             ModeArg::Process => Mode::Process,
             ModeArg::InProcess => Mode::InProcess,
         };
-        let mut options = Options { mutation: self.mutation, ..Options::new(mode) };
+        let mut options = Options { mutation: self.mutation, postgres: self.postgres.clone(), ..Options::new(mode) };
         if let Some(tmp) = &self.tmp {
             if !tmp.is_dir() {
                 bail!("--tmp {} is not a directory", tmp.display());
@@ -133,6 +137,9 @@ struct RegenerateArgs {
 struct WorkerArgs {
     #[arg(long)]
     dir: PathBuf,
+    /// A PostgreSQL store's URL (default: the SQLite file in --dir).
+    #[arg(long)]
+    store: Option<String>,
     #[arg(long)]
     group: String,
     #[arg(long)]
@@ -269,7 +276,11 @@ fn run_regenerate(args: RegenerateArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
-    let store = Store::open(&args.dir.join("store.db"), StoreOptions::default())?;
+    let location = match &args.store {
+        Some(url) => consumer::store::Location::parse(url),
+        None => consumer::store::Location::Sqlite(args.dir.join("store.db")),
+    };
+    let store = Store::open_at(&location, StoreOptions::default())?;
     let log = Log::open_reader(&args.dir.join("log"), store.partitions())?;
     let settings = Settings {
         commit_every: args.commit_every,
