@@ -16,10 +16,15 @@ fn main() {
     let mut idents = std::collections::BTreeSet::new();
     for name in &names {
         let stem = name.trim_end_matches(".json").replace("--", "-");
-        let ident: String = stem.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+        let ident: String =
+            stem.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
         assert!(idents.insert(ident.clone()), "two trace files map to the test name trace_{ident}: rename one");
         let path = corpus.join(name);
-        let _ = writeln!(code, "#[test]\nfn trace_{ident}() {{\n    replay_corpus_file({:?});\n}}\n", path.display().to_string());
+        let _ = writeln!(
+            code,
+            "#[test]\nfn trace_{ident}() {{\n    replay_corpus_file({:?});\n}}\n",
+            path.display().to_string()
+        );
     }
     let out = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("corpus_tests.rs");
     std::fs::write(out, code).expect("OUT_DIR is writable");

@@ -42,7 +42,8 @@ pub fn reproduce_command(path: &Path, options: &Options) -> String {
         Mode::Process => "process",
         Mode::InProcess => "in-process",
     };
-    let mutation = options.mutation.map_or(String::new(), |m| format!(" --mutation {}", crate::driver::mutation_name(m)));
+    let mutation =
+        options.mutation.map_or(String::new(), |m| format!(" --mutation {}", crate::driver::mutation_name(m)));
     format!("cargo run -p conformance -- replay --mode {mode}{mutation} {}", path.display())
 }
 
@@ -93,7 +94,11 @@ fn check_in_model(trace: &Trace) -> Result<(), String> {
     let property = model::check::property_named(&model, name).ok_or_else(|| format!("no property {name}"))?;
     let violated = states.iter().any(|state| !(property.condition)(&model, state));
     if violated != (*verdict == model::check::Verdict::Violated) {
-        return Err(format!("the model says {name} is {}, the scenario records {}", if violated { "violated" } else { "held" }, verdict.word()));
+        return Err(format!(
+            "the model says {name} is {}, the scenario records {}",
+            if violated { "violated" } else { "held" },
+            verdict.word()
+        ));
     }
     Ok(())
 }

@@ -74,7 +74,8 @@ impl InProcessOwner {
         };
         let store = Store::open_at(&location, StoreOptions::default()).map_err(|e| e.to_string())?;
         let log = Log::open_reader(&log_dir(&spec.dir), store.partitions()).map_err(|e| e.to_string())?;
-        let owner = Owner::start(store, log, &spec.group, &spec.owner, spec.settings, CrashPlan::none()).map_err(|e| e.to_string())?;
+        let owner = Owner::start(store, log, &spec.group, &spec.owner, spec.settings, CrashPlan::none())
+            .map_err(|e| e.to_string())?;
         Ok(InProcessOwner { owner })
     }
 }
@@ -173,10 +174,13 @@ impl OwnerHandle for ProcessOwner {
         let json = reply.strip_prefix("state ").ok_or_else(|| format!("unreadable state reply '{reply}'"))?;
         let value: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("worker state: {e}"))?;
         let leases = value.get("leases").cloned().unwrap_or_default();
-        let by_name: BTreeMap<String, Lease> = serde_json::from_value(leases).map_err(|e| format!("worker leases: {e}"))?;
+        let by_name: BTreeMap<String, Lease> =
+            serde_json::from_value(leases).map_err(|e| format!("worker leases: {e}"))?;
         by_name
             .into_iter()
-            .map(|(partition, lease)| partition.parse().map(|p| (p, lease)).map_err(|_| format!("partition key '{partition}'")))
+            .map(|(partition, lease)| {
+                partition.parse().map(|p| (p, lease)).map_err(|_| format!("partition key '{partition}'"))
+            })
             .collect()
     }
 
@@ -203,7 +207,9 @@ pub fn parse_outcome(reply: &str) -> Option<Outcome> {
         ["ok", "applied", _, "skipped", _] => Some(Outcome::Applied { applied: number(2)?, skipped: number(4)? }),
         ["ok", "recorded"] => Some(Outcome::Recorded),
         ["ok", "committed"] => Some(Outcome::Committed),
-        ["ok", "fenced", held, current] => Some(Outcome::Fenced { held: held.parse().ok()?, current: current.parse().ok()? }),
+        ["ok", "fenced", held, current] => {
+            Some(Outcome::Fenced { held: held.parse().ok()?, current: current.parse().ok()? })
+        }
         ["ok", "failed", _] => Some(Outcome::Failed { attempts: number(2)? }),
         ["ok", "exhausted"] => Some(Outcome::Exhausted),
         ["ok", "dead-lettered", _] => Some(Outcome::DeadLettered { attempts: number(2)? }),

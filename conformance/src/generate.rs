@@ -66,7 +66,14 @@ pub fn paths_to_depth(model: &ConsumerModel, depth: usize, paths_max: usize) -> 
     (paths, !complete)
 }
 
-fn extend(model: &ConsumerModel, state: &State, depth: usize, prefix: &mut Vec<Action>, paths: &mut Vec<Vec<Action>>, paths_max: usize) -> bool {
+fn extend(
+    model: &ConsumerModel,
+    state: &State,
+    depth: usize,
+    prefix: &mut Vec<Action>,
+    paths: &mut Vec<Vec<Action>>,
+    paths_max: usize,
+) -> bool {
     let actions = enabled(model, state);
     if prefix.len() == depth || actions.is_empty() {
         paths.push(prefix.clone());

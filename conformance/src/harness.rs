@@ -162,9 +162,12 @@ impl Harness {
             None => self.observe(witnessed)?,
         };
         match *action {
-            Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => self.produce(action)?,
+            Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => {
+                self.produce(action)?
+            }
             Action::Crash { group, owner } => {
-                let handle = self.owners[usize::from(group)][usize::from(owner)].take().ok_or("the owner is not running")?;
+                let handle =
+                    self.owners[usize::from(group)][usize::from(owner)].take().ok_or("the owner is not running")?;
                 handle.kill();
                 self.crashes_used += 1;
             }
@@ -173,7 +176,9 @@ impl Harness {
                 self.owners[usize::from(group)][usize::from(owner)] = Some(handle);
             }
             Action::Rebalance { group, partition, to_owner } => {
-                self.store.claim(&group_name(group), u32::from(partition), &owner_name(to_owner)).map_err(|e| e.to_string())?;
+                self.store
+                    .claim(&group_name(group), u32::from(partition), &owner_name(to_owner))
+                    .map_err(|e| e.to_string())?;
                 self.rebalances_used += 1;
                 if let Some(handle) = &mut self.owners[usize::from(group)][usize::from(to_owner)] {
                     handle.assign(u32::from(partition))?;
@@ -199,13 +204,14 @@ impl Harness {
     /// append nothing), a new-sequence retry takes a fresh number (the log appends it again).
     fn produce(&mut self, action: &Action) -> Result<(), String> {
         let (partition, delta) = match *action {
-            Action::Append { partition, delta } | Action::AppendAckLost { partition, delta } | Action::RetryAppend { partition, delta } => {
-                (usize::from(partition), delta)
-            }
+            Action::Append { partition, delta }
+            | Action::AppendAckLost { partition, delta }
+            | Action::RetryAppend { partition, delta } => (usize::from(partition), delta),
             _ => unreachable!("only producer steps"),
         };
         let offset = self.log.end(partition as u32).map_err(|e| e.to_string())?;
-        let poison = self.config.strategy.handles_poison() && self.config.poison.is_some_and(|p| u64::from(p) == offset);
+        let poison =
+            self.config.strategy.handles_poison() && self.config.poison.is_some_and(|p| u64::from(p) == offset);
         let payload = if poison { POISON_PAYLOAD.to_vec() } else { encode_delta(delta) };
         let retry = matches!(action, Action::RetryAppend { .. });
         let send = if retry {
@@ -216,14 +222,17 @@ impl Harness {
             send
         };
         let sequence = match (retry, self.config.strategy) {
-            (true, model::Strategy::ProducerIdempotent) => self.unacked_sequence[partition].take().ok_or("no sequence to retry")?,
+            (true, model::Strategy::ProducerIdempotent) => {
+                self.unacked_sequence[partition].take().ok_or("no sequence to retry")?
+            }
             _ => {
                 let sequence = self.next_sequence[partition];
                 self.next_sequence[partition] += 1;
                 sequence
             }
         };
-        let appended = self.log.append_idempotent(partition as u32, PRODUCER, sequence, &[payload]).map_err(|e| e.to_string())?;
+        let appended =
+            self.log.append_idempotent(partition as u32, PRODUCER, sequence, &[payload]).map_err(|e| e.to_string())?;
         if !appended.duplicate {
             self.sends[partition].push(send);
             self.appended[partition].push(delta);
@@ -247,8 +256,13 @@ impl Harness {
                 Step { kind: StepKind::ResetOffset, partition: u32::from(partition), offset: start }
             }
             Action::FailOutOfRange { .. } => {
-                let handle = self.owners[usize::from(group)][usize::from(owner)].as_mut().ok_or("the owner is not running")?;
-                let position = handle.leases()?.get(&u32::from(partition)).map(|l| l.position).ok_or("the owner holds no lease there")?;
+                let handle =
+                    self.owners[usize::from(group)][usize::from(owner)].as_mut().ok_or("the owner is not running")?;
+                let position = handle
+                    .leases()?
+                    .get(&u32::from(partition))
+                    .map(|l| l.position)
+                    .ok_or("the owner holds no lease there")?;
                 Step { kind: StepKind::FailOutOfRange, partition: u32::from(partition), offset: position }
             }
             _ => real_step(&action),
@@ -299,12 +313,18 @@ impl Harness {
     pub fn observe(&mut self, witnessed: u16) -> Result<State, String> {
         let mut log = Vec::new();
         for partition in 0..u32::from(self.config.partitions) {
-            let (start, end) = (self.log.start(partition).map_err(|e| e.to_string())?, self.log.end(partition).map_err(|e| e.to_string())?);
+            let (start, end) = (
+                self.log.start(partition).map_err(|e| e.to_string())?,
+                self.log.end(partition).map_err(|e| e.to_string())?,
+            );
             // Records below the retained start cannot be read any more (that is the point of
             // retention); the model still lists them, so they come from what the harness, as
             // the producer, appended. Everything readable is read back from the log.
             let retained = usize::try_from(start).expect("small offsets");
-            let mut deltas = self.appended[partition as usize].get(..retained).ok_or("the log start is past what was appended")?.to_vec();
+            let mut deltas = self.appended[partition as usize]
+                .get(..retained)
+                .ok_or("the log start is past what was appended")?
+                .to_vec();
             for offset in start..end {
                 let record = self.log.read(partition, offset).map_err(|e| e.to_string())?;
                 // A poison record stands for the model's record at that offset, whose delta
@@ -312,7 +332,9 @@ impl Harness {
                 let delta = match consumer::log::decode_delta(&record.payload) {
                     Some(delta) => delta,
                     None if record.payload == POISON_PAYLOAD => self.config.delta,
-                    None => return Err(format!("record {offset} of partition {partition} is neither a delta nor poison")),
+                    None => {
+                        return Err(format!("record {offset} of partition {partition} is neither a delta nor poison"))
+                    }
                 };
                 deltas.push(delta);
             }
@@ -371,7 +393,10 @@ impl Harness {
             for offset in 0..end {
                 let count = self.store.attempts(&name, partition, offset).map_err(|e| e.to_string())?;
                 if count > 0 {
-                    attempts.insert((narrow(partition, "partition")?, narrow(offset, "offset")?), narrow(count, "attempts")?);
+                    attempts.insert(
+                        (narrow(partition, "partition")?, narrow(offset, "offset")?),
+                        narrow(count, "attempts")?,
+                    );
                 }
             }
         }
@@ -380,7 +405,9 @@ impl Harness {
             .dead_letters(Some(&name))
             .map_err(|e| e.to_string())?
             .into_iter()
-            .map(|d| Ok((narrow(d.partition, "partition")?, narrow(d.offset, "offset")?, narrow(d.attempts, "attempts")?)))
+            .map(|d| {
+                Ok((narrow(d.partition, "partition")?, narrow(d.offset, "offset")?, narrow(d.attempts, "attempts")?))
+            })
             .collect::<Result<BTreeSet<_>, String>>()?;
         let resets = self
             .store
@@ -436,7 +463,9 @@ fn narrow<T: TryInto<u8> + Copy + std::fmt::Display>(value: T, what: &str) -> Re
 }
 
 fn parse_owner(name: &str) -> Result<u8, String> {
-    name.strip_prefix('o').and_then(|n| n.parse().ok()).ok_or_else(|| format!("owner '{name}' is not one of the model's o0, o1, ..."))
+    name.strip_prefix('o')
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("owner '{name}' is not one of the model's o0, o1, ..."))
 }
 
 /// The consumer step for a model owner action (batch 1: the offset is the record's).
@@ -478,7 +507,8 @@ impl ScratchDir {
     /// its URL (the admin URL with the database name replaced).
     fn create_database(&mut self, admin: &str) -> Result<String, String> {
         let name = self.path.file_name().and_then(|n| n.to_str()).expect("a plain name").replace('-', "_");
-        let mut client = postgres::Client::connect(admin, postgres::NoTls).map_err(|e| format!("cannot reach PostgreSQL: {e}"))?;
+        let mut client =
+            postgres::Client::connect(admin, postgres::NoTls).map_err(|e| format!("cannot reach PostgreSQL: {e}"))?;
         client.batch_execute(&format!("CREATE DATABASE {name}")).map_err(|e| format!("CREATE DATABASE {name}: {e}"))?;
         let url = database_url(admin, &name)?;
         self.database = Some((admin.to_string(), url.clone()));

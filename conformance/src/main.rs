@@ -186,8 +186,11 @@ fn main() -> ExitCode {
 fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let options = args.run.options()?;
     let files = corpus::expand(&args.paths).map_err(anyhow::Error::msg)?;
-    let traces: Vec<(PathBuf, Trace)> =
-        files.into_iter().map(|path| corpus::load(&path).map(|t| (path, t))).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
+    let traces: Vec<(PathBuf, Trace)> = files
+        .into_iter()
+        .map(|path| corpus::load(&path).map(|t| (path, t)))
+        .collect::<Result<_, _>>()
+        .map_err(anyhow::Error::msg)?;
     let started = Instant::now();
     let (mut failures, mut steps) = (0, 0);
     for (path, trace) in &traces {
@@ -203,7 +206,11 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
             }
             Err(failure) => {
                 failures += 1;
-                println!("DIVERGES  {}\n{failure}\nreproduce: {}", path.display(), corpus::reproduce_command(path, &options));
+                println!(
+                    "DIVERGES  {}\n{failure}\nreproduce: {}",
+                    path.display(),
+                    corpus::reproduce_command(path, &options)
+                );
             }
         }
     }
@@ -256,7 +263,11 @@ fn run_test(args: TestArgs) -> anyhow::Result<ExitCode> {
             std::fs::create_dir_all(&args.out)?;
             let path = args.out.join(format!("{}--path-{index}.json", config.strategy));
             std::fs::write(&path, trace.to_json())?;
-            println!("DIVERGES  path {index}, saved as {}\n{failure}\nreproduce: {}", path.display(), corpus::reproduce_command(&path, &options));
+            println!(
+                "DIVERGES  path {index}, saved as {}\n{failure}\nreproduce: {}",
+                path.display(),
+                corpus::reproduce_command(&path, &options)
+            );
         }
     }
     let seconds = started.elapsed().as_secs_f64();

@@ -70,15 +70,18 @@ fn word(violated: bool) -> &'static str {
 /// Replays `trace` against a fresh real system.
 pub fn replay(trace: &Trace, options: &Options) -> Result<ReplayReport, ReplayFailure> {
     let model = ConsumerModel::new(trace.config.clone());
-    let expected = model_replay(&model, &trace.actions)
-        .map_err(|unreachable| ReplayFailure::ModelUnreachable { step: unreachable.step, action: unreachable.action })?;
+    let expected = model_replay(&model, &trace.actions).map_err(|unreachable| ReplayFailure::ModelUnreachable {
+        step: unreachable.step,
+        action: unreachable.action,
+    })?;
     let fail = |step, action, reason| ReplayFailure::RealFailed { step, action, reason };
     let mut harness = Harness::new(&trace.config, options).map_err(|reason| fail(0, None, reason))?;
     let mut observed = vec![harness.observe(expected[0].witnessed).map_err(|reason| fail(0, None, reason))?];
     compare(0, None, &expected[0], &observed[0])?;
     for (index, action) in trace.actions.iter().enumerate() {
         let step = index + 1;
-        let state = harness.apply(action, expected[step].witnessed).map_err(|reason| fail(step, Some(*action), reason))?;
+        let state =
+            harness.apply(action, expected[step].witnessed).map_err(|reason| fail(step, Some(*action), reason))?;
         compare(step, Some(*action), &expected[step], &state)?;
         observed.push(state);
     }
@@ -89,12 +92,21 @@ fn compare(step: usize, action: Option<Action>, expected: &State, actual: &State
     if expected == actual {
         return Ok(());
     }
-    Err(ReplayFailure::Divergence { step, action, diff: crate::diff::lines(&format!("{expected:#?}"), &format!("{actual:#?}")) })
+    Err(ReplayFailure::Divergence {
+        step,
+        action,
+        diff: crate::diff::lines(&format!("{expected:#?}"), &format!("{actual:#?}")),
+    })
 }
 
 /// Evaluates every safety property on the real states, compares with the model's verdicts
 /// and with the verdict the trace records, and describes the real evidence.
-fn verdicts(model: &ConsumerModel, trace: &Trace, expected: &[State], observed: &[State]) -> Result<ReplayReport, ReplayFailure> {
+fn verdicts(
+    model: &ConsumerModel,
+    trace: &Trace,
+    expected: &[State],
+    observed: &[State],
+) -> Result<ReplayReport, ReplayFailure> {
     let mut violated = Vec::new();
     for property in properties_for(&model.config).into_iter().filter(model::properties::is_safety) {
         let breaks = |states: &[State]| states.iter().any(|state| !(property.condition)(model, state));
@@ -102,7 +114,12 @@ fn verdicts(model: &ConsumerModel, trace: &Trace, expected: &[State], observed: 
         let recorded = trace.property.as_deref().filter(|name| *name == property.name).and(trace.verdict.clone());
         let recorded_violated = recorded.as_ref().map(|v| *v == Verdict::Violated);
         if in_model != in_real || recorded_violated.is_some_and(|v| v != in_real) {
-            return Err(ReplayFailure::VerdictMismatch { property: property.name.to_string(), model: in_model, real: in_real, recorded });
+            return Err(ReplayFailure::VerdictMismatch {
+                property: property.name.to_string(),
+                model: in_model,
+                real: in_real,
+                recorded,
+            });
         }
         violated.push((property.name.to_string(), in_real));
     }
@@ -128,7 +145,11 @@ fn evidence(property: &str, state: &State) -> String {
             .zip(&group.ghost.applied)
             .flat_map(|(log, counts)| log.iter().zip(counts).map(|(&delta, &count)| delta * i64::from(count.min(1))))
             .sum();
-        lines.push(format!("g{g}: total {} (each applied record once would be {applied}); {}", group.store.total, rows.join(", ")));
+        lines.push(format!(
+            "g{g}: total {} (each applied record once would be {applied}); {}",
+            group.store.total,
+            rows.join(", ")
+        ));
     }
     format!("{property}: {}", lines.join("; "))
 }

@@ -90,7 +90,9 @@ fn mechanism_cases() -> Vec<(String, Trace)> {
     });
     dlq.append(3).push(fetch(0, 0, 0)).push(atomic(0, 0, 0)).push(fetch(0, 0, 1)).push(atomic(0, 0, 1));
     dlq.push(crash(0, 0)).push(restart(0, 0)).push(fetch(0, 0, 1)).push(atomic(0, 0, 1));
-    dlq.push(Action::DeadLetter { group: 0, owner: 0, partition: 0, offset: 1 }).push(fetch(0, 0, 2)).push(atomic(0, 0, 2));
+    dlq.push(Action::DeadLetter { group: 0, owner: 0, partition: 0, offset: 1 })
+        .push(fetch(0, 0, 2))
+        .push(atomic(0, 0, 2));
     let mut retry = Script::new(Strategy::ProducerIdempotent, |c| {
         one_owner(c);
         c.records = 2;
@@ -119,13 +121,26 @@ fn sqlite_cases() -> Vec<(String, Trace)> {
     let (g, o) = (0, 0);
     let mut skip = single(Strategy::CommitFirst);
     skip.append(1).push(fetch(g, o, 0));
-    skip.push(Action::CommitOffset { group: g, owner: o, partition: 0, next_offset: 1 }).push(crash(g, o)).push(restart(g, o));
+    skip.push(Action::CommitOffset { group: g, owner: o, partition: 0, next_offset: 1 })
+        .push(crash(g, o))
+        .push(restart(g, o));
     let effect = Action::ApplyEffect { group: g, owner: o, partition: 0, offset: 0 };
     let mut replay = single(Strategy::EffectFirst);
     replay.append(1).push(fetch(g, o, 0)).push(effect).push(crash(g, o)).push(restart(g, o));
-    replay.push(fetch(g, o, 0)).push(effect).push(Action::CommitOffset { group: g, owner: o, partition: 0, next_offset: 1 });
+    replay.push(fetch(g, o, 0)).push(effect).push(Action::CommitOffset {
+        group: g,
+        owner: o,
+        partition: 0,
+        next_offset: 1,
+    });
     let mut before_commit = single(Strategy::Atomic);
-    before_commit.append(1).push(fetch(g, o, 0)).push(crash(g, o)).push(restart(g, o)).push(fetch(g, o, 0)).push(atomic(g, o, 0));
+    before_commit
+        .append(1)
+        .push(fetch(g, o, 0))
+        .push(crash(g, o))
+        .push(restart(g, o))
+        .push(fetch(g, o, 0))
+        .push(atomic(g, o, 0));
     let mut after_commit = single(Strategy::Atomic);
     after_commit.append(1).push(fetch(g, o, 0)).push(atomic(g, o, 0)).push(crash(g, o)).push(restart(g, o));
     vec![
@@ -174,10 +189,22 @@ fn replay_window(strategy: Strategy) -> Script {
 
 fn replay_window_cases() -> Vec<(String, Trace)> {
     vec![
-        ("scenario--periodic-commit-replay-49-39".to_string(), replay_window(Strategy::PeriodicCommit).trace(
-            "no-duplicate", Verdict::Violated, "applied through 49, checkpoint at 39: the replay of 40..49 ends at 110, not 100")),
-        ("scenario--offset-stamp-replay-49-39".to_string(), replay_window(Strategy::OffsetStamp).trace(
-            "no-duplicate", Verdict::Holds, "the same crash: the stamp (49) rejects the replay of 40..49, the total is exactly 100")),
+        (
+            "scenario--periodic-commit-replay-49-39".to_string(),
+            replay_window(Strategy::PeriodicCommit).trace(
+                "no-duplicate",
+                Verdict::Violated,
+                "applied through 49, checkpoint at 39: the replay of 40..49 ends at 110, not 100",
+            ),
+        ),
+        (
+            "scenario--offset-stamp-replay-49-39".to_string(),
+            replay_window(Strategy::OffsetStamp).trace(
+                "no-duplicate",
+                Verdict::Holds,
+                "the same crash: the stamp (49) rejects the replay of 40..49, the total is exactly 100",
+            ),
+        ),
     ]
 }
 
@@ -196,12 +223,30 @@ fn zombie(strategy: Strategy) -> Script {
 
 fn zombie_cases() -> Vec<(String, Trace)> {
     vec![
-        ("scenario--zombie-atomic".to_string(), zombie(Strategy::Atomic).trace(
-            "no-duplicate", Verdict::Violated, "a zombie (epoch 1) applies offset 0 after the new owner (epoch 2) did: counted twice")),
-        ("scenario--zombie-atomic-fenced".to_string(), zombie(Strategy::AtomicFenced).trace(
-            "fenced-writes", Verdict::Holds, "the zombie's transaction finds epoch 2 and aborts (Fenced): counted once")),
-        ("scenario--zombie-atomic-cas".to_string(), zombie(Strategy::AtomicCas).trace(
-            "no-duplicate", Verdict::Holds, "the zombie's transaction reads next offset 1 and skips offset 0: counted once")),
+        (
+            "scenario--zombie-atomic".to_string(),
+            zombie(Strategy::Atomic).trace(
+                "no-duplicate",
+                Verdict::Violated,
+                "a zombie (epoch 1) applies offset 0 after the new owner (epoch 2) did: counted twice",
+            ),
+        ),
+        (
+            "scenario--zombie-atomic-fenced".to_string(),
+            zombie(Strategy::AtomicFenced).trace(
+                "fenced-writes",
+                Verdict::Holds,
+                "the zombie's transaction finds epoch 2 and aborts (Fenced): counted once",
+            ),
+        ),
+        (
+            "scenario--zombie-atomic-cas".to_string(),
+            zombie(Strategy::AtomicCas).trace(
+                "no-duplicate",
+                Verdict::Holds,
+                "the zombie's transaction reads next offset 1 and skips offset 0: counted once",
+            ),
+        ),
     ]
 }
 
@@ -217,5 +262,9 @@ fn two_groups() -> Trace {
     script.push(fetch(0, 0, 0)).push(atomic(0, 0, 0)).push(crash(0, 0)).push(restart(0, 0));
     script.push(fetch(0, 0, 1)).push(atomic(0, 0, 1));
     script.push(fetch(1, 0, 0)).push(atomic(1, 0, 0));
-    script.trace("group-isolation", Verdict::Holds, "g0 consumes everything across a crash, g1 one record: separate totals and checkpoints")
+    script.trace(
+        "group-isolation",
+        Verdict::Holds,
+        "g0 consumes everything across a crash, g1 one record: separate totals and checkpoints",
+    )
 }

@@ -31,7 +31,12 @@ fn replay_exit_codes() {
     // (case, arguments, exit code, a line the output must contain)
     let table: [(&str, Vec<&str>, i32, &str); 5] = [
         ("conforms", vec!["replay", &fenced], 0, "1 passed, 0 failed"),
-        ("diverges", vec!["replay", "--mutation", "no-fence", &fenced], 1, "reproduce: cargo run -p conformance -- replay --mode process --mutation no-fence"),
+        (
+            "diverges",
+            vec!["replay", "--mutation", "no-fence", &fenced],
+            1,
+            "reproduce: cargo run -p conformance -- replay --mode process --mutation no-fence",
+        ),
         ("wrong version", vec!["replay", &wrong_version], 2, "trace format version 2 is not supported"),
         ("not json", vec!["replay", &not_json], 2, "not a valid trace"),
         ("missing file", vec!["replay", "/no/such/trace.json"], 2, "no such file or directory"),
@@ -52,8 +57,32 @@ fn generated_walks_and_depths_conform() {
     let out = scratch("cli-generated");
     let out = out.display().to_string();
     for args in [
-        vec!["test", "--strategy", "atomic-fenced", "--walks", "20", "--seed", "7", "--mode", "in-process", "--out", &out],
-        vec!["test", "--strategy", "dedup-separate", "--groups", "1", "--depth", "4", "--mode", "process", "--out", &out],
+        vec![
+            "test",
+            "--strategy",
+            "atomic-fenced",
+            "--walks",
+            "20",
+            "--seed",
+            "7",
+            "--mode",
+            "in-process",
+            "--out",
+            &out,
+        ],
+        vec![
+            "test",
+            "--strategy",
+            "dedup-separate",
+            "--groups",
+            "1",
+            "--depth",
+            "4",
+            "--mode",
+            "process",
+            "--out",
+            &out,
+        ],
     ] {
         let output = conformance(&args);
         let text = String::from_utf8_lossy(&output.stdout);

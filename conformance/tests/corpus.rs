@@ -18,9 +18,17 @@ fn the_corpus_holds_every_counterexample_and_every_scenario() {
     let files = conformance::corpus::expand(&[dir]).expect("tests/traces is readable");
     let scenarios = conformance::scenarios::all();
     for (name, _) in &scenarios {
-        assert!(files.iter().any(|f| f.file_stem().is_some_and(|s| s == name.as_str())), "scenario {name} is missing: run `cargo run --release -p conformance -- regenerate tests/traces`");
+        assert!(
+            files.iter().any(|f| f.file_stem().is_some_and(|s| s == name.as_str())),
+            "scenario {name} is missing: run `cargo run --release -p conformance -- regenerate tests/traces`"
+        );
     }
     // One counterexample per violated cell of spec.md's table, plus the scenarios.
-    let violated = model::expected::from_spec().expect("spec.md's table").values().filter(|v| **v == Some(false)).count();
-    assert_eq!(files.len(), violated + scenarios.len(), "regenerate with `cargo run --release -p conformance -- regenerate tests/traces`");
+    let violated =
+        model::expected::from_spec().expect("spec.md's table").values().filter(|v| **v == Some(false)).count();
+    assert_eq!(
+        files.len(),
+        violated + scenarios.len(),
+        "regenerate with `cargo run --release -p conformance -- regenerate tests/traces`"
+    );
 }

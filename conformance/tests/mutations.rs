@@ -29,7 +29,10 @@ fn broken_consumers_diverge_at_the_step_that_shows_the_bug() {
             match replay(&corpus(file), &options) {
                 Err(ReplayFailure::Divergence { step: found, diff, .. }) => {
                     assert_eq!(found, step, "{file} with {mutation:?} in {mode:?} diverged at step {found}:\n{diff}");
-                    assert!(diff.contains("total"), "{file} with {mutation:?}: the diff should show the total:\n{diff}");
+                    assert!(
+                        diff.contains("total"),
+                        "{file} with {mutation:?}: the diff should show the total:\n{diff}"
+                    );
                 }
                 other => panic!("{file} with {mutation:?} in {mode:?}: expected a divergence, got {other:?}"),
             }

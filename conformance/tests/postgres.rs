@@ -28,9 +28,19 @@ fn the_corpus_conforms_on_postgres_in_both_modes() {
                 ..Options::new(mode)
             };
             if let Err(failure) = replay(&trace, &options) {
-                failures.push(format!("{} ({mode:?}): {failure}\nreproduce: cargo run -p conformance -- replay --postgres URL {}", file.display(), file.display()));
+                failures.push(format!(
+                    "{} ({mode:?}): {failure}\nreproduce: cargo run -p conformance -- replay --postgres URL {}",
+                    file.display(),
+                    file.display()
+                ));
             }
         }
     }
-    assert!(failures.is_empty(), "{} of {} replays diverge on PostgreSQL:\n{}", failures.len(), files.len() * 2, failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} replays diverge on PostgreSQL:\n{}",
+        failures.len(),
+        files.len() * 2,
+        failures.join("\n")
+    );
 }

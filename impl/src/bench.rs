@@ -135,7 +135,8 @@ fn plan(args: BenchArgs) -> anyhow::Result<Plan> {
     if args.repeat == 0 || args.repeat > MAX_REPEAT {
         bail!("--repeat {} is out of range: accepted values are 1..={MAX_REPEAT}", args.repeat);
     }
-    let (records_batch1, records_batch100, repeat, dir) = (args.records_batch1, args.records_batch100, args.repeat, args.dir);
+    let (records_batch1, records_batch100, repeat, dir) =
+        (args.records_batch1, args.records_batch100, args.repeat, args.dir);
     Ok(Plan { journals, strategies, records_batch1, records_batch100, repeat, dir })
 }
 
@@ -184,7 +185,8 @@ fn measure(dir: &Path, case: Case) -> anyhow::Result<(f64, f64)> {
     let settings =
         Settings { batch: case.batch, commit_every: COMMIT_EVERY, inflight: INFLIGHT, ..Settings::new(case.strategy) };
     let started = Instant::now();
-    let mut owner = Owner::start(store, log, GROUP, "o0", settings, CrashPlan::none()).with_context(|| format!("{label}: start"))?;
+    let mut owner = Owner::start(store, log, GROUP, "o0", settings, CrashPlan::none())
+        .with_context(|| format!("{label}: start"))?;
     let steps = owner.run_to_end().with_context(|| format!("{label}: run_to_end"))?;
     let seconds = started.elapsed().as_secs_f64();
     check(&owner, &steps, case.records).with_context(|| format!("{label}: wrong result"))?;
@@ -352,8 +354,9 @@ fn print_batch_ratios(measured: &[Measured]) {
 
 /// The target line: batch-1 atomic in WAL+FULL against one fsync per record.
 fn print_summary(measured: &[Measured], fsync_rate: f64) {
-    let found =
-        measured.iter().find(|m| m.case.journal == Journal::Wal && m.case.batch == 1 && m.case.strategy == Strategy::Atomic);
+    let found = measured
+        .iter()
+        .find(|m| m.case.journal == Journal::Wal && m.case.batch == 1 && m.case.strategy == Strategy::Atomic);
     let Some(entry) = found else {
         println!("batch-1 atomic in WAL+FULL: not measured (left out by --journal or --strategy)");
         return;

@@ -188,7 +188,12 @@ fn spawn(args: &LoadArgs, strategy: Strategy, group: &str, owner: u32) -> anyhow
 
 /// An owner that stopped on its own (its group looked done, or an error) is started again,
 /// so that every owner keeps taking part until the whole run is done.
-fn restart_exited(args: &LoadArgs, strategy: Strategy, groups: &[String], owners: &mut [Vec<Child>]) -> anyhow::Result<()> {
+fn restart_exited(
+    args: &LoadArgs,
+    strategy: Strategy,
+    groups: &[String],
+    owners: &mut [Vec<Child>],
+) -> anyhow::Result<()> {
     for (group, children) in groups.iter().zip(owners.iter_mut()) {
         for (owner, child) in children.iter_mut().enumerate() {
             if child.try_wait()?.is_some() {

@@ -262,14 +262,7 @@ impl Log {
             parts.push(part);
             repairs.extend(repair);
         }
-        Ok((
-            Log {
-                writer: true,
-                parts,
-                _lock: Some(lock),
-            },
-            repairs,
-        ))
+        Ok((Log { writer: true, parts, _lock: Some(lock) }, repairs))
     }
 
     /// Opens `dir` for reading only, possibly while another process appends to it.
@@ -286,11 +279,7 @@ impl Log {
             part.refresh()?;
             parts.push(part);
         }
-        Ok(Log {
-            writer: false,
-            parts,
-            _lock: None,
-        })
+        Ok(Log { writer: false, parts, _lock: None })
     }
 
     /// The number of partitions this handle was opened with.
@@ -313,11 +302,7 @@ impl Log {
     /// An `Ok` means every record of the batch is durable, exactly as for [`Log::append`].
     /// A crash before the `Ok` leaves all of the batch or none of it: an incomplete batch is
     /// a torn tail. The records carry no producer, so nothing deduplicates them.
-    pub fn append_batch(
-        &mut self,
-        partition: u32,
-        payloads: &[Vec<u8>],
-    ) -> Result<Range<u64>, LogError> {
+    pub fn append_batch(&mut self, partition: u32, payloads: &[Vec<u8>]) -> Result<Range<u64>, LogError> {
         let slices: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
         self.append_all(partition, &slices, None)
     }
@@ -346,17 +331,10 @@ impl Log {
         base_sequence: u32,
         payloads: &[Vec<u8>],
     ) -> Result<Appended, LogError> {
-        assert!(
-            self.writer,
-            "append_idempotent on a log opened with open_reader: only the writer appends"
-        );
-        assert!(
-            producer.id >= 1,
-            "producer id 0 is reserved for plain appends"
-        );
+        assert!(self.writer, "append_idempotent on a log opened with open_reader: only the writer appends");
+        assert!(producer.id >= 1, "producer id 0 is reserved for plain appends");
         let slices: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
-        self.part(partition)?
-            .append_idempotent(producer, base_sequence, &slices)
+        self.part(partition)?.append_idempotent(producer, base_sequence, &slices)
     }
 
     /// Reads the record at `offset`. A reader first refreshes: it indexes the records
@@ -368,12 +346,7 @@ impl Log {
     pub fn read(&mut self, partition: u32, offset: u64) -> Result<Record, LogError> {
         let part = self.current(partition)?;
         if offset < part.start || offset >= part.end() {
-            return Err(LogError::OffsetOutOfRange {
-                partition,
-                offset,
-                start: part.start,
-                end: part.end(),
-            });
+            return Err(LogError::OffsetOutOfRange { partition, offset, start: part.start, end: part.end() });
         }
         part.read_record(offset)
     }
@@ -397,18 +370,10 @@ impl Log {
     /// Their producer fields still count when the writer rebuilds its producer table.
     /// An `Ok` means the new start is durable.
     pub fn retain_before(&mut self, partition: u32, offset: u64) -> Result<u64, LogError> {
-        assert!(
-            self.writer,
-            "retain_before on a log opened with open_reader: only the writer moves the start"
-        );
+        assert!(self.writer, "retain_before on a log opened with open_reader: only the writer moves the start");
         let part = self.part(partition)?;
         if offset > part.end() {
-            return Err(LogError::OffsetOutOfRange {
-                partition,
-                offset,
-                start: part.start,
-                end: part.end(),
-            });
+            return Err(LogError::OffsetOutOfRange { partition, offset, start: part.start, end: part.end() });
         }
         if offset > part.start {
             write_start(&part.start_path, offset)?;
@@ -424,22 +389,14 @@ impl Log {
         payloads: &[&[u8]],
         producer: Option<(Producer, u32)>,
     ) -> Result<Range<u64>, LogError> {
-        assert!(
-            self.writer,
-            "append on a log opened with open_reader: only the writer appends"
-        );
+        assert!(self.writer, "append on a log opened with open_reader: only the writer appends");
         self.part(partition)?.append(payloads, producer)
     }
 
     /// The partition, checked against the partition count.
     fn part(&mut self, partition: u32) -> Result<&mut Partition, LogError> {
         let partitions = self.partitions();
-        self.parts
-            .get_mut(partition as usize)
-            .ok_or(LogError::NoSuchPartition {
-                partition,
-                partitions,
-            })
+        self.parts.get_mut(partition as usize).ok_or(LogError::NoSuchPartition { partition, partitions })
     }
 
     /// The partition, refreshed first when this handle is a reader. The writer's memory is
@@ -519,10 +476,7 @@ impl ProducerTable {
         let state = self
             .producers
             .entry(batch.producer.id)
-            .or_insert(ProducerState {
-                epoch: batch.producer.epoch,
-                batches: VecDeque::new(),
-            });
+            .or_insert(ProducerState { epoch: batch.producer.epoch, batches: VecDeque::new() });
         if state.epoch != batch.producer.epoch {
             state.epoch = batch.producer.epoch;
             state.batches.clear();
@@ -550,11 +504,7 @@ impl ProducerTable {
             found: base_sequence,
         };
         let Some(state) = self.producers.get(&producer.id) else {
-            return if count == 0 || base_sequence == 0 {
-                Ok(None)
-            } else {
-                Err(out_of_order(0))
-            };
+            return if count == 0 || base_sequence == 0 { Ok(None) } else { Err(out_of_order(0)) };
         };
         if producer.epoch < state.epoch {
             return Err(LogError::ProducerFenced {
@@ -571,10 +521,7 @@ impl ProducerTable {
             0
         } else {
             let recent = &state.batches;
-            if let Some(original) = recent
-                .iter()
-                .find(|b| b.base_sequence == base_sequence && b.count == count)
-            {
+            if let Some(original) = recent.iter().find(|b| b.base_sequence == base_sequence && b.count == count) {
                 return Ok(Some(*original));
             }
             let last = recent.back().expect("a recorded producer has a batch");
@@ -614,20 +561,12 @@ enum ScanEnd {
     /// A torn tail from `position` (absolute, the start of an incomplete batch) to `file_len`.
     Torn { position: u64, file_len: u64 },
     /// Damage before the tail.
-    Corrupt {
-        offset: u64,
-        position: u64,
-        reason: String,
-    },
+    Corrupt { offset: u64, position: u64, reason: String },
 }
 
 /// What one frame at a given position turned out to be.
 enum Frame {
-    Valid {
-        offset: u64,
-        meta: FrameMeta,
-        next: usize,
-    },
+    Valid { offset: u64, meta: FrameMeta, next: usize },
     Incomplete,
     BadChecksum,
 }
@@ -659,21 +598,13 @@ impl Partition {
         if !part.log_path.exists() {
             create_log_file(dir, &part.log_path)?;
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&part.log_path)
-            .map_err(io_err(&part.log_path))?;
+        let file = OpenOptions::new().read(true).write(true).open(&part.log_path).map_err(io_err(&part.log_path))?;
         check_header(&file, &part.log_path)?;
         part.file = Some(file);
         let repair = match part.scan_tail()? {
             ScanEnd::Clean => None,
             ScanEnd::Torn { position, file_len } => Some(part.truncate(position, file_len)?),
-            ScanEnd::Corrupt {
-                offset,
-                position,
-                reason,
-            } => return Err(part.corrupt(offset, position, reason)),
+            ScanEnd::Corrupt { offset, position, reason } => return Err(part.corrupt(offset, position, reason)),
         };
         if repair.is_none() {
             // A crashed writer may have left its last batch in the page cache only; a retry
@@ -688,10 +619,7 @@ impl Partition {
 
     /// Cuts a torn tail off the file, durably, and describes what was cut.
     fn truncate(&mut self, position: u64, file_len: u64) -> Result<TailRepair, LogError> {
-        let file = self
-            .file
-            .as_ref()
-            .expect("the writer opened the file before scanning it");
+        let file = self.file.as_ref().expect("the writer opened the file before scanning it");
         file.set_len(position).map_err(io_err(&self.log_path))?;
         // sync_all, not sync_data: the new length is metadata that must survive a crash.
         file.sync_all().map_err(io_err(&self.log_path))?;
@@ -714,12 +642,7 @@ impl Partition {
         self.index_new_records()?;
         if start < self.start {
             let reason = format!("the start moved backwards from {} to {start}", self.start);
-            return Err(LogError::Corrupt {
-                path: self.start_path.clone(),
-                offset: start,
-                position: 0,
-                reason,
-            });
+            return Err(LogError::Corrupt { path: self.start_path.clone(), offset: start, position: 0, reason });
         }
         self.start = start;
         self.check_start_within_end()
@@ -745,11 +668,7 @@ impl Partition {
         loop {
             match self.scan_tail()? {
                 ScanEnd::Clean | ScanEnd::Torn { .. } => return Ok(()),
-                ScanEnd::Corrupt {
-                    offset,
-                    position,
-                    reason,
-                } => {
+                ScanEnd::Corrupt { offset, position, reason } => {
                     if suspect == Some(position) {
                         return Err(self.corrupt(offset, position, reason));
                     }
@@ -767,11 +686,7 @@ impl Partition {
         let file_len = file.metadata().map_err(io_err(&self.log_path))?.len();
         if file_len < self.tail {
             let reason = format!("the file shrank to {file_len} bytes below indexed records");
-            return Ok(ScanEnd::Corrupt {
-                offset: self.end(),
-                position: self.tail,
-                reason,
-            });
+            return Ok(ScanEnd::Corrupt { offset: self.end(), position: self.tail, reason });
         }
         let bytes = read_from(file, self.tail).map_err(io_err(&self.log_path))?;
         let mut batches = Vec::new();
@@ -792,39 +707,21 @@ impl Partition {
         payloads: &[&[u8]],
     ) -> Result<Appended, LogError> {
         let count = batch_len(payloads);
-        let table = self
-            .producers
-            .as_ref()
-            .expect("the writer keeps a producer table");
+        let table = self.producers.as_ref().expect("the writer keeps a producer table");
         if let Some(original) = table.check(self.number, producer, base_sequence, count)? {
-            return Ok(Appended {
-                offsets: original.offsets(),
-                duplicate: true,
-            });
+            return Ok(Appended { offsets: original.offsets(), duplicate: true });
         }
         let offsets = self.append(payloads, Some((producer, base_sequence)))?;
         if count > 0 {
             let table = self.producers.as_mut().expect("checked above");
-            table.record(ProducerBatch {
-                producer,
-                base_sequence,
-                count,
-                first_offset: offsets.start,
-            });
+            table.record(ProducerBatch { producer, base_sequence, count, first_offset: offsets.start });
         }
-        Ok(Appended {
-            offsets,
-            duplicate: false,
-        })
+        Ok(Appended { offsets, duplicate: false })
     }
 
     /// Writes the batch's frames at the tail, syncs once and only then indexes them.
     /// `producer` is the idempotent producer and the batch's base sequence, if any.
-    fn append(
-        &mut self,
-        payloads: &[&[u8]],
-        producer: Option<(Producer, u32)>,
-    ) -> Result<Range<u64>, LogError> {
+    fn append(&mut self, payloads: &[&[u8]], producer: Option<(Producer, u32)>) -> Result<Range<u64>, LogError> {
         let first = self.end();
         let count = batch_len(payloads);
         if count == 0 {
@@ -841,13 +738,8 @@ impl Partition {
             let meta = FrameMeta::of(producer, i, count);
             encode_frame(first + u64::from(i), meta, payload, &mut bytes);
         }
-        let file = self
-            .file
-            .as_ref()
-            .expect("the writer always has its file open");
-        let written = file
-            .write_all_at(&bytes, self.tail)
-            .and_then(|()| file.sync_data());
+        let file = self.file.as_ref().expect("the writer always has its file open");
+        let written = file.write_all_at(&bytes, self.tail).and_then(|()| file.sync_data());
         if let Err(e) = written {
             self.poisoned = true;
             return Err(io_err(&self.log_path)(e));
@@ -863,26 +755,14 @@ impl Partition {
         let position = self.index[at];
         let next = self.index.get(at + 1).copied().unwrap_or(self.tail);
         let mut bytes = vec![0; (next - position) as usize];
-        let file = self
-            .file
-            .as_ref()
-            .expect("an indexed record implies an open file");
-        file.read_exact_at(&mut bytes, position)
-            .map_err(io_err(&self.log_path))?;
+        let file = self.file.as_ref().expect("an indexed record implies an open file");
+        file.read_exact_at(&mut bytes, position).map_err(io_err(&self.log_path))?;
         match parse_frame(&bytes, 0) {
-            Frame::Valid {
-                offset: found,
-                next,
-                ..
-            } if found == offset && next == bytes.len() => {
+            Frame::Valid { offset: found, next, .. } if found == offset && next == bytes.len() => {
                 let payload = bytes.split_off(FRAME_HEAD);
                 Ok(Record { offset, payload })
             }
-            _ => Err(self.corrupt(
-                offset,
-                position,
-                "the record changed after it was indexed".into(),
-            )),
+            _ => Err(self.corrupt(offset, position, "the record changed after it was indexed".into())),
         }
     }
 
@@ -891,26 +771,12 @@ impl Partition {
         if self.start <= self.end() {
             return Ok(());
         }
-        let reason = format!(
-            "the start {} is past the end {} of the log",
-            self.start,
-            self.end()
-        );
-        Err(LogError::Corrupt {
-            path: self.start_path.clone(),
-            offset: self.start,
-            position: 0,
-            reason,
-        })
+        let reason = format!("the start {} is past the end {} of the log", self.start, self.end());
+        Err(LogError::Corrupt { path: self.start_path.clone(), offset: self.start, position: 0, reason })
     }
 
     fn corrupt(&self, offset: u64, position: u64, reason: String) -> LogError {
-        LogError::Corrupt {
-            path: self.log_path.clone(),
-            offset,
-            position,
-            reason,
-        }
+        LogError::Corrupt { path: self.log_path.clone(), offset, position, reason }
     }
 }
 
@@ -953,12 +819,7 @@ impl OpenBatch {
 /// with the next expected offsets has its frames' positions pushed onto `index` and, if it
 /// came from an idempotent producer, is pushed onto `batches`. Returns how many bytes were
 /// complete batches and how the scan ended.
-fn scan(
-    bytes: &[u8],
-    base: u64,
-    index: &mut Vec<u64>,
-    batches: &mut Vec<ProducerBatch>,
-) -> (usize, ScanEnd) {
+fn scan(bytes: &[u8], base: u64, index: &mut Vec<u64>, batches: &mut Vec<ProducerBatch>) -> (usize, ScanEnd) {
     let mut pos = 0;
     let mut open: Option<OpenBatch> = None;
     loop {
@@ -973,19 +834,14 @@ fn scan(
             Frame::Valid { offset, meta, next } if offset == expected => {
                 let rejected = match &open {
                     Some(batch) => batch.rejects(&meta),
-                    None if meta.batch_len == 0 => {
-                        Some("the frame there claims a batch of 0 records".into())
-                    }
+                    None if meta.batch_len == 0 => Some("the frame there claims a batch of 0 records".into()),
                     None => None,
                 };
                 match rejected {
                     Some(why) => why,
                     None => {
-                        let batch = open.get_or_insert_with(|| OpenBatch {
-                            first: meta,
-                            at: pos,
-                            positions: Vec::new(),
-                        });
+                        let batch =
+                            open.get_or_insert_with(|| OpenBatch { first: meta, at: pos, positions: Vec::new() });
                         batch.positions.push(base + pos as u64);
                         pos = next;
                         if batch.positions.len() == batch.first.batch_len as usize {
@@ -1001,17 +857,11 @@ fn scan(
             Frame::BadChecksum => "checksum mismatch".to_string(),
         };
         let end = match find_later_frame(bytes, pos, expected) {
-            None => ScanEnd::Torn {
-                position: base + valid as u64,
-                file_len: base + bytes.len() as u64,
-            },
+            None => ScanEnd::Torn { position: base + valid as u64, file_len: base + bytes.len() as u64 },
             Some((offset, at)) => ScanEnd::Corrupt {
                 offset: expected,
                 position: base + pos as u64,
-                reason: format!(
-                    "{why}, yet record {offset} follows intact at byte {}",
-                    base + at as u64
-                ),
+                reason: format!("{why}, yet record {offset} follows intact at byte {}", base + at as u64),
             },
         };
         return (valid, end);
@@ -1023,10 +873,7 @@ fn complete(batch: OpenBatch, index: &mut Vec<u64>, batches: &mut Vec<ProducerBa
     let first = batch.first;
     if first.producer != 0 {
         batches.push(ProducerBatch {
-            producer: Producer {
-                id: first.producer,
-                epoch: first.epoch,
-            },
+            producer: Producer { id: first.producer, epoch: first.epoch },
             base_sequence: first.sequence,
             count: first.batch_len,
             first_offset: index.len() as u64,
@@ -1072,12 +919,7 @@ fn parse_frame(bytes: &[u8], pos: usize) -> Frame {
     }
     Frame::Valid {
         offset: u64_at(8),
-        meta: FrameMeta {
-            producer: u64_at(16),
-            epoch: u32_at(24),
-            sequence: u32_at(28),
-            batch_len: u32_at(32),
-        },
+        meta: FrameMeta { producer: u64_at(16), epoch: u32_at(24), sequence: u32_at(28), batch_len: u32_at(32) },
         next: pos + FRAME_HEAD + len,
     }
 }
@@ -1085,10 +927,7 @@ fn parse_frame(bytes: &[u8], pos: usize) -> Frame {
 /// Appends the frame of one record to `out`.
 fn encode_frame(offset: u64, meta: FrameMeta, payload: &[u8], out: &mut Vec<u8>) {
     let len = u32::try_from(payload.len());
-    assert!(
-        len.is_ok(),
-        "a log payload must fit the frame's u32 length field"
-    );
+    assert!(len.is_ok(), "a log payload must fit the frame's u32 length field");
     let mut checked = Vec::with_capacity(FRAME_HEAD - 4 + payload.len());
     checked.extend_from_slice(&len.expect("checked above").to_le_bytes());
     checked.extend_from_slice(&offset.to_le_bytes());
@@ -1112,12 +951,7 @@ fn read_from(mut file: &File, from: u64) -> io::Result<Vec<u8>> {
 /// Takes the single-writer lock, held for as long as the returned file stays open.
 fn lock_dir(dir: &Path) -> Result<File, LogError> {
     let path = dir.join("writer.lock");
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(io_err(&path))?;
+    let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io_err(&path))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(fs::TryLockError::WouldBlock) => Err(LogError::Locked { path }),
@@ -1147,10 +981,7 @@ fn check_header(file: &File, path: &Path) -> Result<(), LogError> {
     if &header == MAGIC {
         return Ok(());
     }
-    Err(LogError::BadHeader {
-        path: path.to_path_buf(),
-        found: header[..got].to_vec(),
-    })
+    Err(LogError::BadHeader { path: path.to_path_buf(), found: header[..got].to_vec() })
 }
 
 /// Reads a start file; a missing one means nothing was ever retained.
@@ -1167,11 +998,7 @@ fn read_start(path: &Path) -> Result<u64, LogError> {
         reason: reason.to_string(),
     };
     if bytes.len() != START_LEN {
-        return Err(corrupt(
-            0,
-            bytes.len() as u64,
-            "a start file holds exactly 12 bytes",
-        ));
+        return Err(corrupt(0, bytes.len() as u64, "a start file holds exactly 12 bytes"));
     }
     let start = u64::from_le_bytes(bytes[0..8].try_into().expect("8 bytes"));
     let crc = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
@@ -1185,9 +1012,7 @@ fn read_start(path: &Path) -> Result<u64, LogError> {
 fn write_start(path: &Path, start: u64) -> Result<(), LogError> {
     let mut bytes = start.to_le_bytes().to_vec();
     bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
-    let dir = path
-        .parent()
-        .expect("a start file lives in the log directory");
+    let dir = path.parent().expect("a start file lives in the log directory");
     replace_file(dir, path, &bytes)
 }
 
@@ -1201,15 +1026,10 @@ fn replace_file(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), LogError> {
     file.write_all_at(bytes, 0).map_err(io_err(&tmp))?;
     file.sync_all().map_err(io_err(&tmp))?;
     fs::rename(&tmp, path).map_err(io_err(path))?;
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(dir))
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))
 }
 
 /// Wraps an I/O error with the path it concerns.
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> LogError + '_ {
-    move |source| LogError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| LogError::Io { path: path.to_path_buf(), source }
 }

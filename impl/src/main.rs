@@ -16,7 +16,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "consumer", about = "A real log consumer: a checksummed retained log and an SQLite or PostgreSQL effect/progress store.")]
+#[command(
+    name = "consumer",
+    about = "A real log consumer: a checksummed retained log and an SQLite or PostgreSQL effect/progress store."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -330,7 +333,12 @@ fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
     Store::create_at(&args.dir.location(), args.partitions, args.dir.options(args.journal)?)?;
     let (_, repairs) = Log::open_writer(&args.dir.log_dir(), args.partitions)?;
     report_repairs(&repairs);
-    println!("initialised {} with {} partition(s), journal {:?}", args.dir.dir.display(), args.partitions, args.journal);
+    println!(
+        "initialised {} with {} partition(s), journal {:?}",
+        args.dir.dir.display(),
+        args.partitions,
+        args.journal
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -356,9 +364,16 @@ fn append(args: AppendArgs) -> anyhow::Result<ExitCode> {
         (Some(id), Some(epoch), Some(sequence)) => Some((consumer::log::Producer { id, epoch }, sequence)),
         (None, None, None) => None,
         (id, epoch, sequence) => {
-            let given = [("--producer-id", id.is_some()), ("--producer-epoch", epoch.is_some()), ("--sequence", sequence.is_some())];
+            let given = [
+                ("--producer-id", id.is_some()),
+                ("--producer-epoch", epoch.is_some()),
+                ("--sequence", sequence.is_some()),
+            ];
             let missing: Vec<&str> = given.iter().filter(|(_, given)| !given).map(|(name, _)| *name).collect();
-            bail!("--producer-id, --producer-epoch and --sequence go together: give all three or none (missing {})", missing.join(", "));
+            bail!(
+                "--producer-id, --producer-epoch and --sequence go together: give all three or none (missing {})",
+                missing.join(", ")
+            );
         }
     };
     let store = args.dir.open_store()?;
@@ -404,7 +419,10 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
     println!("{} steps; group {group} total {total}", steps.len());
     for (step, outcome) in &steps {
         if let Outcome::DeadLettered { attempts } = outcome {
-            println!("dead-lettered: partition {} offset {} after {attempts} failed attempt(s)", step.partition, step.offset);
+            println!(
+                "dead-lettered: partition {} offset {} after {attempts} failed attempt(s)",
+                step.partition, step.offset
+            );
         }
         if let Outcome::Reset { from, to } = outcome {
             println!("reset: partition {} from offset {from} to the log start {to} (retention removed the records in between)", step.partition);
@@ -422,7 +440,9 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let mut log = Log::open_reader(&args.dir.log_dir(), store.partitions())?;
     let mut partitions = Vec::new();
     for partition in 0..store.partitions() {
-        partitions.push(serde_json::json!({"partition": partition, "start": log.start(partition)?, "end": log.end(partition)?}));
+        partitions.push(
+            serde_json::json!({"partition": partition, "start": log.start(partition)?, "end": log.end(partition)?}),
+        );
     }
     let mut groups = Vec::new();
     for group in store.groups()? {
@@ -459,7 +479,10 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         for (partition, row) in g["progress"].as_array().into_iter().flatten().enumerate() {
             println!(
                 "  partition {partition}: next offset {}, epoch {}, owner {}, stamp {}",
-                row["next_offset"], row["epoch"], row["owner"].as_str().unwrap_or(""), row["stamp"]
+                row["next_offset"],
+                row["epoch"],
+                row["owner"].as_str().unwrap_or(""),
+                row["stamp"]
             );
         }
     }
@@ -547,7 +570,10 @@ fn resets(args: ResetsArgs) -> anyhow::Result<ExitCode> {
         println!("no resets");
     }
     for reset in &resets {
-        println!("group {} partition {}: reset from offset {} to {}", reset.group, reset.partition, reset.from, reset.to);
+        println!(
+            "group {} partition {}: reset from offset {} to {}",
+            reset.group, reset.partition, reset.from, reset.to
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -52,7 +52,15 @@ impl std::str::FromStr for Mutation {
 
 impl Settings {
     pub fn new(strategy: Strategy) -> Settings {
-        Settings { strategy, commit_every: 2, inflight: 2, batch: 1, max_attempts: 2, on_out_of_range: OutOfRange::Fail, mutation: None }
+        Settings {
+            strategy,
+            commit_every: 2,
+            inflight: 2,
+            batch: 1,
+            max_attempts: 2,
+            on_out_of_range: OutOfRange::Fail,
+            mutation: None,
+        }
     }
 }
 
@@ -118,26 +126,44 @@ impl Lease {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "outcome")]
 pub enum Outcome {
-    Fetched { count: u64 },
+    Fetched {
+        count: u64,
+    },
     /// The effect write ran: how many records it applied and how many it recognised as done.
-    Applied { applied: u64, skipped: u64 },
+    Applied {
+        applied: u64,
+        skipped: u64,
+    },
     Recorded,
     Committed,
     /// The fenced transaction aborted: the owner's epoch is stale; it dropped the partition.
-    Fenced { held: i64, current: i64 },
+    Fenced {
+        held: i64,
+        current: i64,
+    },
     /// A poison record's effect failed; `attempts` is the durable count after the step
     /// (atomic-dlq), 0 for the strategies that count nothing.
-    Failed { attempts: u64 },
+    Failed {
+        attempts: u64,
+    },
     /// atomic-dlq: `max_attempts` were already counted; nothing was attempted or written.
     Exhausted,
     /// atomic-dlq: the record moved to the dead-letter table after `attempts` failed attempts.
-    DeadLettered { attempts: u64 },
+    DeadLettered {
+        attempts: u64,
+    },
     /// `--on-out-of-range earliest`: the next offset moved from `from` (the stored one) to
     /// `to` (the log start), and the reset is recorded.
-    Reset { from: u64, to: u64 },
+    Reset {
+        from: u64,
+        to: u64,
+    },
     /// `--on-out-of-range fail`: the lease `position` is below the log `start`; nothing was
     /// written and the owner dropped the partition.
-    OutOfRange { position: u64, start: u64 },
+    OutOfRange {
+        position: u64,
+        start: u64,
+    },
 }
 
 impl fmt::Display for Outcome {
@@ -162,13 +188,27 @@ pub enum OwnerError {
     Store(StoreError),
     Log(LogError),
     /// The step is not what the strategy allows now (the worker protocol's guard).
-    NotEnabled { step: Step, enabled: Vec<Step> },
+    NotEnabled {
+        step: Step,
+        enabled: Vec<Step>,
+    },
     /// A record's payload is not an 8-byte delta.
-    BadPayload { partition: u32, offset: u64 },
+    BadPayload {
+        partition: u32,
+        offset: u64,
+    },
     /// `run_to_end` of a retry-forever owner: the same record failed `failures` times in a row.
-    Stuck { partition: u32, offset: u64, failures: u64 },
+    Stuck {
+        partition: u32,
+        offset: u64,
+        failures: u64,
+    },
     /// `run_to_end` under `--on-out-of-range fail`: retention removed the next record.
-    OutOfRange { partition: u32, offset: u64, start: u64 },
+    OutOfRange {
+        partition: u32,
+        offset: u64,
+        start: u64,
+    },
 }
 
 impl fmt::Display for OwnerError {
@@ -234,7 +274,14 @@ pub struct OwnerState<'a> {
 impl Owner {
     /// Starts (or restarts) an owner: the coordinator hands it, at the current epoch, every
     /// partition the store assigns to it, and it resumes each from the committed checkpoint.
-    pub fn start(mut store: Store, log: Log, group: &str, name: &str, settings: Settings, crash: CrashPlan) -> Result<Owner, OwnerError> {
+    pub fn start(
+        mut store: Store,
+        log: Log,
+        group: &str,
+        name: &str,
+        settings: Settings,
+        crash: CrashPlan,
+    ) -> Result<Owner, OwnerError> {
         store.ensure_group(group, "o0")?;
         let mut leases = BTreeMap::new();
         for partition in 0..store.partitions() {
@@ -336,7 +383,9 @@ impl Owner {
     fn step_span(&self, step: Step) -> std::ops::Range<u64> {
         let lease = &self.leases[&step.partition];
         match step.kind {
-            StepKind::Fetch | StepKind::CommitOffset | StepKind::ResetOffset | StepKind::FailOutOfRange => step.offset..step.offset + 1,
+            StepKind::Fetch | StepKind::CommitOffset | StepKind::ResetOffset | StepKind::FailOutOfRange => {
+                step.offset..step.offset + 1
+            }
             _ => step.offset..lease.records.get(&step.offset).map_or(step.offset + 1, |record| record.end),
         }
     }
@@ -410,7 +459,11 @@ impl Owner {
                 Ok(outcome) => outcome,
                 // Retention passed the position after the steps were computed: the fetch
                 // changed nothing, and the next round sees the new start.
-                Err(OwnerError::Log(LogError::OffsetOutOfRange { offset, start, .. })) if step.kind == StepKind::Fetch && offset < start => continue,
+                Err(OwnerError::Log(LogError::OffsetOutOfRange { offset, start, .. }))
+                    if step.kind == StepKind::Fetch && offset < start =>
+                {
+                    continue
+                }
                 Err(error) => return Err(error),
             };
             if let Outcome::OutOfRange { position, start } = outcome {
@@ -468,7 +521,9 @@ impl Owner {
 
     fn items(&self, partition: u32, offset: u64) -> Vec<Item> {
         let record = &self.leases[&partition].records[&offset];
-        let delta = |delta: Option<i64>| delta.expect("only a poison batch lacks a delta, and it never reaches an effect write");
+        let delta = |delta: Option<i64>| {
+            delta.expect("only a poison batch lacks a delta, and it never reaches an effect write")
+        };
         record.deltas.iter().enumerate().map(|(i, &d)| Item { offset: offset + i as u64, delta: delta(d) }).collect()
     }
 
@@ -519,11 +574,14 @@ impl Owner {
         let offset = step.offset;
         let end = lease.records[&offset].end;
         match (strategy, step.kind) {
-            (Strategy::EffectFirst | Strategy::DedupAtomic, _) => lease.records.get_mut(&offset).expect("in flight").stage = Stage::EffectApplied,
+            (Strategy::EffectFirst | Strategy::DedupAtomic, _) => {
+                lease.records.get_mut(&offset).expect("in flight").stage = Stage::EffectApplied
+            }
             (Strategy::DedupSeparate, _) => {
                 // Ids found processed mean effect and id both landed before: only the commit is left.
                 let all_processed = applied.iter().all(|&a| !a);
-                lease.records.get_mut(&offset).expect("in flight").stage = if all_processed { Stage::Recorded } else { Stage::EffectApplied };
+                lease.records.get_mut(&offset).expect("in flight").stage =
+                    if all_processed { Stage::Recorded } else { Stage::EffectApplied };
             }
             (Strategy::ParallelMax | Strategy::ParallelWatermark, _) => {
                 lease.records.remove(&offset);
@@ -557,7 +615,8 @@ impl Owner {
     /// in which the effect fails. atomic-dlq counts the attempt durably and gives up once
     /// `max_attempts` are counted; skip-poison gives up at once; retry-forever retries.
     fn apply_poison(&mut self, partition: u32, offset: u64) -> Result<Outcome, OwnerError> {
-        let (strategy, max_attempts, epoch) = (self.settings.strategy, self.settings.max_attempts, self.leases[&partition].epoch);
+        let (strategy, max_attempts, epoch) =
+            (self.settings.strategy, self.settings.max_attempts, self.leases[&partition].epoch);
         let policy = match strategy {
             Strategy::AtomicDlq => FailurePolicy::Count { max_attempts },
             Strategy::SkipPoison | Strategy::RetryForever => FailurePolicy::Forget,
@@ -565,7 +624,8 @@ impl Owner {
         };
         let crash = self.crash.clone();
         let mut inside = || crash.at(StepKind::ApplyAtomic, When::Inside, offset..offset + 1);
-        let result = self.store.poison_attempt(&self.group, partition, offset, epoch, policy, POISON_ERROR, &mut inside);
+        let result =
+            self.store.poison_attempt(&self.group, partition, offset, epoch, policy, POISON_ERROR, &mut inside);
         let (exhausted, outcome) = match result {
             Ok(PoisonAttempt::Failed { attempts }) => {
                 let exhausted = match strategy {
@@ -591,11 +651,12 @@ impl Owner {
         let epoch = self.leases[&partition].epoch;
         let crash = self.crash.clone();
         let mut inside = || crash.at(StepKind::DeadLetter, When::Inside, offset..offset + 1);
-        let attempts = match self.store.dead_letter(&self.group, partition, offset, epoch, &payload, POISON_ERROR, &mut inside) {
-            Ok(attempts) => attempts,
-            Err(StoreError::Fenced { held, current, .. }) => return Ok(self.fenced(partition, held, current)),
-            Err(error) => return Err(error.into()),
-        };
+        let attempts =
+            match self.store.dead_letter(&self.group, partition, offset, epoch, &payload, POISON_ERROR, &mut inside) {
+                Ok(attempts) => attempts,
+                Err(StoreError::Fenced { held, current, .. }) => return Ok(self.fenced(partition, held, current)),
+                Err(error) => return Err(error.into()),
+            };
         let lease = self.lease_mut(partition);
         lease.records.remove(&offset);
         lease.checkpoint = offset + 1;
@@ -708,7 +769,13 @@ fn out_of_range_step(settings: &Settings, partition: u32, lease: &Lease, log_sta
 /// The model's `lease_actions`: the steps one lease allows under the strategy. `log_start`
 /// is only looked at when `needs_log_start` holds. Under every strategy, a lease with nothing
 /// in flight whose position retention passed allows only its out-of-range policy's step.
-fn lease_steps(settings: &Settings, partition: u32, lease: &Lease, (log_start, log_end): (u64, u64), steps: &mut Vec<Step>) {
+fn lease_steps(
+    settings: &Settings,
+    partition: u32,
+    lease: &Lease,
+    (log_start, log_end): (u64, u64),
+    steps: &mut Vec<Step>,
+) {
     let step = |kind, offset| Step { kind, partition, offset };
     let strategy = settings.strategy;
     let out_of_range = lease.records.is_empty() && lease.position < log_start;
@@ -750,7 +817,9 @@ fn lease_steps(settings: &Settings, partition: u32, lease: &Lease, (log_start, l
     let kind = match (strategy, record.stage) {
         (Strategy::CommitFirst, Stage::Fetched) => return steps.push(step(StepKind::CommitOffset, record.end)),
         (Strategy::CommitFirst, Stage::Committed) => StepKind::ApplyEffect,
-        (Strategy::EffectFirst | Strategy::PeriodicCommit | Strategy::DedupSeparate, Stage::Fetched) => StepKind::ApplyEffect,
+        (Strategy::EffectFirst | Strategy::PeriodicCommit | Strategy::DedupSeparate, Stage::Fetched) => {
+            StepKind::ApplyEffect
+        }
         (Strategy::EffectFirst | Strategy::DedupAtomic, Stage::EffectApplied) => {
             return steps.push(step(StepKind::CommitOffset, record.end))
         }

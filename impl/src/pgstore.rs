@@ -11,7 +11,10 @@
 //! before COMMIT: a crash there closes the connection without COMMIT and the server rolls the
 //! transaction back. The schema version is the `schema_version` row of `meta`.
 
-use crate::store::{DeadLetter, FailurePolicy, Guard, InsideHook, Item, PoisonAttempt, ProgressRow, Reset, StoreError, StoreOptions, SCHEMA_VERSION};
+use crate::store::{
+    DeadLetter, FailurePolicy, Guard, InsideHook, Item, PoisonAttempt, ProgressRow, Reset, StoreError, StoreOptions,
+    SCHEMA_VERSION,
+};
 use postgres::config::Host;
 use postgres::types::ToSql;
 use postgres::{Client, Config, IsolationLevel, NoTls, Row, Transaction};
@@ -66,7 +69,12 @@ fn describe(config: &Config) -> String {
         .collect();
     let ports: Vec<String> = config.get_ports().iter().map(u16::to_string).collect();
     let port = if ports.is_empty() { String::new() } else { format!(":{}", ports.join(",")) };
-    format!("postgres://{}@{}{port}/{}", config.get_user().unwrap_or(""), hosts.join(","), config.get_dbname().unwrap_or(""))
+    format!(
+        "postgres://{}@{}{port}/{}",
+        config.get_user().unwrap_or(""),
+        hosts.join(","),
+        config.get_dbname().unwrap_or("")
+    )
 }
 
 fn fail<'a>(target: &'a str, sql: &'static str) -> impl Fn(postgres::Error) -> StoreError + 'a {
@@ -82,7 +90,12 @@ fn one(tx: &mut Transaction<'_>, target: &str, sql: &'static str, params: Params
     tx.query_one(sql, params).map_err(fail(target, sql))
 }
 
-fn optional(tx: &mut Transaction<'_>, target: &str, sql: &'static str, params: Params<'_>) -> Result<Option<Row>, StoreError> {
+fn optional(
+    tx: &mut Transaction<'_>,
+    target: &str,
+    sql: &'static str,
+    params: Params<'_>,
+) -> Result<Option<Row>, StoreError> {
     tx.query_opt(sql, params).map_err(fail(target, sql))
 }
 
@@ -94,7 +107,13 @@ fn finish(tx: Transaction<'_>, inside: InsideHook<'_>, target: &str) -> Result<(
 
 /// Locks the progress row and checks the fence: `StoreError::Fenced` when the stored epoch is
 /// not `held`. Returning the error drops the transaction, which rolls it back.
-fn lock_and_check_epoch(tx: &mut Transaction<'_>, target: &str, group: &str, partition: u32, held: i64) -> Result<(), StoreError> {
+fn lock_and_check_epoch(
+    tx: &mut Transaction<'_>,
+    target: &str,
+    group: &str,
+    partition: u32,
+    held: i64,
+) -> Result<(), StoreError> {
     let sql = "SELECT epoch FROM progress WHERE grp = $1 AND part = $2 FOR UPDATE";
     let current: i64 = one(tx, target, sql, &[&group, &i64::from(partition)])?.get(0);
     if current != held {
@@ -106,7 +125,13 @@ fn lock_and_check_epoch(tx: &mut Transaction<'_>, target: &str, group: &str, par
 const ATTEMPTS_SQL: &str = "SELECT attempts, error FROM attempts WHERE grp = $1 AND part = $2 AND log_offset = $3";
 
 /// A record's counted attempts and last error, if any attempt was counted.
-fn read_attempts(tx: &mut Transaction<'_>, target: &str, group: &str, partition: u32, offset: u64) -> Result<Option<(u64, String)>, StoreError> {
+fn read_attempts(
+    tx: &mut Transaction<'_>,
+    target: &str,
+    group: &str,
+    partition: u32,
+    offset: u64,
+) -> Result<Option<(u64, String)>, StoreError> {
     let row = optional(tx, target, ATTEMPTS_SQL, &[&group, &i64::from(partition), &(offset as i64)])?;
     Ok(row.map(|row| (row.get::<_, i64>(0) as u64, row.get(1))))
 }
@@ -117,7 +142,11 @@ const SET_NEXT_SQL: &str = "UPDATE progress SET next_offset = $3 WHERE grp = $1 
 
 impl PgStore {
     fn connect(url: &str, options: StoreOptions) -> Result<(Client, String), StoreError> {
-        let config = Config::from_str(url).map_err(|source| StoreError::Postgres { target: "(unparsable URL)".to_string(), sql: "connect", source })?;
+        let config = Config::from_str(url).map_err(|source| StoreError::Postgres {
+            target: "(unparsable URL)".to_string(),
+            sql: "connect",
+            source,
+        })?;
         let target = describe(&config);
         let mut client = config.connect(NoTls).map_err(fail(&target, "connect"))?;
         // The busy timeout's counterpart: how long a statement waits for another owner's row
@@ -133,7 +162,11 @@ impl PgStore {
     pub fn create(url: &str, partitions: u32, options: StoreOptions) -> Result<PgStore, StoreError> {
         let (mut client, target) = PgStore::connect(url, options)?;
         {
-            let mut tx = client.build_transaction().isolation_level(IsolationLevel::ReadCommitted).start().map_err(fail(&target, "BEGIN"))?;
+            let mut tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::ReadCommitted)
+                .start()
+                .map_err(fail(&target, "BEGIN"))?;
             let sql = "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ANY($1)";
             let found: i64 = one(&mut tx, &target, sql, &[&TABLES])?.get(0);
             if found > 0 {
@@ -188,7 +221,11 @@ impl PgStore {
     /// returns an error, and a transaction dropped uncommitted rolls back.
     fn write<T>(&self, body: impl FnOnce(Transaction<'_>, &str) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let mut client = self.client.borrow_mut();
-        let tx = client.build_transaction().isolation_level(IsolationLevel::ReadCommitted).start().map_err(fail(&self.target, "BEGIN ISOLATION LEVEL READ COMMITTED"))?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::ReadCommitted)
+            .start()
+            .map_err(fail(&self.target, "BEGIN ISOLATION LEVEL READ COMMITTED"))?;
         body(tx, &self.target)
     }
 
@@ -226,18 +263,24 @@ impl PgStore {
         self.check_partition(partition)?;
         let sql = "SELECT next_offset, epoch, owner, stamp FROM progress WHERE grp = $1 AND part = $2";
         let rows = self.query(sql, &[&group, &i64::from(partition)])?;
-        Ok(rows.first().map_or(ProgressRow { next_offset: 0, epoch: 1, owner: String::new(), stamp: None }, |row| ProgressRow {
-            next_offset: row.get::<_, i64>(0) as u64,
-            epoch: row.get(1),
-            owner: row.get(2),
-            stamp: row.get::<_, Option<i64>>(3).map(|stamp| stamp as u64),
+        Ok(rows.first().map_or(ProgressRow { next_offset: 0, epoch: 1, owner: String::new(), stamp: None }, |row| {
+            ProgressRow {
+                next_offset: row.get::<_, i64>(0) as u64,
+                epoch: row.get(1),
+                owner: row.get(2),
+                stamp: row.get::<_, Option<i64>>(3).map(|stamp| stamp as u64),
+            }
         }))
     }
 
     /// The processed-id table of a group, sorted: (partition, offset).
     pub fn processed(&self, group: &str) -> Result<Vec<(u32, u64)>, StoreError> {
         let sql = "SELECT part, log_offset FROM processed WHERE grp = $1 ORDER BY part, log_offset";
-        Ok(self.query(sql, &[&group])?.iter().map(|row| (row.get::<_, i64>(0) as u32, row.get::<_, i64>(1) as u64)).collect())
+        Ok(self
+            .query(sql, &[&group])?
+            .iter()
+            .map(|row| (row.get::<_, i64>(0) as u32, row.get::<_, i64>(1) as u64))
+            .collect())
     }
 
     /// The rebalance: assigns the partition to `owner` and bumps its epoch, in one
@@ -255,12 +298,21 @@ impl PgStore {
 
     /// `apply-effect`: adds each item's delta to the total, skipping processed ids when
     /// `unless_processed` (dedup-separate). Returns, per item, whether it was applied.
-    pub fn add_effect(&mut self, group: &str, partition: u32, items: &[Item], unless_processed: bool, inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+    pub fn add_effect(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        unless_processed: bool,
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
         self.write(|mut tx, target| {
             let mut applied = Vec::with_capacity(items.len());
             for item in items {
                 let sql = "SELECT 1 FROM processed WHERE grp = $1 AND part = $2 AND log_offset = $3";
-                let skip = unless_processed && optional(&mut tx, target, sql, &[&group, &i64::from(partition), &(item.offset as i64)])?.is_some();
+                let skip = unless_processed
+                    && optional(&mut tx, target, sql, &[&group, &i64::from(partition), &(item.offset as i64)])?
+                        .is_some();
                 if !skip {
                     exec(&mut tx, target, ADD_EFFECT_SQL, &[&group, &item.delta])?;
                 }
@@ -272,7 +324,13 @@ impl PgStore {
     }
 
     /// `insert-processed`: records the items' ids (dedup-separate's separate write).
-    pub fn insert_processed(&mut self, group: &str, partition: u32, offsets: &[u64], inside: InsideHook<'_>) -> Result<(), StoreError> {
+    pub fn insert_processed(
+        &mut self,
+        group: &str,
+        partition: u32,
+        offsets: &[u64],
+        inside: InsideHook<'_>,
+    ) -> Result<(), StoreError> {
         self.write(|mut tx, target| {
             for offset in offsets {
                 let sql = "INSERT INTO processed (grp, part, log_offset) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
@@ -283,7 +341,13 @@ impl PgStore {
     }
 
     /// `commit-offset`: writes the next offset blindly (no guard), as a plain consumer does.
-    pub fn commit_offset(&mut self, group: &str, partition: u32, next_offset: u64, inside: InsideHook<'_>) -> Result<(), StoreError> {
+    pub fn commit_offset(
+        &mut self,
+        group: &str,
+        partition: u32,
+        next_offset: u64,
+        inside: InsideHook<'_>,
+    ) -> Result<(), StoreError> {
         self.write(|mut tx, target| {
             exec(&mut tx, target, SET_NEXT_SQL, &[&group, &i64::from(partition), &(next_offset as i64)])?;
             finish(tx, inside, target)
@@ -293,11 +357,18 @@ impl PgStore {
     /// `apply-stamped`: per item, set-if-newer on the stamp and the delta only if it moved.
     /// Under READ COMMITTED a concurrent update of the row makes the server re-check the
     /// `WHERE` on the newest version, so two owners never both move the stamp past one offset.
-    pub fn apply_stamped(&mut self, group: &str, partition: u32, items: &[Item], inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+    pub fn apply_stamped(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
         self.write(|mut tx, target| {
             let mut applied = Vec::with_capacity(items.len());
             for item in items {
-                let sql = "UPDATE progress SET stamp = $3 WHERE grp = $1 AND part = $2 AND (stamp IS NULL OR stamp < $3)";
+                let sql =
+                    "UPDATE progress SET stamp = $3 WHERE grp = $1 AND part = $2 AND (stamp IS NULL OR stamp < $3)";
                 let newer = exec(&mut tx, target, sql, &[&group, &i64::from(partition), &(item.offset as i64)])? == 1;
                 if newer {
                     exec(&mut tx, target, ADD_EFFECT_SQL, &[&group, &item.delta])?;
@@ -311,7 +382,13 @@ impl PgStore {
 
     /// `apply-deduped`: per item, insert its id and add its delta, unless the id is present.
     /// A concurrent insert of the same id makes this one wait for its outcome.
-    pub fn apply_deduped(&mut self, group: &str, partition: u32, items: &[Item], inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+    pub fn apply_deduped(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
         self.write(|mut tx, target| {
             let mut applied = Vec::with_capacity(items.len());
             for item in items {
@@ -331,7 +408,14 @@ impl PgStore {
     /// the progress row (`FOR UPDATE`, whatever the guard) so competing owners serialise on it.
     /// `Fenced` aborts with `StoreError::Fenced` when the stored epoch is not the owner's; `Cas`
     /// skips items below the stored next offset. Returns, per item, whether it was applied.
-    pub fn apply_atomic(&mut self, group: &str, partition: u32, items: &[Item], guard: Guard, inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+    pub fn apply_atomic(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        guard: Guard,
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
         self.write(|mut tx, target| {
             let sql = "SELECT next_offset, epoch FROM progress WHERE grp = $1 AND part = $2 FOR UPDATE";
             let row = one(&mut tx, target, sql, &[&group, &i64::from(partition)])?;
@@ -347,7 +431,10 @@ impl PgStore {
             for item in items {
                 let apply = match guard {
                     Guard::Cas => {
-                        assert!(item.offset <= next, "an atomic-cas owner never runs ahead of the stored offset it serialises on");
+                        assert!(
+                            item.offset <= next,
+                            "an atomic-cas owner never runs ahead of the stored offset it serialises on"
+                        );
                         item.offset == next
                     }
                     Guard::Blind | Guard::Fenced { .. } => true,
@@ -431,13 +518,21 @@ impl PgStore {
 
     /// `reset-offset` (see `SqliteStore::reset_offset`), with the progress row locked and the
     /// epoch checked first. Returns the stored next offset it reset from.
-    pub fn reset_offset(&mut self, group: &str, partition: u32, epoch: i64, to: u64, inside: InsideHook<'_>) -> Result<u64, StoreError> {
+    pub fn reset_offset(
+        &mut self,
+        group: &str,
+        partition: u32,
+        epoch: i64,
+        to: u64,
+        inside: InsideHook<'_>,
+    ) -> Result<u64, StoreError> {
         self.write(|mut tx, target| {
             lock_and_check_epoch(&mut tx, target, group, partition, epoch)?;
             let sql = "SELECT next_offset FROM progress WHERE grp = $1 AND part = $2";
             let from: i64 = one(&mut tx, target, sql, &[&group, &i64::from(partition)])?.get(0);
             // The table is a set, as the model's: recording the same reset twice keeps one row.
-            let sql = "INSERT INTO resets (grp, part, from_offset, to_offset) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
+            let sql =
+                "INSERT INTO resets (grp, part, from_offset, to_offset) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
             exec(&mut tx, target, sql, &[&group, &i64::from(partition), &from, &(to as i64)])?;
             exec(&mut tx, target, SET_NEXT_SQL, &[&group, &i64::from(partition), &(to as i64)])?;
             finish(tx, inside, target)?;

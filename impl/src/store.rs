@@ -72,38 +72,89 @@ impl Default for StoreOptions {
 #[derive(Debug)]
 pub enum StoreError {
     /// A statement failed; carries the database path and the SQL.
-    Sqlite { path: PathBuf, sql: &'static str, source: rusqlite::Error },
+    Sqlite {
+        path: PathBuf,
+        sql: &'static str,
+        source: rusqlite::Error,
+    },
     /// Another process held the database past the busy timeout.
-    Locked { path: PathBuf, waited: Duration },
-    SchemaVersion { path: PathBuf, found: i64 },
-    NotInitialized { path: PathBuf },
-    AlreadyExists { path: PathBuf },
+    Locked {
+        path: PathBuf,
+        waited: Duration,
+    },
+    SchemaVersion {
+        path: PathBuf,
+        found: i64,
+    },
+    NotInitialized {
+        path: PathBuf,
+    },
+    AlreadyExists {
+        path: PathBuf,
+    },
     /// A fenced write found a newer epoch than the owner's: the owner is a zombie.
-    Fenced { group: String, partition: u32, held: i64, current: i64 },
-    NoSuchPartition { partition: u32, partitions: u32 },
+    Fenced {
+        group: String,
+        partition: u32,
+        held: i64,
+        current: i64,
+    },
+    NoSuchPartition {
+        partition: u32,
+        partitions: u32,
+    },
     /// A redrive named a record that is not in the dead-letter table.
-    NoDeadLetter { group: String, partition: u32, offset: u64 },
+    NoDeadLetter {
+        group: String,
+        partition: u32,
+        offset: u64,
+    },
     /// A PostgreSQL statement failed; carries the connection target (never the password) and
     /// the SQL.
-    Postgres { target: String, sql: &'static str, source: postgres::Error },
+    Postgres {
+        target: String,
+        sql: &'static str,
+        source: postgres::Error,
+    },
     /// The PostgreSQL database has no store schema (run `consumer init --store URL`).
-    PgNotInitialized { target: String },
+    PgNotInitialized {
+        target: String,
+    },
     /// `consumer init` found the store's tables in the PostgreSQL database.
-    PgAlreadyInitialised { target: String },
-    PgSchemaVersion { target: String, found: i64 },
+    PgAlreadyInitialised {
+        target: String,
+    },
+    PgSchemaVersion {
+        target: String,
+        found: i64,
+    },
 }
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreError::Sqlite { path, sql, source } => {
-                write!(f, "database {}: {source} (in: {})", path.display(), sql.split_whitespace().collect::<Vec<_>>().join(" "))
+                write!(
+                    f,
+                    "database {}: {source} (in: {})",
+                    path.display(),
+                    sql.split_whitespace().collect::<Vec<_>>().join(" ")
+                )
             }
             StoreError::Locked { path, waited } => {
-                write!(f, "database {} is locked by another process (waited {:.1} s)", path.display(), waited.as_secs_f64())
+                write!(
+                    f,
+                    "database {} is locked by another process (waited {:.1} s)",
+                    path.display(),
+                    waited.as_secs_f64()
+                )
             }
             StoreError::SchemaVersion { path, found } => {
-                write!(f, "database {} has schema version {found}, this build reads version {SCHEMA_VERSION}", path.display())
+                write!(
+                    f,
+                    "database {} has schema version {found}, this build reads version {SCHEMA_VERSION}",
+                    path.display()
+                )
             }
             StoreError::AlreadyExists { path } => write!(f, "database {} exists already", path.display()),
             StoreError::NotInitialized { path } => {
@@ -289,7 +340,6 @@ impl SqliteStore {
             .map_err(|source| classify(&path, "BEGIN IMMEDIATE", source, timeout))
     }
 
-
     /// Creates the group's rows if missing: total 0, and per partition next offset 0 at epoch 1
     /// owned by `initial_owner` (spec.md §2.4). Idempotent.
     pub fn ensure_group(&mut self, group: &str, initial_owner: &str) -> Result<(), StoreError> {
@@ -357,7 +407,10 @@ impl SqliteStore {
         let fail = |sql| move |source| classify(path, sql, source, timeout);
         let tx = self.begin()?;
         let sql = "UPDATE progress SET epoch = epoch + 1, owner = ?3 WHERE grp = ?1 AND part = ?2 RETURNING epoch";
-        let epoch = tx.prepare_cached(sql).and_then(|mut statement| statement.query_row(params![group, partition, owner], |row| row.get(0))).map_err(fail(sql))?;
+        let epoch = tx
+            .prepare_cached(sql)
+            .and_then(|mut statement| statement.query_row(params![group, partition, owner], |row| row.get(0)))
+            .map_err(fail(sql))?;
         tx.commit().map_err(fail("COMMIT"))?;
         Ok(epoch)
     }
@@ -365,14 +418,22 @@ impl SqliteStore {
     /// `apply-effect`: adds each item's delta to the total. With `unless_processed`
     /// (dedup-separate) an item whose id is in the processed table is skipped. Returns, per
     /// item, whether it was applied.
-    pub fn add_effect(&mut self, group: &str, partition: u32, items: &[Item], unless_processed: bool, inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+    pub fn add_effect(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        unless_processed: bool,
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
         let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
         let path = path_buf.as_path();
         let fail = |sql| move |source| classify(path, sql, source, timeout);
         let tx = self.begin()?;
         let mut applied = Vec::with_capacity(items.len());
         for item in items {
-            let skip = unless_processed && is_processed(&tx, group, partition, item.offset).map_err(fail(PROCESSED_SQL))?;
+            let skip =
+                unless_processed && is_processed(&tx, group, partition, item.offset).map_err(fail(PROCESSED_SQL))?;
             if !skip {
                 let sql = ADD_EFFECT_SQL;
                 exec(&tx, path, timeout, sql, params![group, item.delta])?;
@@ -384,7 +445,13 @@ impl SqliteStore {
     }
 
     /// `insert-processed`: records the items' ids (dedup-separate's separate write).
-    pub fn insert_processed(&mut self, group: &str, partition: u32, offsets: &[u64], inside: InsideHook<'_>) -> Result<(), StoreError> {
+    pub fn insert_processed(
+        &mut self,
+        group: &str,
+        partition: u32,
+        offsets: &[u64],
+        inside: InsideHook<'_>,
+    ) -> Result<(), StoreError> {
         let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
         let path = path_buf.as_path();
         let tx = self.begin()?;
@@ -396,7 +463,13 @@ impl SqliteStore {
     }
 
     /// `commit-offset`: writes the next offset blindly (no guard), as a plain consumer does.
-    pub fn commit_offset(&mut self, group: &str, partition: u32, next_offset: u64, inside: InsideHook<'_>) -> Result<(), StoreError> {
+    pub fn commit_offset(
+        &mut self,
+        group: &str,
+        partition: u32,
+        next_offset: u64,
+        inside: InsideHook<'_>,
+    ) -> Result<(), StoreError> {
         let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
         let path = path_buf.as_path();
         let tx = self.begin()?;
@@ -407,7 +480,13 @@ impl SqliteStore {
 
     /// `apply-stamped`: for each item, set-if-newer: the delta is added and the stamp moved only
     /// when the offset is strictly above the stamp, in the same statement.
-    pub fn apply_stamped(&mut self, group: &str, partition: u32, items: &[Item], inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+    pub fn apply_stamped(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
         let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
         let path = path_buf.as_path();
         let tx = self.begin()?;
@@ -426,7 +505,13 @@ impl SqliteStore {
     }
 
     /// `apply-deduped`: per item, insert its id and add its delta, unless the id is present.
-    pub fn apply_deduped(&mut self, group: &str, partition: u32, items: &[Item], inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+    pub fn apply_deduped(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
         let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
         let path = path_buf.as_path();
         let tx = self.begin()?;
@@ -447,14 +532,25 @@ impl SqliteStore {
     /// `apply-atomic`: the effects and the next offset in one transaction. `Fenced` aborts with
     /// `StoreError::Fenced` when the stored epoch is not the owner's; `Cas` reads the stored next
     /// offset and skips items below it. Returns, per item, whether it was applied.
-    pub fn apply_atomic(&mut self, group: &str, partition: u32, items: &[Item], guard: Guard, inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+    pub fn apply_atomic(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        guard: Guard,
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
         let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
         let path = path_buf.as_path();
         let fail = |sql| move |source| classify(path, sql, source, timeout);
         let tx = self.begin()?;
         let sql = "SELECT next_offset, epoch FROM progress WHERE grp = ?1 AND part = ?2";
-        let (stored, epoch): (u64, i64) =
-            tx.prepare_cached(sql).and_then(|mut statement| statement.query_row(params![group, partition], |row| Ok((row.get(0)?, row.get(1)?)))).map_err(fail(sql))?;
+        let (stored, epoch): (u64, i64) = tx
+            .prepare_cached(sql)
+            .and_then(|mut statement| {
+                statement.query_row(params![group, partition], |row| Ok((row.get(0)?, row.get(1)?)))
+            })
+            .map_err(fail(sql))?;
         if let Guard::Fenced { epoch: held } = guard {
             if held != epoch {
                 // Dropping the transaction rolls it back: nothing of the zombie's lands.
@@ -466,7 +562,10 @@ impl SqliteStore {
         for item in items {
             let apply = match guard {
                 Guard::Cas => {
-                    assert!(item.offset <= next, "an atomic-cas owner never runs ahead of the stored offset it serialises on");
+                    assert!(
+                        item.offset <= next,
+                        "an atomic-cas owner never runs ahead of the stored offset it serialises on"
+                    );
                     item.offset == next
                 }
                 Guard::Blind | Guard::Fenced { .. } => true,
@@ -516,7 +615,9 @@ impl SqliteStore {
                 return Ok(PoisonAttempt::Failed { attempts: 0 });
             }
         };
-        let counted = read_attempts(&tx, group, partition, offset).map_err(fail(ATTEMPTS_SQL))?.map_or(0, |(attempts, _)| attempts);
+        let counted = read_attempts(&tx, group, partition, offset)
+            .map_err(fail(ATTEMPTS_SQL))?
+            .map_or(0, |(attempts, _)| attempts);
         if counted >= max_attempts {
             inside();
             tx.rollback().map_err(fail("ROLLBACK"))?;
@@ -553,7 +654,8 @@ impl SqliteStore {
         let fail = |sql| move |source| classify(path, sql, source, timeout);
         let tx = self.begin()?;
         check_epoch(&tx, group, partition, epoch, path, timeout)?;
-        let (attempts, error) = read_attempts(&tx, group, partition, offset).map_err(fail(ATTEMPTS_SQL))?.unwrap_or((0, error.to_string()));
+        let (attempts, error) =
+            read_attempts(&tx, group, partition, offset).map_err(fail(ATTEMPTS_SQL))?.unwrap_or((0, error.to_string()));
         let sql = "INSERT INTO dead_letters (grp, part, log_offset, error, attempts, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
         tx.prepare_cached(sql)
             .and_then(|mut statement| statement.execute(params![group, partition, offset, error, attempts, payload]))
@@ -568,14 +670,24 @@ impl SqliteStore {
     /// first (`StoreError::Fenced` when `epoch` is stale), records the reset from the stored
     /// next offset to `to` (the log start) and sets the next offset to `to`. Returns the
     /// stored next offset it reset from.
-    pub fn reset_offset(&mut self, group: &str, partition: u32, epoch: i64, to: u64, inside: InsideHook<'_>) -> Result<u64, StoreError> {
+    pub fn reset_offset(
+        &mut self,
+        group: &str,
+        partition: u32,
+        epoch: i64,
+        to: u64,
+        inside: InsideHook<'_>,
+    ) -> Result<u64, StoreError> {
         let (path_buf, timeout) = (self.path.clone(), self.busy_timeout);
         let path = path_buf.as_path();
         let fail = |sql| move |source| classify(path, sql, source, timeout);
         let tx = self.begin()?;
         check_epoch(&tx, group, partition, epoch, path, timeout)?;
         let sql = "SELECT next_offset FROM progress WHERE grp = ?1 AND part = ?2";
-        let from: u64 = tx.prepare_cached(sql).and_then(|mut statement| statement.query_row(params![group, partition], |row| row.get(0))).map_err(fail(sql))?;
+        let from: u64 = tx
+            .prepare_cached(sql)
+            .and_then(|mut statement| statement.query_row(params![group, partition], |row| row.get(0)))
+            .map_err(fail(sql))?;
         // The table is a set, as the model's: recording the same reset twice keeps one row.
         let sql = "INSERT OR IGNORE INTO resets (grp, part, from_offset, to_offset) VALUES (?1, ?2, ?3, ?4)";
         exec(&tx, path, timeout, sql, params![group, partition, from, to])?;
@@ -591,7 +703,9 @@ impl SqliteStore {
                    WHERE ?1 IS NULL OR grp = ?1 ORDER BY grp, part, from_offset, to_offset";
         let mut statement = self.conn.prepare_cached(sql).map_err(self.fail(sql))?;
         let rows = statement
-            .query_map(params![group], |row| Ok(Reset { group: row.get(0)?, partition: row.get(1)?, from: row.get(2)?, to: row.get(3)? }))
+            .query_map(params![group], |row| {
+                Ok(Reset { group: row.get(0)?, partition: row.get(1)?, from: row.get(2)?, to: row.get(3)? })
+            })
             .map_err(self.fail(sql))?;
         rows.collect::<Result<_, _>>().map_err(self.fail(sql))
     }
@@ -601,7 +715,10 @@ impl SqliteStore {
         self.check_partition(partition)?;
         let sql = ATTEMPTS_SQL;
         let mut statement = self.conn.prepare_cached(sql).map_err(self.fail(sql))?;
-        let row: Option<u64> = statement.query_row(params![group, partition, offset], |row| row.get(0)).optional().map_err(self.fail(sql))?;
+        let row: Option<u64> = statement
+            .query_row(params![group, partition, offset], |row| row.get(0))
+            .optional()
+            .map_err(self.fail(sql))?;
         Ok(row.unwrap_or(0))
     }
 
@@ -641,7 +758,10 @@ impl SqliteStore {
             return Err(StoreError::NoDeadLetter { group: group.to_string(), partition, offset });
         }
         let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1 RETURNING total";
-        let total = tx.prepare_cached(sql).and_then(|mut statement| statement.query_row(params![group, delta], |row| row.get(0))).map_err(fail(sql))?;
+        let total = tx
+            .prepare_cached(sql)
+            .and_then(|mut statement| statement.query_row(params![group, delta], |row| row.get(0)))
+            .map_err(fail(sql))?;
         tx.commit().map_err(fail("COMMIT"))?;
         Ok(total)
     }
@@ -649,7 +769,14 @@ impl SqliteStore {
 
 /// The fence of a transaction: `StoreError::Fenced` when the stored epoch is not `held`.
 /// Returning the error drops the transaction, which rolls it back.
-fn check_epoch(tx: &Transaction<'_>, group: &str, partition: u32, held: i64, path: &Path, waited: Duration) -> Result<(), StoreError> {
+fn check_epoch(
+    tx: &Transaction<'_>,
+    group: &str,
+    partition: u32,
+    held: i64,
+    path: &Path,
+    waited: Duration,
+) -> Result<(), StoreError> {
     let sql = "SELECT epoch FROM progress WHERE grp = ?1 AND part = ?2";
     let current = tx
         .prepare_cached(sql)
@@ -664,16 +791,31 @@ fn check_epoch(tx: &Transaction<'_>, group: &str, partition: u32, held: i64, pat
 const ATTEMPTS_SQL: &str = "SELECT attempts, error FROM attempts WHERE grp = ?1 AND part = ?2 AND log_offset = ?3";
 
 /// A record's counted attempts and last error, if any attempt was counted.
-fn read_attempts(tx: &Transaction<'_>, group: &str, partition: u32, offset: u64) -> Result<Option<(u64, String)>, rusqlite::Error> {
-    tx.prepare_cached(ATTEMPTS_SQL)?.query_row(params![group, partition, offset], |row| Ok((row.get(0)?, row.get(1)?))).optional()
+fn read_attempts(
+    tx: &Transaction<'_>,
+    group: &str,
+    partition: u32,
+    offset: u64,
+) -> Result<Option<(u64, String)>, rusqlite::Error> {
+    tx.prepare_cached(ATTEMPTS_SQL)?
+        .query_row(params![group, partition, offset], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()
 }
 
 /// The effect: a record's delta added to its group's total.
 const ADD_EFFECT_SQL: &str = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
 
 /// Runs one cached statement of a transaction; the error names the SQL that failed.
-fn exec(tx: &Transaction<'_>, path: &Path, waited: Duration, sql: &'static str, params: impl rusqlite::Params) -> Result<usize, StoreError> {
-    tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params)).map_err(|source| classify(path, sql, source, waited))
+fn exec(
+    tx: &Transaction<'_>,
+    path: &Path,
+    waited: Duration,
+    sql: &'static str,
+    params: impl rusqlite::Params,
+) -> Result<usize, StoreError> {
+    tx.prepare_cached(sql)
+        .and_then(|mut statement| statement.execute(params))
+        .map_err(|source| classify(path, sql, source, waited))
 }
 
 /// Commits, after running the `inside` hook (a crash point) with the transaction open.
@@ -732,7 +874,9 @@ fn set_durability(conn: &Connection, path: &Path, journal: Journal, waited: Dura
 /// Turns SQLite's busy/locked errors into `Locked`, everything else into `Sqlite` with its SQL.
 fn classify(path: &Path, sql: &'static str, source: rusqlite::Error, waited: Duration) -> StoreError {
     match source.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Locked { path: path.to_path_buf(), waited },
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            StoreError::Locked { path: path.to_path_buf(), waited }
+        }
         _ => StoreError::Sqlite { path: path.to_path_buf(), sql, source },
     }
 }
@@ -842,27 +986,65 @@ impl Store {
         dispatch!(self, s => s.claim(group, partition, owner))
     }
 
-    pub fn add_effect(&mut self, group: &str, partition: u32, items: &[Item], unless_processed: bool, inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+    pub fn add_effect(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        unless_processed: bool,
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
         dispatch!(self, s => s.add_effect(group, partition, items, unless_processed, inside))
     }
 
-    pub fn insert_processed(&mut self, group: &str, partition: u32, offsets: &[u64], inside: InsideHook<'_>) -> Result<(), StoreError> {
+    pub fn insert_processed(
+        &mut self,
+        group: &str,
+        partition: u32,
+        offsets: &[u64],
+        inside: InsideHook<'_>,
+    ) -> Result<(), StoreError> {
         dispatch!(self, s => s.insert_processed(group, partition, offsets, inside))
     }
 
-    pub fn commit_offset(&mut self, group: &str, partition: u32, next_offset: u64, inside: InsideHook<'_>) -> Result<(), StoreError> {
+    pub fn commit_offset(
+        &mut self,
+        group: &str,
+        partition: u32,
+        next_offset: u64,
+        inside: InsideHook<'_>,
+    ) -> Result<(), StoreError> {
         dispatch!(self, s => s.commit_offset(group, partition, next_offset, inside))
     }
 
-    pub fn apply_stamped(&mut self, group: &str, partition: u32, items: &[Item], inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+    pub fn apply_stamped(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
         dispatch!(self, s => s.apply_stamped(group, partition, items, inside))
     }
 
-    pub fn apply_deduped(&mut self, group: &str, partition: u32, items: &[Item], inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+    pub fn apply_deduped(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
         dispatch!(self, s => s.apply_deduped(group, partition, items, inside))
     }
 
-    pub fn apply_atomic(&mut self, group: &str, partition: u32, items: &[Item], guard: Guard, inside: InsideHook<'_>) -> Result<Vec<bool>, StoreError> {
+    pub fn apply_atomic(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        guard: Guard,
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
         dispatch!(self, s => s.apply_atomic(group, partition, items, guard, inside))
     }
 
@@ -894,7 +1076,14 @@ impl Store {
         dispatch!(self, s => s.dead_letter(group, partition, offset, epoch, payload, error, inside))
     }
 
-    pub fn reset_offset(&mut self, group: &str, partition: u32, epoch: i64, to: u64, inside: InsideHook<'_>) -> Result<u64, StoreError> {
+    pub fn reset_offset(
+        &mut self,
+        group: &str,
+        partition: u32,
+        epoch: i64,
+        to: u64,
+        inside: InsideHook<'_>,
+    ) -> Result<u64, StoreError> {
         dispatch!(self, s => s.reset_offset(group, partition, epoch, to, inside))
     }
 

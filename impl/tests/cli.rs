@@ -60,7 +60,8 @@ fn prepare(case: &str, setup: Setup) -> DataDir {
 /// release SQLite's POSIX lock.
 fn lock(case: &str, setup: Setup, dir: &DataDir) -> Option<rusqlite::Connection> {
     let Setup::Locked = setup else { return None };
-    let conn = rusqlite::Connection::open(dir.store_path()).unwrap_or_else(|e| panic!("case '{case}': open the store: {e}"));
+    let conn =
+        rusqlite::Connection::open(dir.store_path()).unwrap_or_else(|e| panic!("case '{case}': open the store: {e}"));
     conn.execute_batch("BEGIN IMMEDIATE").unwrap_or_else(|e| panic!("case '{case}': take the write lock: {e}"));
     Some(conn)
 }
@@ -78,7 +79,11 @@ fn run_bad_input(case: &BadInput) {
     assert_eq!(output.status.code(), Some(FAILED), "case '{name}'\n{}", describe(&output));
     assert_eq!(stdout(&output), "", "case '{name}': a rejected command prints nothing on stdout");
     let first = errors.lines().next().unwrap_or_default();
-    assert!(first.starts_with("error: "), "case '{name}': the first stderr line is not an error\n{}", describe(&output));
+    assert!(
+        first.starts_with("error: "),
+        "case '{name}': the first stderr line is not an error\n{}",
+        describe(&output)
+    );
     for expected in case.expected {
         let expected = expected.replace("{dir}", &dir.path.display().to_string());
         assert!(first.contains(&expected), "case '{name}': '{first}' lacks '{expected}'");
@@ -86,7 +91,11 @@ fn run_bad_input(case: &BadInput) {
     if !case.from_clap {
         assert_eq!(errors.lines().count(), 1, "case '{name}': the error must be one line\n{}", describe(&output));
     }
-    assert!(snapshot(&dir.path) == before, "case '{name}': the rejected command changed files under {}", dir.path.display());
+    assert!(
+        snapshot(&dir.path) == before,
+        "case '{name}': the rejected command changed files under {}",
+        dir.path.display()
+    );
 }
 
 #[test]

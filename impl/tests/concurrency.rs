@@ -87,7 +87,11 @@ fn atomic_cas_rerun_over_a_consumed_log_changes_nothing() {
 fn consume_concurrently(dir: &DataDir, args: &[&str], copies: usize) -> Vec<Output> {
     let children: Vec<Child> = (0..copies)
         .map(|_| {
-            dir.command("consume", args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("the consumer binary starts")
+            dir.command("consume", args)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("the consumer binary starts")
         })
         .collect();
     children.into_iter().map(|child| child.wait_with_output().expect("reap a consumer")).collect()
@@ -117,7 +121,10 @@ fn three_processes_applying_the_same_batches_at_once() {
         let (total, next) = dir.state(&case, "g");
         // Each process applies whole batches of 100 from where it started, at most all 300,
         // and every process's last write is the batch ending at the log end.
-        assert!((300..=900).contains(&total) && total % 100 == 0, "case '{case}': total {total} is not whole batches of one to three copies");
+        assert!(
+            (300..=900).contains(&total) && total % 100 == 0,
+            "case '{case}': total {total} is not whole batches of one to three copies"
+        );
         assert_eq!(next, 300, "case '{case}': the last write of every process commits the log end");
     }
 }

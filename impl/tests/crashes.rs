@@ -38,7 +38,11 @@ fn run_crash_case(case: &CrashCase) {
         case.journal_left,
         "case '{name}': a rollback journal should be left exactly when the crash was inside a transaction"
     );
-    assert_eq!(dir.state(name, "g"), case.after_crash, "case '{name}': (total, next_offset) on reopening after the crash");
+    assert_eq!(
+        dir.state(name, "g"),
+        case.after_crash,
+        "case '{name}': (total, next_offset) on reopening after the crash"
+    );
 
     let mut restart = vec!["--group", "g", "--strategy", case.strategy];
     restart.extend_from_slice(case.extra);

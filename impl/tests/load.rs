@@ -10,7 +10,16 @@ fn fenced_and_serialised_strategies_stay_exact_under_kills_and_rebalances() {
     let data = dir.path().join("load");
     let output = Command::new(env!("CARGO_BIN_EXE_consumer"))
         .args(["load", "--records", "4000", "--batch", "20", "--rebalance-ms", "40", "--kill-ms", "60", "--seed", "3"])
-        .args(["--strategy", "atomic-fenced", "--strategy", "atomic-cas", "--strategy", "effect-first", "--timeout", "120"])
+        .args([
+            "--strategy",
+            "atomic-fenced",
+            "--strategy",
+            "atomic-cas",
+            "--strategy",
+            "effect-first",
+            "--timeout",
+            "120",
+        ])
         .arg("--dir")
         .arg(&data)
         .output()

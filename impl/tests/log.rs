@@ -41,9 +41,7 @@ fn read_all(log: &mut Log, partition: u32) -> Vec<Vec<u8>> {
     let (start, end) = (log.start(partition).unwrap(), log.end(partition).unwrap());
     (start..end)
         .map(|o| {
-            let record = log
-                .read(partition, o)
-                .expect("read an offset inside start..end");
+            let record = log.read(partition, o).expect("read an offset inside start..end");
             assert_eq!(record.offset, o);
             record.payload
         })
@@ -58,27 +56,13 @@ fn round_trip_across_reopen_with_dense_offsets() {
     for i in 0..5u64 {
         assert_eq!(log.append(0, format!("p0-{i}").as_bytes()).unwrap(), i);
     }
-    assert_eq!(
-        log.append(1, b"p1-0").unwrap(),
-        0,
-        "offsets are scoped by partition"
-    );
+    assert_eq!(log.append(1, b"p1-0").unwrap(), 0, "offsets are scoped by partition");
     drop(log);
 
     let mut log = writer(dir.path(), 2);
     assert_eq!(log.end(0).unwrap(), 5);
-    assert_eq!(
-        log.read(0, 3).unwrap(),
-        Record {
-            offset: 3,
-            payload: b"p0-3".to_vec()
-        }
-    );
-    assert_eq!(
-        log.append(0, b"p0-5").unwrap(),
-        5,
-        "offsets continue after a reopen"
-    );
+    assert_eq!(log.read(0, 3).unwrap(), Record { offset: 3, payload: b"p0-3".to_vec() });
+    assert_eq!(log.append(0, b"p0-5").unwrap(), 5, "offsets continue after a reopen");
     assert_eq!(read_all(&mut log, 1), vec![b"p1-0".to_vec()]);
 }
 
@@ -89,11 +73,7 @@ fn append_batch_returns_one_range() {
     log.append(0, b"first").unwrap();
     let batch = vec![b"a".to_vec(), vec![], b"ccc".to_vec()];
     assert_eq!(log.append_batch(0, &batch).unwrap(), 1..4);
-    assert_eq!(
-        log.append_batch(0, &[]).unwrap(),
-        4..4,
-        "an empty batch appends nothing"
-    );
+    assert_eq!(log.append_batch(0, &[]).unwrap(), 4..4, "an empty batch appends nothing");
     assert_eq!(log.read(0, 2).unwrap().payload, Vec::<u8>::new());
     assert_eq!(log.read(0, 3).unwrap().payload, b"ccc".to_vec());
     assert_eq!((log.start(0).unwrap(), log.end(0).unwrap()), (0, 4));
@@ -104,15 +84,7 @@ fn start_and_end_of_an_empty_log() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = writer(dir.path(), 1);
     assert_eq!((log.start(0).unwrap(), log.end(0).unwrap()), (0, 0));
-    assert!(matches!(
-        log.read(0, 0),
-        Err(LogError::OffsetOutOfRange {
-            partition: 0,
-            offset: 0,
-            start: 0,
-            end: 0
-        })
-    ));
+    assert!(matches!(log.read(0, 0), Err(LogError::OffsetOutOfRange { partition: 0, offset: 0, start: 0, end: 0 })));
 }
 
 #[test]
@@ -124,50 +96,18 @@ fn retention_hides_records_below_start_and_survives_reopen() {
     }
     assert_eq!(log.retain_before(0, 4).unwrap(), 4);
     let below = log.read(0, 3).unwrap_err();
-    assert!(matches!(
-        below,
-        LogError::OffsetOutOfRange {
-            offset: 3,
-            start: 4,
-            end: 6,
-            ..
-        }
-    ));
-    assert_eq!(
-        below.to_string(),
-        "offset 3 of partition 0 is out of range: the log holds 4..6"
-    );
+    assert!(matches!(below, LogError::OffsetOutOfRange { offset: 3, start: 4, end: 6, .. }));
+    assert_eq!(below.to_string(), "offset 3 of partition 0 is out of range: the log holds 4..6");
     assert_eq!(decode_delta(&log.read(0, 4).unwrap().payload), Some(4));
-    assert_eq!(
-        log.retain_before(0, 2).unwrap(),
-        4,
-        "the start never moves backwards"
-    );
-    assert!(matches!(
-        log.retain_before(0, 7),
-        Err(LogError::OffsetOutOfRange { offset: 7, .. })
-    ));
+    assert_eq!(log.retain_before(0, 2).unwrap(), 4, "the start never moves backwards");
+    assert!(matches!(log.retain_before(0, 7), Err(LogError::OffsetOutOfRange { offset: 7, .. })));
     drop(log);
 
     let mut log = writer(dir.path(), 1);
     assert_eq!((log.start(0).unwrap(), log.end(0).unwrap()), (4, 6));
-    assert!(matches!(
-        log.read(0, 0),
-        Err(LogError::OffsetOutOfRange { .. })
-    ));
-    assert_eq!(
-        log.retain_before(0, 6).unwrap(),
-        6,
-        "retaining up to the end empties the log"
-    );
-    assert!(matches!(
-        log.read(0, 5),
-        Err(LogError::OffsetOutOfRange {
-            start: 6,
-            end: 6,
-            ..
-        })
-    ));
+    assert!(matches!(log.read(0, 0), Err(LogError::OffsetOutOfRange { .. })));
+    assert_eq!(log.retain_before(0, 6).unwrap(), 6, "retaining up to the end empties the log");
+    assert!(matches!(log.read(0, 5), Err(LogError::OffsetOutOfRange { start: 6, end: 6, .. })));
 }
 
 #[test]
@@ -195,19 +135,11 @@ fn a_reader_sees_appends_and_retention_made_after_it_opened() {
     log.append(0, b"before").unwrap();
     let mut reader = Log::open_reader(dir.path(), 1).unwrap();
     assert_eq!(reader.end(0).unwrap(), 1);
-    log.append_batch(0, &[b"after-1".to_vec(), b"after-2".to_vec()])
-        .unwrap();
+    log.append_batch(0, &[b"after-1".to_vec(), b"after-2".to_vec()]).unwrap();
     assert_eq!(reader.read(0, 2).unwrap().payload, b"after-2".to_vec());
     log.retain_before(0, 2).unwrap();
     assert_eq!(reader.start(0).unwrap(), 2);
-    assert!(matches!(
-        reader.read(0, 1),
-        Err(LogError::OffsetOutOfRange {
-            start: 2,
-            end: 3,
-            ..
-        })
-    ));
+    assert!(matches!(reader.read(0, 1), Err(LogError::OffsetOutOfRange { start: 2, end: 3, .. })));
 }
 
 #[test]
@@ -263,17 +195,9 @@ fn a_reader_treats_a_partial_tail_as_not_yet_written() {
 
     let mut reader = Log::open_reader(dir.path(), 1).unwrap();
     assert_eq!(reader.end(0).unwrap(), 1);
-    assert_eq!(
-        fs::read(&path).unwrap().len(),
-        second_starts + 5,
-        "a reader never truncates"
-    );
+    assert_eq!(fs::read(&path).unwrap().len(), second_starts + 5, "a reader never truncates");
     fs::write(&path, &full).unwrap();
-    assert_eq!(
-        reader.end(0).unwrap(),
-        2,
-        "the completed record is indexed on refresh"
-    );
+    assert_eq!(reader.end(0).unwrap(), 2, "the completed record is indexed on refresh");
     assert_eq!(reader.read(0, 1).unwrap().payload, b"two".to_vec());
 }
 
@@ -282,27 +206,12 @@ fn unknown_partitions_are_rejected() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = writer(dir.path(), 2);
     let err = log.append(2, b"x").unwrap_err();
-    assert!(matches!(
-        err,
-        LogError::NoSuchPartition {
-            partition: 2,
-            partitions: 2
-        }
-    ));
-    assert!(matches!(
-        log.read(5, 0),
-        Err(LogError::NoSuchPartition { partition: 5, .. })
-    ));
+    assert!(matches!(err, LogError::NoSuchPartition { partition: 2, partitions: 2 }));
+    assert!(matches!(log.read(5, 0), Err(LogError::NoSuchPartition { partition: 5, .. })));
     assert!(matches!(log.end(2), Err(LogError::NoSuchPartition { .. })));
-    assert!(matches!(
-        log.retain_before(2, 0),
-        Err(LogError::NoSuchPartition { .. })
-    ));
+    assert!(matches!(log.retain_before(2, 0), Err(LogError::NoSuchPartition { .. })));
     let mut reader = Log::open_reader(dir.path(), 2).unwrap();
-    assert!(matches!(
-        reader.start(2),
-        Err(LogError::NoSuchPartition { .. })
-    ));
+    assert!(matches!(reader.start(2), Err(LogError::NoSuchPartition { .. })));
 }
 
 #[test]
@@ -310,17 +219,12 @@ fn a_foreign_file_is_a_bad_header_and_stays_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = log_file(dir.path(), 0);
     fs::write(&path, b"NOTALOG!and more").unwrap();
-    let err = Log::open_writer(dir.path(), 1)
-        .err()
-        .expect("a foreign file must not open");
+    let err = Log::open_writer(dir.path(), 1).err().expect("a foreign file must not open");
     assert!(matches!(&err, LogError::BadHeader { path: p, .. } if *p == path));
     assert!(err.to_string().contains("partition-0.log"), "{err}");
     assert_eq!(fs::read(&path).unwrap(), b"NOTALOG!and more");
     fs::write(&path, b"ONCE").unwrap();
-    assert!(matches!(
-        Log::open_reader(dir.path(), 1),
-        Err(LogError::BadHeader { .. })
-    ));
+    assert!(matches!(Log::open_reader(dir.path(), 1), Err(LogError::BadHeader { .. })));
 }
 
 #[test]
@@ -331,41 +235,20 @@ fn a_version_1_log_is_refused_with_one_line_and_stays_untouched() {
     let mut old = b"ONCELOG1".to_vec();
     old.extend_from_slice(&[0x5a; 24]);
     fs::write(&path, &old).unwrap();
-    let err = Log::open_writer(dir.path(), 1)
-        .err()
-        .expect("a version 1 log must not open");
-    assert!(
-        matches!(&err, LogError::BadHeader { path: p, found } if *p == path && found == b"ONCELOG1"),
-        "{err}"
-    );
+    let err = Log::open_writer(dir.path(), 1).err().expect("a version 1 log must not open");
+    assert!(matches!(&err, LogError::BadHeader { path: p, found } if *p == path && found == b"ONCELOG1"), "{err}");
     let text = err.to_string();
     assert_eq!(text.lines().count(), 1, "{text}");
-    for expected in [
-        "partition-0.log",
-        "ONCELOG1",
-        "format version is not supported",
-    ] {
+    for expected in ["partition-0.log", "ONCELOG1", "format version is not supported"] {
         assert!(text.contains(expected), "'{text}' lacks '{expected}'");
     }
     assert_eq!(fs::read(&path).unwrap(), old, "nothing converts an old log");
-    let err = Log::open_reader(dir.path(), 1)
-        .err()
-        .expect("a reader refuses it too");
-    assert!(
-        err.to_string().contains("format version is not supported"),
-        "{err}"
-    );
+    let err = Log::open_reader(dir.path(), 1).err().expect("a reader refuses it too");
+    assert!(err.to_string().contains("format version is not supported"), "{err}");
 }
 
 /// The frame of one record, built from the layout documented in `src/log.rs`.
-fn frame(
-    offset: u64,
-    producer: u64,
-    epoch: u32,
-    sequence: u32,
-    batch_len: u32,
-    payload: &[u8],
-) -> Vec<u8> {
+fn frame(offset: u64, producer: u64, epoch: u32, sequence: u32, batch_len: u32, payload: &[u8]) -> Vec<u8> {
     let mut checked = (payload.len() as u32).to_le_bytes().to_vec();
     checked.extend_from_slice(&offset.to_le_bytes());
     checked.extend_from_slice(&producer.to_le_bytes());
@@ -383,16 +266,10 @@ fn the_frame_layout_is_the_documented_one() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = writer(dir.path(), 1);
     log.append(0, b"plain").unwrap();
-    let producer = Producer {
-        id: 0x0102_0304_0506_0708,
-        epoch: 9,
-    };
-    log.append_idempotent(0, producer, 0, &[b"a".to_vec(), b"bc".to_vec()])
-        .unwrap();
-    log.append_idempotent(0, producer, 2, &[b"d".to_vec()])
-        .unwrap();
-    log.append_batch(0, &[b"x".to_vec(), b"y".to_vec()])
-        .unwrap();
+    let producer = Producer { id: 0x0102_0304_0506_0708, epoch: 9 };
+    log.append_idempotent(0, producer, 0, &[b"a".to_vec(), b"bc".to_vec()]).unwrap();
+    log.append_idempotent(0, producer, 2, &[b"d".to_vec()]).unwrap();
+    log.append_batch(0, &[b"x".to_vec(), b"y".to_vec()]).unwrap();
     let mut expected = b"ONCELOG2".to_vec();
     for part in [
         frame(0, 0, 0, 0, 1, b"plain"),
@@ -419,12 +296,7 @@ fn a_frame_that_does_not_continue_its_batch_is_corrupt() {
     bytes.extend_from_slice(&frame(2, 0, 0, 0, 1, b"after"));
     fs::write(log_file(dir.path(), 0), &bytes).unwrap();
     match Log::open_writer(dir.path(), 1) {
-        Err(LogError::Corrupt {
-            offset: 1,
-            position,
-            reason,
-            ..
-        }) => {
+        Err(LogError::Corrupt { offset: 1, position, reason, .. }) => {
             assert_eq!(position, (HEADER + first.len()) as u64);
             assert!(reason.contains("does not continue the batch"), "{reason}");
         }
@@ -443,13 +315,8 @@ fn a_damaged_start_file_is_corrupt() {
     let mut bytes = fs::read(&path).unwrap();
     bytes[0] ^= 0x40;
     fs::write(&path, &bytes).unwrap();
-    let err = Log::open_writer(dir.path(), 1)
-        .err()
-        .expect("a damaged start must not open");
-    assert!(
-        matches!(&err, LogError::Corrupt { path: p, .. } if *p == path),
-        "{err}"
-    );
+    let err = Log::open_writer(dir.path(), 1).err().expect("a damaged start must not open");
+    assert!(matches!(&err, LogError::Corrupt { path: p, .. } if *p == path), "{err}");
 }
 
 #[test]
@@ -463,14 +330,9 @@ fn errors_name_their_file() {
     let mut bytes = fs::read(&path).unwrap();
     bytes[HEADER + FRAME_HEAD] ^= 1; // first payload byte of record 0
     fs::write(&path, &bytes).unwrap();
-    let err = Log::open_writer(dir.path(), 1)
-        .err()
-        .expect("damage before the tail");
+    let err = Log::open_writer(dir.path(), 1).err().expect("damage before the tail");
     let text = err.to_string();
-    assert!(
-        text.contains("partition-0.log is corrupt at offset 0 (byte 8)"),
-        "{text}"
-    );
+    assert!(text.contains("partition-0.log is corrupt at offset 0 (byte 8)"), "{text}");
 }
 
 #[test]
@@ -484,22 +346,13 @@ fn a_missing_record_in_the_middle_is_corrupt() {
     bytes.extend_from_slice(&original[ends[1]..]);
     fs::write(log_file(dir.path(), 0), &bytes).unwrap();
     match Log::open_writer(dir.path(), 1) {
-        Err(LogError::Corrupt {
-            offset: 1,
-            position,
-            reason,
-            ..
-        }) => {
+        Err(LogError::Corrupt { offset: 1, position, reason, .. }) => {
             assert_eq!(position, ends[0] as u64);
             assert!(reason.contains("offset 2"), "{reason}");
         }
         other => panic!("expected Corrupt at offset 1, got {:?}", other.map(|_| ())),
     }
-    assert_eq!(
-        fs::read(log_file(dir.path(), 0)).unwrap(),
-        bytes,
-        "corruption is never repaired"
-    );
+    assert_eq!(fs::read(log_file(dir.path(), 0)).unwrap(), bytes, "corruption is never repaired");
 }
 
 #[test]
@@ -524,35 +377,20 @@ fn write_log(dir: &Path, payloads: &[Vec<u8>]) -> Vec<u8> {
 /// Opens `bytes` as partition 0 of `dir` with a reader and then a writer, and checks what
 /// both hold against `payloads`. `intact` is how many leading records are undamaged.
 /// Returns the writer's result so each test can check how the damage was classified.
-fn reopen_damaged(
-    dir: &Path,
-    bytes: &[u8],
-    payloads: &[Vec<u8>],
-) -> Result<(Vec<Vec<u8>>, Vec<TailRepair>), LogError> {
+fn reopen_damaged(dir: &Path, bytes: &[u8], payloads: &[Vec<u8>]) -> Result<(Vec<Vec<u8>>, Vec<TailRepair>), LogError> {
     let path = log_file(dir, 0);
     fs::write(&path, bytes).unwrap();
     let read = Log::open_reader(dir, 1).map(|mut r| read_all(&mut r, 0));
-    assert_eq!(
-        fs::read(&path).unwrap(),
-        bytes,
-        "open_reader must never modify the file"
-    );
+    assert_eq!(fs::read(&path).unwrap(), bytes, "open_reader must never modify the file");
     let written = Log::open_writer(dir, 1).map(|(mut w, repairs)| (read_all(&mut w, 0), repairs));
     match (&read, &written) {
         (Ok(r), Ok((w, _))) => assert_eq!(r, w, "reader and writer must agree on the records"),
         (Err(LogError::Corrupt { .. }), Err(LogError::Corrupt { .. })) => {}
         (Err(LogError::BadHeader { .. }), Err(LogError::BadHeader { .. })) => {}
-        _ => panic!(
-            "reader {read:?} and writer {:?} disagree",
-            written.as_ref().map(|_| ())
-        ),
+        _ => panic!("reader {read:?} and writer {:?} disagree", written.as_ref().map(|_| ())),
     }
     if let Ok((records, _)) = &written {
-        assert_eq!(
-            records[..],
-            payloads[..records.len()],
-            "a record came back altered"
-        );
+        assert_eq!(records[..], payloads[..records.len()], "a record came back altered");
     }
     written
 }
@@ -567,10 +405,7 @@ fn deterministic(cases: u32) -> ProptestConfig {
     }
 }
 
-fn payloads(
-    records: std::ops::Range<usize>,
-    max_len: usize,
-) -> impl Strategy<Value = Vec<Vec<u8>>> {
+fn payloads(records: std::ops::Range<usize>, max_len: usize) -> impl Strategy<Value = Vec<Vec<u8>>> {
     prop::collection::vec(prop::collection::vec(any::<u8>(), 0..max_len), records)
 }
 
@@ -608,9 +443,7 @@ fn write_batches(dir: &Path, batches: &[Batch]) -> (Vec<u8>, Vec<u32>) {
             Some(id) => {
                 let sequence: &mut u32 = next.entry(id).or_default();
                 let base = *sequence;
-                let appended = log
-                    .append_idempotent(0, producer(id), base, &batch.payloads)
-                    .unwrap();
+                let appended = log.append_idempotent(0, producer(id), base, &batch.payloads).unwrap();
                 assert!(!appended.duplicate, "a fresh sequence is never a duplicate");
                 *sequence += count as u32;
                 (appended.offsets, base)

@@ -41,8 +41,8 @@ fn data_dir(case: &str, records: &[Record]) -> DataDir {
 fn dead_letters(case: &str, dir: &DataDir) -> Vec<(u64, u64)> {
     let output = dir.run("dead-letters", &["--group", "g", "--json"]);
     common::expect_code(case, "dead-letters --json", &output, 0);
-    let rows: serde_json::Value =
-        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("case '{case}': dead-letters --json is not JSON: {e}\n{}", describe(&output)));
+    let rows: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("case '{case}': dead-letters --json is not JSON: {e}\n{}", describe(&output)));
     let rows = rows.as_array().unwrap_or_else(|| panic!("case '{case}': dead-letters --json is not an array: {rows}"));
     rows.iter()
         .map(|row| {
@@ -60,7 +60,8 @@ fn dead_letters(case: &str, dir: &DataDir) -> Vec<(u64, u64)> {
 /// from the store (0 when no attempt was counted). The caller reopens the store through the
 /// CLI first, so that any transaction a crash left behind is rolled back.
 fn attempts(case: &str, dir: &DataDir, offset: u64) -> u64 {
-    let conn = rusqlite::Connection::open(dir.store_path()).unwrap_or_else(|e| panic!("case '{case}': open the store: {e}"));
+    let conn =
+        rusqlite::Connection::open(dir.store_path()).unwrap_or_else(|e| panic!("case '{case}': open the store: {e}"));
     let sql = "SELECT attempts FROM attempts WHERE grp = 'g' AND part = 0 AND log_offset = ?1";
     let counted: Option<u64> = conn
         .query_row(sql, [offset], |row| row.get(0))
@@ -380,7 +381,12 @@ fn a_redrive_applies_a_dead_letter_exactly_once() {
         let output = dir.run("redrive", step.args);
         common::expect_code(name, "redrive", &output, step.code);
         if let Some(error) = step.error {
-            assert_eq!(stderr(&output), format!("{error}\n"), "case '{name}': the one error line\n{}", describe(&output));
+            assert_eq!(
+                stderr(&output),
+                format!("{error}\n"),
+                "case '{name}': the one error line\n{}",
+                describe(&output)
+            );
             assert_eq!(stdout(&output), "", "case '{name}': a refused redrive prints nothing on stdout");
         }
         assert_eq!(dir.state(name, "g"), (step.total, 3), "case '{name}': (total, next_offset)");
@@ -416,7 +422,11 @@ struct WorkerCase {
 #[test]
 fn the_worker_replies_to_poison_steps() {
     use Line::{Claim, Dropped, Send, Stage};
-    const HEAD: [Line; 3] = [Send("fetch 0 0", "ok fetched 1"), Send("apply-atomic 0 0", "ok applied 1 skipped 0"), Send("fetch 0 1", "ok fetched 1")];
+    const HEAD: [Line; 3] = [
+        Send("fetch 0 0", "ok fetched 1"),
+        Send("apply-atomic 0 0", "ok applied 1 skipped 0"),
+        Send("fetch 0 1", "ok fetched 1"),
+    ];
     let cases = [
         WorkerCase {
             name: "atomic-dlq with max 2: failed 1, failed 2, dead-lettered 2",
@@ -473,7 +483,15 @@ fn the_worker_replies_to_poison_steps() {
             name: "atomic-dlq zombie: a failed attempt after a claim to o1 is fenced and not counted",
             strategy: "atomic-dlq",
             extra: &[],
-            script: &[HEAD[0], HEAD[1], HEAD[2], Send("apply-atomic 0 1", "ok failed 1"), Claim("o1"), Send("apply-atomic 0 1", "ok fenced 1 2"), Dropped],
+            script: &[
+                HEAD[0],
+                HEAD[1],
+                HEAD[2],
+                Send("apply-atomic 0 1", "ok failed 1"),
+                Claim("o1"),
+                Send("apply-atomic 0 1", "ok fenced 1 2"),
+                Dropped,
+            ],
             after: ((5, 1), 1, &[]),
         },
         WorkerCase {
@@ -494,7 +512,14 @@ fn the_worker_replies_to_poison_steps() {
             name: "skip-poison zombie: the blind commit lands despite the claim to o1",
             strategy: "skip-poison",
             extra: &[],
-            script: &[HEAD[0], HEAD[1], HEAD[2], Send("apply-atomic 0 1", "ok failed 0"), Claim("o1"), Send("commit-offset 0 2", "ok committed")],
+            script: &[
+                HEAD[0],
+                HEAD[1],
+                HEAD[2],
+                Send("apply-atomic 0 1", "ok failed 0"),
+                Claim("o1"),
+                Send("commit-offset 0 2", "ok committed"),
+            ],
             after: ((5, 2), 0, &[]),
         },
         WorkerCase {
@@ -527,11 +552,17 @@ fn the_worker_replies_to_poison_steps() {
                     assert_eq!(record["stage"], stage, "case '{name}': the stage of the batch at {offset}: {state}");
                     let poison = offset == 1;
                     let expected = if poison { serde_json::json!([null]) } else { serde_json::json!([5]) };
-                    assert_eq!(record["deltas"], expected, "case '{name}': the deltas of the batch at {offset}: {state}");
+                    assert_eq!(
+                        record["deltas"], expected,
+                        "case '{name}': the deltas of the batch at {offset}: {state}"
+                    );
                 }
                 Dropped => {
                     let state = worker.state();
-                    assert!(state["leases"].get("0").is_none(), "case '{name}': the fenced owner should drop partition 0: {state}");
+                    assert!(
+                        state["leases"].get("0").is_none(),
+                        "case '{name}': the fenced owner should drop partition 0: {state}"
+                    );
                 }
             }
         }
@@ -549,13 +580,24 @@ fn the_worker_replies_to_poison_steps() {
 fn a_version_1_store_is_refused() {
     let case = "a store at schema version 1";
     let dir = data_dir(case, &[Record::Delta(5)]);
-    let conn = rusqlite::Connection::open(dir.store_path()).unwrap_or_else(|e| panic!("case '{case}': open the store: {e}"));
+    let conn =
+        rusqlite::Connection::open(dir.store_path()).unwrap_or_else(|e| panic!("case '{case}': open the store: {e}"));
     conn.pragma_update(None, "user_version", 1).unwrap_or_else(|e| panic!("case '{case}': set user_version: {e}"));
     drop(conn);
-    for (subcommand, args) in [("status", &[][..]), ("dead-letters", &[][..]), ("consume", &["--group", "g", "--strategy", "atomic-dlq"][..])] {
+    for (subcommand, args) in
+        [("status", &[][..]), ("dead-letters", &[][..]), ("consume", &["--group", "g", "--strategy", "atomic-dlq"][..])]
+    {
         let output = dir.run(subcommand, args);
         common::expect_code(case, subcommand, &output, FAILED);
-        let expected = format!("error: database {} has schema version 1, this build reads version 3\n", dir.store_path().display());
-        assert_eq!(stderr(&output), expected, "case '{case}': {subcommand} refuses the store in one line\n{}", describe(&output));
+        let expected = format!(
+            "error: database {} has schema version 1, this build reads version 3\n",
+            dir.store_path().display()
+        );
+        assert_eq!(
+            stderr(&output),
+            expected,
+            "case '{case}': {subcommand} refuses the store in one line\n{}",
+            describe(&output)
+        );
     }
 }

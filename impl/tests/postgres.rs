@@ -149,7 +149,13 @@ fn every_strategy_ends_in_the_same_state_on_both_backends() {
 /// Starts `copies` identical `consume` processes before waiting for any.
 fn consume_concurrently(dir: &DataDir, args: &[&str], copies: usize) -> Vec<Output> {
     let children: Vec<Child> = (0..copies)
-        .map(|_| dir.command("consume", args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("the consumer binary starts"))
+        .map(|_| {
+            dir.command("consume", args)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("the consumer binary starts")
+        })
         .collect();
     children.into_iter().map(|child| child.wait_with_output().expect("reap a consumer")).collect()
 }
@@ -194,7 +200,11 @@ fn a_rebalance_racing_a_fenced_consumer_never_double_counts_on_postgres() {
         let old = old_owner.wait_with_output().expect("reap o0");
         let new = new_owner.wait_with_output().expect("reap o1");
         assert_eq!(new.status.code(), Some(0), "case '{case}': o1\n{}", describe(&new));
-        assert!(matches!(old.status.code(), Some(0) | Some(FENCED)), "case '{case}': o0 must end with 0 or 3 (fenced)\n{}", describe(&old));
+        assert!(
+            matches!(old.status.code(), Some(0) | Some(FENCED)),
+            "case '{case}': o0 must end with 0 or 3 (fenced)\n{}",
+            describe(&old)
+        );
         assert_eq!(dir.state(&case, "g"), (200, 200), "case '{case}': every record exactly once");
         let row = dir.progress(&case, "g");
         assert_eq!((row["epoch"].as_i64(), row["owner"].as_str()), (Some(2), Some("o1")), "case '{case}': {row}");
@@ -224,7 +234,11 @@ fn run_zombie_case(case: &ZombieCase) -> Option<()> {
     zombie.quit();
     assert_eq!(dir.state(name, "g"), case.after, "case '{name}': (total, next_offset) after the zombie's write");
     let row = dir.progress(name, "g");
-    assert_eq!((row["epoch"].as_i64(), row["owner"].as_str()), (Some(2), Some("o1")), "case '{name}': the claim stays: {row}");
+    assert_eq!(
+        (row["epoch"].as_i64(), row["owner"].as_str()),
+        (Some(2), Some("o1")),
+        "case '{name}': the claim stays: {row}"
+    );
     Some(())
 }
 
@@ -290,7 +304,11 @@ fn atomic_dlq_dead_letters_a_poison_record_on_postgres() {
     assert_eq!(dir.state(case, "g"), (17, 3), "case '{case}': the redrive applied the corrected delta");
     let output = dir.run("redrive", &redrive);
     common::expect_code(case, "a second redrive", &output, FAILED);
-    assert_eq!(stderr(&output), "error: no dead letter for group g partition 0 offset 1\n", "case '{case}': the refusal");
+    assert_eq!(
+        stderr(&output),
+        "error: no dead letter for group g partition 0 offset 1\n",
+        "case '{case}': the refusal"
+    );
     assert_eq!(dir.state(case, "g"), (17, 3), "case '{case}': the refused redrive wrote nothing");
 }
 
@@ -304,7 +322,8 @@ fn earliest_records_a_reset_on_postgres() {
     common::expect_code(case, "retain", &output, 0);
     dir.consume(case, &["--group", "g", "--strategy", "atomic-fenced"], FAILED);
     assert_eq!(dir.state(case, "g"), (0, 0), "case '{case}': fail wrote nothing");
-    let output = dir.consume(case, &["--group", "g", "--strategy", "atomic-fenced", "--on-out-of-range", "earliest"], 0);
+    let output =
+        dir.consume(case, &["--group", "g", "--strategy", "atomic-fenced", "--on-out-of-range", "earliest"], 0);
     let expected = "reset: partition 0 from offset 0 to the log start 3 (retention removed the records in between)";
     assert!(stdout(&output).contains(expected), "case '{case}': consume reports the reset\n{}", describe(&output));
     assert_eq!(dir.state(case, "g"), (2, 5), "case '{case}': offsets 3 and 4 consumed");
@@ -326,7 +345,11 @@ fn init_refuses_an_initialised_database_and_errors_name_the_target() {
     assert!(stderr(&output).contains("is already initialised"), "case '{case}': the refusal\n{}", describe(&output));
     let output = dir.run("status", &[]);
     common::expect_code(case, "status", &output, 0);
-    assert!(stdout(&output).starts_with("store postgres://postgres@"), "case '{case}': status names the target\n{}", describe(&output));
+    assert!(
+        stdout(&output).starts_with("store postgres://postgres@"),
+        "case '{case}': status names the target\n{}",
+        describe(&output)
+    );
 
     let case = "a database nobody initialised";
     let Some(url) = pg::database() else { return };
@@ -335,6 +358,10 @@ fn init_refuses_an_initialised_database_and_errors_name_the_target() {
     let output = dir.run("status", &["--store", &with_password]);
     common::expect_code(case, "status", &output, FAILED);
     let error = stderr(&output);
-    assert!(error.contains("is not initialised (run `consumer init --store URL`)"), "case '{case}': the refusal\n{}", describe(&output));
+    assert!(
+        error.contains("is not initialised (run `consumer init --store URL`)"),
+        "case '{case}': the refusal\n{}",
+        describe(&output)
+    );
     assert!(!error.contains("hunter2"), "case '{case}': the error must not show the password\n{}", describe(&output));
 }

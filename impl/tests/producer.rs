@@ -31,21 +31,19 @@ enum Expect {
     Appended(Range<u64>),
     /// An exact retry: the original batch's offsets, and nothing appended.
     Duplicate(Range<u64>),
-    OutOfOrder { expected: u32 },
-    Fenced { current: u32 },
+    OutOfOrder {
+        expected: u32,
+    },
+    Fenced {
+        current: u32,
+    },
 }
 
 /// One step of a scenario.
 #[derive(Clone, Debug)]
 enum Step {
     /// An idempotent batch of `count` records from producer `(id, epoch)`.
-    Send {
-        partition: u32,
-        producer: (u64, u32),
-        base: u32,
-        count: u32,
-        expect: Expect,
-    },
+    Send { partition: u32, producer: (u64, u32), base: u32, count: u32, expect: Expect },
     /// A plain `append_batch` of `count` records, which no producer owns.
     Plain { partition: u32, count: u32 },
     /// Retention up to `before` on `partition`.
@@ -63,13 +61,7 @@ fn send(producer: (u64, u32), base: u32, count: u32, expect: Expect) -> Step {
 
 /// An idempotent batch on `partition`.
 fn on(partition: u32, producer: (u64, u32), base: u32, count: u32, expect: Expect) -> Step {
-    Step::Send {
-        partition,
-        producer,
-        base,
-        count,
-        expect,
-    }
+    Step::Send { partition, producer, base, count, expect }
 }
 
 struct Scenario {
@@ -301,7 +293,11 @@ fn run(scenario: &Scenario) {
                 match (&result, expect) {
                     (Ok(got), New(offsets)) => {
                         assert_eq!(*got, Appended { offsets: offsets.clone(), duplicate: false }, "case '{case}'");
-                        assert_eq!(offsets.start, records.len() as u64, "case '{case}': the scenario expects a wrong offset");
+                        assert_eq!(
+                            offsets.start,
+                            records.len() as u64,
+                            "case '{case}': the scenario expects a wrong offset"
+                        );
                         records.extend(payloads);
                     }
                     (Ok(got), Duplicate(offsets)) => {
@@ -317,7 +313,11 @@ fn run(scenario: &Scenario) {
             Step::Plain { partition, count } => {
                 let payloads = batch(i, *count);
                 let start = expected[*partition as usize].len() as u64;
-                assert_eq!(log.append_batch(*partition, &payloads).unwrap(), start..start + u64::from(*count), "case '{case}'");
+                assert_eq!(
+                    log.append_batch(*partition, &payloads).unwrap(),
+                    start..start + u64::from(*count),
+                    "case '{case}'"
+                );
                 expected[*partition as usize].extend(payloads);
             }
             Step::Retain { partition, before } => {
@@ -450,7 +450,8 @@ fn calls() -> impl Strategy<Value = Vec<Call>> {
         1 => (0u32..8).prop_map(Kind::Base),
     ];
     let count = prop_oneof![6 => Just(1u32), 3 => Just(2), 1 => Just(0)];
-    let call = (0u32..2, 1u64..3, kind, count).prop_map(|(partition, id, kind, count)| Call { partition, id, kind, count });
+    let call =
+        (0u32..2, 1u64..3, kind, count).prop_map(|(partition, id, kind, count)| Call { partition, id, kind, count });
     prop::collection::vec(call, 1..40)
 }
 
@@ -536,7 +537,12 @@ fn a_lost_acknowledgement_is_retried_as_a_duplicate_through_the_binary() {
     let dir = DataDir::new(case, 1);
     let crashed = dir.run("append", &[FIRST, &["--crash-after-append"]].concat());
     expect_code(case, "append --crash-after-append", &crashed, CRASHED);
-    assert_eq!(stdout(&crashed), "", "case '{case}': the crash came before the acknowledgement\n{}", describe(&crashed));
+    assert_eq!(
+        stdout(&crashed),
+        "",
+        "case '{case}': the crash came before the acknowledgement\n{}",
+        describe(&crashed)
+    );
     assert_eq!(dir.status(case)["log"][0]["end"], 1, "case '{case}': the append before the crash is durable");
 
     let retry = dir.run("append", FIRST);
@@ -549,7 +555,11 @@ fn a_lost_acknowledgement_is_retried_as_a_duplicate_through_the_binary() {
 fn the_append_subcommand_speaks_the_producer_rules() {
     let _serial = serial();
     let steps = [
-        CliStep { args: &["--delta", "1", "--count", "2"], code: 0, out: &["appended offsets 0..2 to partition 0 (durable)\n"] },
+        CliStep {
+            args: &["--delta", "1", "--count", "2"],
+            code: 0,
+            out: &["appended offsets 0..2 to partition 0 (durable)\n"],
+        },
         CliStep { args: FIRST, code: 0, out: &["appended offsets 2..3 to partition 0 (durable)\n"] },
         CliStep { args: FIRST, code: 0, out: &["duplicate of offsets 2..3 (already durable; nothing appended)\n"] },
         CliStep {

@@ -30,8 +30,8 @@ fn retain(case: &str, dir: &DataDir, before: u64) {
 fn resets(case: &str, dir: &DataDir) -> Vec<(u64, u64)> {
     let output = dir.run("resets", &["--group", "g", "--json"]);
     common::expect_code(case, "resets --json", &output, 0);
-    let rows: serde_json::Value =
-        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("case '{case}': resets --json is not JSON: {e}\n{}", describe(&output)));
+    let rows: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("case '{case}': resets --json is not JSON: {e}\n{}", describe(&output)));
     let rows = rows.as_array().unwrap_or_else(|| panic!("case '{case}': resets --json is not an array: {rows}"));
     rows.iter()
         .map(|row| {
@@ -134,7 +134,8 @@ fn a_reset_is_reported_in_every_text_form() {
     let case = "earliest after retention to 3, reported";
     let dir = data_dir(case);
     retain(case, &dir, 3);
-    let output = dir.consume(case, &["--group", "g", "--strategy", "atomic-fenced", "--on-out-of-range", "earliest"], 0);
+    let output =
+        dir.consume(case, &["--group", "g", "--strategy", "atomic-fenced", "--on-out-of-range", "earliest"], 0);
     let expected = "reset: partition 0 from offset 0 to the log start 3 (retention removed the records in between)";
     assert!(stdout(&output).contains(expected), "case '{case}': consume reports the reset\n{}", describe(&output));
     let output = dir.run("resets", &[]);
@@ -394,7 +395,10 @@ fn the_worker_replies_to_out_of_range_steps() {
                 }
                 Dropped => {
                     let state = worker.state();
-                    assert!(state["leases"].get("0").is_none(), "case '{name}': the owner should drop partition 0: {state}");
+                    assert!(
+                        state["leases"].get("0").is_none(),
+                        "case '{name}': the owner should drop partition 0: {state}"
+                    );
                 }
             }
         }
@@ -450,7 +454,8 @@ fn every_strategy_follows_the_out_of_range_policy() {
 fn the_policy_flag_documents_only_fail_and_earliest() {
     let case = "--on-out-of-range flag";
     let dir = data_dir(case);
-    let output = dir.consume(case, &["--group", "g", "--strategy", "atomic-fenced", "--on-out-of-range", "latest"], FAILED);
+    let output =
+        dir.consume(case, &["--group", "g", "--strategy", "atomic-fenced", "--on-out-of-range", "latest"], FAILED);
     let text = stderr(&output);
     assert_eq!(text.lines().count(), 1, "case '{case}': a bad policy is one error line\n{}", describe(&output));
     assert!(
@@ -462,7 +467,10 @@ fn the_policy_flag_documents_only_fail_and_earliest() {
         let output = dir.command(subcommand, &["--help"]).output().expect("the consumer binary starts");
         common::expect_code(case, &format!("{subcommand} --help"), &output, 0);
         let help = stdout(&output);
-        assert!(help.contains("--on-out-of-range <fail|earliest>"), "case '{case}': {subcommand} --help shows the flag\n{help}");
+        assert!(
+            help.contains("--on-out-of-range <fail|earliest>"),
+            "case '{case}': {subcommand} --help shows the flag\n{help}"
+        );
         assert!(!help.contains("silent"), "case '{case}': {subcommand} --help hides the silent trap\n{help}");
     }
 }
@@ -473,13 +481,24 @@ fn the_policy_flag_documents_only_fail_and_earliest() {
 fn a_version_2_store_is_refused() {
     let case = "a store at schema version 2";
     let dir = data_dir(case);
-    let conn = rusqlite::Connection::open(dir.store_path()).unwrap_or_else(|e| panic!("case '{case}': open the store: {e}"));
+    let conn =
+        rusqlite::Connection::open(dir.store_path()).unwrap_or_else(|e| panic!("case '{case}': open the store: {e}"));
     conn.pragma_update(None, "user_version", 2).unwrap_or_else(|e| panic!("case '{case}': set user_version: {e}"));
     drop(conn);
-    for (subcommand, args) in [("status", &[][..]), ("resets", &[][..]), ("consume", &["--group", "g", "--strategy", "atomic-fenced"][..])] {
+    for (subcommand, args) in
+        [("status", &[][..]), ("resets", &[][..]), ("consume", &["--group", "g", "--strategy", "atomic-fenced"][..])]
+    {
         let output = dir.run(subcommand, args);
         common::expect_code(case, subcommand, &output, FAILED);
-        let expected = format!("error: database {} has schema version 2, this build reads version 3\n", dir.store_path().display());
-        assert_eq!(stderr(&output), expected, "case '{case}': {subcommand} refuses the store in one line\n{}", describe(&output));
+        let expected = format!(
+            "error: database {} has schema version 2, this build reads version 3\n",
+            dir.store_path().display()
+        );
+        assert_eq!(
+            stderr(&output),
+            expected,
+            "case '{case}': {subcommand} refuses the store in one line\n{}",
+            describe(&output)
+        );
     }
 }

@@ -25,7 +25,11 @@ fn run_zombie_case(case: &ZombieCase) {
     zombie.expect("fetch 0 0", "ok fetched 1");
     dir.claim(name, "g", 0, "o1");
     let row = dir.progress(name, "g");
-    assert_eq!((row["epoch"].as_i64(), row["owner"].as_str()), (Some(2), Some("o1")), "case '{name}': the claim: {row}");
+    assert_eq!(
+        (row["epoch"].as_i64(), row["owner"].as_str()),
+        (Some(2), Some("o1")),
+        "case '{name}': the claim: {row}"
+    );
     if case.new_owner_consumes {
         dir.consume(name, &["--group", "g", "--owner", "o1", "--strategy", case.strategy], 0);
         assert_eq!(dir.state(name, "g"), (15, 3), "case '{name}': o1 consumed the log");
@@ -59,8 +63,18 @@ fn a_zombie_owner_writes_after_a_rebalance() {
         ZombieCase { strategy: "atomic", new_owner_consumes: true, reply: "ok applied 1 skipped 0", after: (20, 1) },
         ZombieCase { strategy: "atomic-fenced", new_owner_consumes: true, reply: "ok fenced 1 2", after: (15, 3) },
         ZombieCase { strategy: "atomic-fenced", new_owner_consumes: false, reply: "ok fenced 1 2", after: (0, 0) },
-        ZombieCase { strategy: "atomic-cas", new_owner_consumes: true, reply: "ok applied 0 skipped 1", after: (15, 3) },
-        ZombieCase { strategy: "atomic-cas", new_owner_consumes: false, reply: "ok applied 1 skipped 0", after: (5, 1) },
+        ZombieCase {
+            strategy: "atomic-cas",
+            new_owner_consumes: true,
+            reply: "ok applied 0 skipped 1",
+            after: (15, 3),
+        },
+        ZombieCase {
+            strategy: "atomic-cas",
+            new_owner_consumes: false,
+            reply: "ok applied 1 skipped 0",
+            after: (5, 1),
+        },
     ];
     for case in &cases {
         run_zombie_case(case);
@@ -176,7 +190,11 @@ fn a_worker_crashed_inside_its_transaction_restarts_clean() {
 
     let mut restarted = dir.worker(case, "g", "o0", "atomic");
     let lease = restarted.state()["leases"]["0"].clone();
-    assert_eq!((lease["position"].as_u64(), lease["checkpoint"].as_u64()), (Some(1), Some(1)), "case '{case}': the restart resumes at 1: {lease}");
+    assert_eq!(
+        (lease["position"].as_u64(), lease["checkpoint"].as_u64()),
+        (Some(1), Some(1)),
+        "case '{case}': the restart resumes at 1: {lease}"
+    );
     restarted.expect("fetch 0 1", "ok fetched 1");
     restarted.expect("apply-atomic 0 1", "ok applied 1 skipped 0");
     restarted.quit();

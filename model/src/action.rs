@@ -56,7 +56,10 @@ impl Action {
     /// The group whose state this action may change (`None` for appends to the shared log).
     pub fn group(&self) -> Option<u8> {
         match *self {
-            Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } | Action::Retain { .. } => None,
+            Action::Append { .. }
+            | Action::AppendAckLost { .. }
+            | Action::RetryAppend { .. }
+            | Action::Retain { .. } => None,
             Action::Fetch { group, .. }
             | Action::ApplyEffect { group, .. }
             | Action::InsertProcessed { group, .. }
@@ -101,7 +104,9 @@ impl fmt::Display for Action {
         match *self {
             Action::Append { partition, delta } => write!(f, "append (+{delta}) to p{partition}"),
             Action::AppendAckLost { partition, delta } => write!(f, "append (+{delta}) to p{partition}, ack lost"),
-            Action::RetryAppend { partition, delta } => write!(f, "retry the unacknowledged append (+{delta}) to p{partition}"),
+            Action::RetryAppend { partition, delta } => {
+                write!(f, "retry the unacknowledged append (+{delta}) to p{partition}")
+            }
             Action::Fetch { group, owner, partition, offset } => {
                 write!(f, "g{group}/o{owner} fetches p{partition} offset {offset}")
             }
@@ -121,7 +126,10 @@ impl fmt::Display for Action {
                 write!(f, "g{group}/o{owner} applies p{partition} offset {offset} with its id, unless processed")
             }
             Action::ApplyAtomic { group, owner, partition, offset } => {
-                write!(f, "g{group}/o{owner} applies p{partition} offset {offset} and its next offset in one transaction")
+                write!(
+                    f,
+                    "g{group}/o{owner} applies p{partition} offset {offset} and its next offset in one transaction"
+                )
             }
             Action::DeadLetter { group, owner, partition, offset } => {
                 write!(f, "g{group}/o{owner} dead-letters p{partition} offset {offset} and commits past it")

@@ -132,7 +132,9 @@ pub fn run(model: &ConsumerModel, options: &CheckOptions, progress: &mut dyn FnM
     let (complete, states, unique_states, max_depth, discoveries) = match options.search {
         Search::Bfs => finish(builder.spawn_bfs(), started, options, progress),
         Search::Dfs => finish(builder.spawn_dfs(), started, options, progress),
-        Search::Simulation => finish(builder.spawn_simulation(options.seed, UniformChooser), started, options, progress),
+        Search::Simulation => {
+            finish(builder.spawn_simulation(options.seed, UniformChooser), started, options, progress)
+        }
     };
     let search_seconds = started.elapsed().as_secs_f64();
     let properties = model.properties();
@@ -144,9 +146,10 @@ pub fn run(model: &ConsumerModel, options: &CheckOptions, progress: &mut dyn FnM
         .iter()
         .map(|property| {
             // Prefer the shortest path; keep the checker's own if the bounded search gave up.
-            let found = shortest.get(property.name).cloned().or_else(|| {
-                discoveries.iter().find(|(name, _)| *name == property.name).map(|(_, path)| path.clone())
-            });
+            let found = shortest
+                .get(property.name)
+                .cloned()
+                .or_else(|| discoveries.iter().find(|(name, _)| *name == property.name).map(|(_, path)| path.clone()));
             outcome(model, property, found, complete)
         })
         .collect();
@@ -202,7 +205,12 @@ fn finish(
     (complete, checker.state_count(), checker.unique_state_count(), checker.max_depth(), discoveries)
 }
 
-fn outcome(model: &ConsumerModel, property: &Property<ConsumerModel>, found: Option<Vec<Action>>, complete: bool) -> PropertyOutcome {
+fn outcome(
+    model: &ConsumerModel,
+    property: &Property<ConsumerModel>,
+    found: Option<Vec<Action>>,
+    complete: bool,
+) -> PropertyOutcome {
     let safety = is_safety(property);
     let verdict = match (&found, safety, complete) {
         (Some(_), true, _) => Verdict::Violated,

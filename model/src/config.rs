@@ -100,7 +100,8 @@ impl Strategy {
 
     /// Strategies whose whole per-record work is one transaction (effect and next offset).
     pub fn is_single_write(self) -> bool {
-        matches!(self.consumer(), Strategy::Atomic | Strategy::AtomicFenced | Strategy::AtomicCas) || self.handles_poison()
+        matches!(self.consumer(), Strategy::Atomic | Strategy::AtomicFenced | Strategy::AtomicCas)
+            || self.handles_poison()
     }
 
     /// Strategies that meet poison records: atomic-fenced, plus what they do when an effect
@@ -126,10 +127,7 @@ impl Strategy {
 
     /// Strategies whose store recognises and skips a record it has already applied.
     pub fn skips_duplicates(self) -> bool {
-        matches!(
-            self,
-            Strategy::OffsetStamp | Strategy::DedupSeparate | Strategy::DedupAtomic | Strategy::AtomicCas
-        )
+        matches!(self, Strategy::OffsetStamp | Strategy::DedupSeparate | Strategy::DedupAtomic | Strategy::AtomicCas)
     }
 }
 
@@ -207,7 +205,8 @@ struct Limits {
     faults: u8,
 }
 
-const SEARCH_LIMITS: Limits = Limits { groups: GROUPS_MAX, owners: OWNERS_MAX, records: RECORDS_MAX, faults: CRASHES_MAX };
+const SEARCH_LIMITS: Limits =
+    Limits { groups: GROUPS_MAX, owners: OWNERS_MAX, records: RECORDS_MAX, faults: CRASHES_MAX };
 const REPLAY_LIMITS: Limits = Limits { groups: 8, owners: 8, records: 250, faults: 250 };
 
 impl Config {
@@ -270,17 +269,29 @@ impl Config {
         }
         if let Some(poison) = self.poison {
             if poison >= self.records {
-                return Err(format!("--poison {poison} is out of range: the poison record must be below --records {}", self.records));
+                return Err(format!(
+                    "--poison {poison} is out of range: the poison record must be below --records {}",
+                    self.records
+                ));
             }
         }
         if self.retentions > 2 {
-            return Err(format!("--retentions {} is out of range: accepted values are 0..=2{too_big}", self.retentions));
+            return Err(format!(
+                "--retentions {} is out of range: accepted values are 0..=2{too_big}",
+                self.retentions
+            ));
         }
         if self.ack_losses > 2 {
-            return Err(format!("--ack-losses {} is out of range: accepted values are 0..=2{too_big}", self.ack_losses));
+            return Err(format!(
+                "--ack-losses {} is out of range: accepted values are 0..=2{too_big}",
+                self.ack_losses
+            ));
         }
         if self.max_attempts == 0 || self.max_attempts > 3 {
-            return Err(format!("--max-attempts {} is out of range: accepted values are 1..=3{too_big}", self.max_attempts));
+            return Err(format!(
+                "--max-attempts {} is out of range: accepted values are 1..=3{too_big}",
+                self.max_attempts
+            ));
         }
         if self.delta == 0 {
             return Err("--delta 0 would make every effect invisible in the total".to_string());

@@ -30,14 +30,22 @@ pub fn parse(spec: &str) -> Result<ExpectedTable, String> {
         let cells = cells(row);
         let strategy: Strategy = cells[0].trim_matches('`').parse()?;
         if cells.len() != SAFETY.len() + 1 {
-            return Err(format!("the expected row of {strategy} has {} cells, expected {}", cells.len(), SAFETY.len() + 1));
+            return Err(format!(
+                "the expected row of {strategy} has {} cells, expected {}",
+                cells.len(),
+                SAFETY.len() + 1
+            ));
         }
         for (cell, name) in cells[1..].iter().zip(SAFETY) {
             let holds = match cell.as_str() {
                 "holds" => Some(true),
                 "violated" => Some(false),
                 "n/a" => None,
-                other => return Err(format!("expected cell '{other}' for {strategy} / {name} is not holds, violated or n/a")),
+                other => {
+                    return Err(format!(
+                        "expected cell '{other}' for {strategy} / {name} is not holds, violated or n/a"
+                    ))
+                }
             };
             if table.insert((strategy, name), holds).is_some() {
                 return Err(format!("the expected table has two rows for {strategy}"));

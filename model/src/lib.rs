@@ -61,11 +61,14 @@ impl ConsumerModel {
         let totals = |g: u8| (state.groups[usize::from(g)].store.total, next.groups[usize::from(g)].store.total);
         let row = |s: &State, g: u8, p: u8| s.groups[usize::from(g)].store.partitions[usize::from(p)].clone();
         match *action {
-            Action::Append { partition, .. } | Action::AppendAckLost { partition, .. } | Action::RetryAppend { partition, .. } => {
-                self.describe_produce(state, &next, partition, action)
-            }
+            Action::Append { partition, .. }
+            | Action::AppendAckLost { partition, .. }
+            | Action::RetryAppend { partition, .. } => self.describe_produce(state, &next, partition, action),
             Action::Retain { partition, before } => {
-                format!("retention moves the start of p{partition} from {} to {before}", state.log_start[usize::from(partition)])
+                format!(
+                    "retention moves the start of p{partition} from {} to {before}",
+                    state.log_start[usize::from(partition)]
+                )
             }
             Action::FailOutOfRange { group, owner, partition } => format!(
                 "g{group}/o{owner} stops on p{partition}: offset {} is below the log start {} (--on-out-of-range fail)",
@@ -73,8 +76,12 @@ impl ConsumerModel {
                 state.log_start[usize::from(partition)]
             ),
             Action::ResetOffset { group, owner, partition } => {
-                let (before, after) = (row(state, group, partition).next_offset, row(&next, group, partition).next_offset);
-                format!("g{group}/o{owner} records a reset of p{partition} from {before} to {after} and resumes there{}", self.epoch_note(state, action))
+                let (before, after) =
+                    (row(state, group, partition).next_offset, row(&next, group, partition).next_offset);
+                format!(
+                    "g{group}/o{owner} records a reset of p{partition} from {before} to {after} and resumes there{}",
+                    self.epoch_note(state, action)
+                )
             }
             Action::Crash { .. } | Action::Restart { .. } => {
                 let resumed = self.describe_restart(&next, action);
@@ -93,7 +100,10 @@ impl ConsumerModel {
             }
             Action::CommitOffset { group, owner, partition, next_offset } => {
                 let before = row(state, group, partition).next_offset;
-                format!("g{group}/o{owner} commits p{partition}: next offset {before} -> {next_offset}{}", self.epoch_note(state, action))
+                format!(
+                    "g{group}/o{owner} commits p{partition}: next offset {before} -> {next_offset}{}",
+                    self.epoch_note(state, action)
+                )
             }
             write => {
                 let (group, owner, partition) = write.lease_step().expect("owner write");
@@ -111,11 +121,18 @@ impl ConsumerModel {
                 let poison = self.config.strategy.handles_poison() && self.config.poison == Some(offset);
                 let what = match write {
                     Action::InsertProcessed { .. } => format!("records p{partition} offset {offset} as processed"),
-                    _ if next.lease(group, owner, partition).is_none() && state.lease(group, owner, partition).is_some() => {
+                    _ if next.lease(group, owner, partition).is_none()
+                        && state.lease(group, owner, partition).is_some() =>
+                    {
                         format!("is fenced writing p{partition} offset {offset}: its epoch is stale, the transaction aborts")
                     }
                     Action::DeadLetter { .. } => {
-                        let attempts = next.groups[usize::from(group)].store.attempts.get(&(partition, offset)).copied().unwrap_or(0);
+                        let attempts = next.groups[usize::from(group)]
+                            .store
+                            .attempts
+                            .get(&(partition, offset))
+                            .copied()
+                            .unwrap_or(0);
                         format!("dead-letters p{partition} offset {offset} after {attempts} failed attempts")
                     }
                     Action::ApplyAtomic { .. } if poison => {
@@ -127,8 +144,13 @@ impl ConsumerModel {
                 };
                 let checkpoint = match write {
                     Action::ApplyAtomic { .. } | Action::DeadLetter { .. } => {
-                        let (b, a) = (row(state, group, partition).next_offset, row(&next, group, partition).next_offset);
-                        if b != a { format!(", next offset {b} -> {a}") } else { String::new() }
+                        let (b, a) =
+                            (row(state, group, partition).next_offset, row(&next, group, partition).next_offset);
+                        if b != a {
+                            format!(", next offset {b} -> {a}")
+                        } else {
+                            String::new()
+                        }
                     }
                     _ => String::new(),
                 };
@@ -171,7 +193,9 @@ impl ConsumerModel {
             .leases
             .iter()
             .enumerate()
-            .filter_map(|(p, lease)| lease.as_ref().map(|l| format!("p{p} from offset {} (epoch {})", l.position, l.epoch)))
+            .filter_map(|(p, lease)| {
+                lease.as_ref().map(|l| format!("p{p} from offset {} (epoch {})", l.position, l.epoch))
+            })
             .collect();
         if resumed.is_empty() {
             " and owns nothing".to_string()

@@ -82,7 +82,9 @@ struct Poison(Option<u8>);
 fn parse_poison(text: &str) -> Result<Poison, String> {
     match text {
         "none" => Ok(Poison(None)),
-        offset => offset.parse().map(|o| Poison(Some(o))).map_err(|_| format!("'{offset}' is neither an offset nor none")),
+        offset => {
+            offset.parse().map(|o| Poison(Some(o))).map_err(|_| format!("'{offset}' is neither an offset nor none"))
+        }
     }
 }
 
@@ -279,7 +281,8 @@ fn check_options(args: &CheckArgs) -> anyhow::Result<CheckOptions> {
 fn run_explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     let config = args.bounds.config(args.strategy);
     config.validate().map_err(anyhow::Error::msg)?;
-    let listener = std::net::TcpListener::bind(&args.addr).with_context(|| format!("cannot listen on {}", args.addr))?;
+    let listener =
+        std::net::TcpListener::bind(&args.addr).with_context(|| format!("cannot listen on {}", args.addr))?;
     drop(listener);
     println!("explorer for {} at http://{}/", config.strategy, args.addr);
     println!("(Ctrl-C to stop; states are explored on demand as you click)");

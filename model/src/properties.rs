@@ -31,7 +31,8 @@ pub fn no_duplicate(state: &State) -> bool {
 pub fn contiguous_prefix(state: &State) -> bool {
     state.groups.iter().all(|group| {
         group.store.partitions.iter().zip(&group.ghost.applied).enumerate().all(|(partition, (row, applied))| {
-            (0..row.next_offset).all(|offset| applied[usize::from(offset)] >= 1 || is_held_unapplied(group, partition, offset))
+            (0..row.next_offset)
+                .all(|offset| applied[usize::from(offset)] >= 1 || is_held_unapplied(group, partition, offset))
         })
     })
 }
@@ -46,7 +47,8 @@ pub fn no_silent_skip(state: &State) -> bool {
             (0..row.next_offset).all(|offset| {
                 let count = applied[usize::from(offset)];
                 let dead = group.store.is_dead_lettered(p, offset);
-                let accounted = dead || group.store.is_reset_over(p, offset) || is_held_unapplied(group, partition, offset);
+                let accounted =
+                    dead || group.store.is_reset_over(p, offset) || is_held_unapplied(group, partition, offset);
                 (count == 1 && !dead) || (count == 0 && accounted)
             })
         })
@@ -157,7 +159,8 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
         properties.push(Property::always("reset-accounted", |_, s: &State| reset_accounted(s)));
         properties.push(Property::sometimes("out-of-range", |_, s: &State| s.has_witnessed(Witness::OutOfRange)));
         if strategy == Strategy::ResetEarliest {
-            properties.push(Property::sometimes("reset-recorded", |_, s: &State| s.has_witnessed(Witness::ResetRecorded)));
+            properties
+                .push(Property::sometimes("reset-recorded", |_, s: &State| s.has_witnessed(Witness::ResetRecorded)));
         }
     }
     if config.ack_losses > 0 {
@@ -180,9 +183,11 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
         properties.push(Property::sometimes("groups-diverge", |_, s: &State| groups_diverge(s)));
     }
     if config.crashes > 0 {
-        properties.push(Property::sometimes("crash-after-write", |_, s: &State| s.has_witnessed(Witness::CrashAfterWrite)));
+        properties
+            .push(Property::sometimes("crash-after-write", |_, s: &State| s.has_witnessed(Witness::CrashAfterWrite)));
         if !strategy.is_single_write() {
-            properties.push(Property::sometimes("crash-mid-record", |_, s: &State| s.has_witnessed(Witness::CrashMidRecord)));
+            properties
+                .push(Property::sometimes("crash-mid-record", |_, s: &State| s.has_witnessed(Witness::CrashMidRecord)));
         }
     }
     if zombies_possible {
@@ -192,7 +197,8 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
         properties.push(Property::sometimes("replay", |_, s: &State| s.has_witnessed(Witness::Replay)));
     }
     if strategy.skips_duplicates() && (config.crashes > 0 || zombies_possible) {
-        properties.push(Property::sometimes("duplicate-skipped", |_, s: &State| s.has_witnessed(Witness::DuplicateSkipped)));
+        properties
+            .push(Property::sometimes("duplicate-skipped", |_, s: &State| s.has_witnessed(Witness::DuplicateSkipped)));
     }
     if strategy.is_fenced() && zombies_possible {
         properties.push(Property::sometimes("zombie-fenced", |_, s: &State| s.has_witnessed(Witness::ZombieFenced)));

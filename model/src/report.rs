@@ -24,7 +24,10 @@ pub fn judge(reports: &[CheckReport], expected: Option<&ExpectedTable>) -> Outco
     let mut problems = Vec::new();
     for report in reports {
         for name in report.unreached() {
-            problems.push(format!("{}: sometimes '{name}' was never reached, so the check is vacuous", report.config.strategy));
+            problems.push(format!(
+                "{}: sometimes '{name}' was never reached, so the check is vacuous",
+                report.config.strategy
+            ));
         }
     }
     let comparable = expected.filter(|_| reports.iter().all(|r| r.config.has_default_bounds()));
@@ -76,13 +79,25 @@ pub fn text(reports: &[CheckReport], outcome: &Outcome) -> String {
             "bounds: groups {} owners {} partitions {} records {} crashes {} rebalances {} commit-every {} inflight {}",
             c.groups, c.owners, c.partitions, c.records, c.crashes, c.rebalances, c.commit_every, c.inflight
         );
-        let _ = writeln!(out, "search: {:?}, {} thread(s){}\n", first.search, first.threads, if first.symmetry { ", symmetry" } else { "" });
+        let _ = writeln!(
+            out,
+            "search: {:?}, {} thread(s){}\n",
+            first.search,
+            first.threads,
+            if first.symmetry { ", symmetry" } else { "" }
+        );
     }
     out.push_str(&table(reports));
     for report in reports {
         let model = ConsumerModel::new(report.config.clone());
         for property in report.properties.iter().filter(|p| p.verdict == Verdict::Violated) {
-            let _ = writeln!(out, "\n{} violates {} in {} steps:", report.config.strategy, property.name, property.actions.len());
+            let _ = writeln!(
+                out,
+                "\n{} violates {} in {} steps:",
+                report.config.strategy,
+                property.name,
+                property.actions.len()
+            );
             out.push_str(&numbered_steps(&model, &property.actions));
         }
     }

@@ -229,13 +229,7 @@ impl State {
 
 impl Lease {
     pub fn fresh(epoch: u8, next_offset: Offset) -> Lease {
-        Lease {
-            epoch,
-            position: next_offset,
-            checkpoint: next_offset,
-            records: BTreeMap::new(),
-            done: BTreeSet::new(),
-        }
+        Lease { epoch, position: next_offset, checkpoint: next_offset, records: BTreeMap::new(), done: BTreeSet::new() }
     }
 }
 

@@ -109,7 +109,9 @@ fn lease_actions(
     actions.push(match (config.strategy.consumer(), stage) {
         (Strategy::CommitFirst, Stage::Fetched) => commit(offset + 1),
         (Strategy::CommitFirst, Stage::Committed) => step(apply_effect),
-        (Strategy::EffectFirst | Strategy::PeriodicCommit | Strategy::DedupSeparate, Stage::Fetched) => step(apply_effect),
+        (Strategy::EffectFirst | Strategy::PeriodicCommit | Strategy::DedupSeparate, Stage::Fetched) => {
+            step(apply_effect)
+        }
         (Strategy::EffectFirst | Strategy::DedupAtomic, Stage::EffectApplied) => commit(offset + 1),
         (Strategy::DedupSeparate, Stage::EffectApplied) => {
             step(|g, o, p, offset| Action::InsertProcessed { group: g, owner: o, partition: p, offset })
@@ -158,7 +160,9 @@ pub fn parallel_commit_target(strategy: Strategy, lease: &Lease) -> Option<Offse
 pub fn next_state(config: &Config, state: &State, action: Action) -> State {
     let mut next = state.clone();
     match action {
-        Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => produce(config, &mut next, action),
+        Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => {
+            produce(config, &mut next, action)
+        }
         Action::Fetch { group, owner, partition, offset } => fetch(&mut next, (group, owner, partition), offset),
         Action::Retain { partition, before } => {
             next.log_start[usize::from(partition)] = before;
@@ -182,9 +186,9 @@ pub fn next_state(config: &Config, state: &State, action: Action) -> State {
 /// The producer's steps. Every send carries its logical id in the ghost `sends`.
 fn produce(config: &Config, state: &mut State, action: Action) {
     let (partition, delta) = match action {
-        Action::Append { partition, delta } | Action::AppendAckLost { partition, delta } | Action::RetryAppend { partition, delta } => {
-            (usize::from(partition), delta)
-        }
+        Action::Append { partition, delta }
+        | Action::AppendAckLost { partition, delta }
+        | Action::RetryAppend { partition, delta } => (usize::from(partition), delta),
         other => unreachable!("{other} is not a producer step"),
     };
     let producer = &mut state.producer[partition];
@@ -228,10 +232,8 @@ fn crash(config: &Config, state: &mut State, group: u8, owner: u8) {
     let mid_record = leases.iter().flatten().any(|lease| is_mid_record(config, lease));
     // After a write: the crash falls on a partition with durable progress behind it, so the
     // restart has a checkpoint to resume from rather than the beginning of the log.
-    let after_write = leases
-        .iter()
-        .zip(&group_state.store.partitions)
-        .any(|(lease, row)| lease.is_some() && row.next_offset > 0);
+    let after_write =
+        leases.iter().zip(&group_state.store.partitions).any(|(lease, row)| lease.is_some() && row.next_offset > 0);
     if mid_record {
         state.witness(Witness::CrashMidRecord);
     }
@@ -299,7 +301,9 @@ fn owner_write(config: &Config, state: &mut State, action: Action) {
     match action {
         Action::ApplyEffect { offset, .. } => apply_effect(config, state, (group, owner, partition), offset),
         Action::InsertProcessed { offset, .. } => insert_processed(state, (group, owner, partition), offset),
-        Action::CommitOffset { next_offset, .. } => commit_offset(config, state, (group, owner, partition), next_offset),
+        Action::CommitOffset { next_offset, .. } => {
+            commit_offset(config, state, (group, owner, partition), next_offset)
+        }
         Action::ApplyStamped { offset, .. } => apply_stamped(state, (group, owner, partition), offset),
         Action::ApplyDeduped { offset, .. } => apply_deduped(state, (group, owner, partition), offset),
         Action::ApplyAtomic { offset, .. } => apply_atomic(config, state, (group, owner, partition), offset, stale),
@@ -502,7 +506,13 @@ fn dead_letter(state: &mut State, (group, owner, partition): (u8, u8, u8), offse
 /// One transaction with the effect and the next offset. `atomic` writes the offset blindly;
 /// `atomic-fenced` first checks the epoch and aborts when stale, and the owner, told, drops the
 /// partition; `atomic-cas` reads the stored next offset and skips a record below it.
-fn apply_atomic(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset, stale: bool) {
+fn apply_atomic(
+    config: &Config,
+    state: &mut State,
+    (group, owner, partition): (u8, u8, u8),
+    offset: Offset,
+    stale: bool,
+) {
     if config.strategy.is_fenced() && stale {
         fence(state, (group, owner, partition));
         return;

@@ -52,11 +52,13 @@ pub fn timeline(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> Stri
         let colour = if zombie { "#e67e00" } else { "#1f4e9c" };
         match action {
             Action::Crash { .. } => {
-                let _ = write!(svg, "<text x='{x}' y='{}' text-anchor='middle' fill='#c00' font-size='16'>✕</text>", y + 5);
+                let _ =
+                    write!(svg, "<text x='{x}' y='{}' text-anchor='middle' fill='#c00' font-size='16'>✕</text>", y + 5);
             }
             _ => {
                 let fill = if durable { colour } else { "white" };
-                let _ = write!(svg, "<circle cx='{x}' cy='{y}' r='5' fill='{fill}' stroke='{colour}' stroke-width='2'/>");
+                let _ =
+                    write!(svg, "<circle cx='{x}' cy='{y}' r='5' fill='{fill}' stroke='{colour}' stroke-width='2'/>");
             }
         }
         let label = escape(&format!("{}. {description}", row + 1));

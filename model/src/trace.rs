@@ -53,7 +53,13 @@ impl fmt::Display for TraceError {
 impl std::error::Error for TraceError {}
 
 impl Trace {
-    pub fn new(config: Config, property: Option<&str>, verdict: Option<Verdict>, description: String, actions: Vec<Action>) -> Trace {
+    pub fn new(
+        config: Config,
+        property: Option<&str>,
+        verdict: Option<Verdict>,
+        description: String,
+        actions: Vec<Action>,
+    ) -> Trace {
         Trace {
             format: TRACE_FORMAT.to_string(),
             version: TRACE_VERSION,
@@ -110,7 +116,13 @@ impl Trace {
                     property.name,
                     property.actions.len()
                 );
-                Trace::new(report.config.clone(), Some(&property.name), Some(Verdict::Violated), description, property.actions.clone())
+                Trace::new(
+                    report.config.clone(),
+                    Some(&property.name),
+                    Some(Verdict::Violated),
+                    description,
+                    property.actions.clone(),
+                )
             })
             .collect()
     }

@@ -49,11 +49,13 @@ impl Drop for ScratchDir {
 }
 
 /// The properties `atomic` violates at the small bounds (see verdicts.rs for the full table).
-const ATOMIC_VIOLATIONS: [&str; 5] = ["no-duplicate", "effectively-once", "monotonic-checkpoint", "fenced-writes", "no-silent-skip"];
+const ATOMIC_VIOLATIONS: [&str; 5] =
+    ["no-duplicate", "effectively-once", "monotonic-checkpoint", "fenced-writes", "no-silent-skip"];
 
 /// Asserts that `actions` replay through the small `atomic` model into a violation of `property`.
 fn assert_atomic_counterexample(property: &str, actions: &[Action]) {
-    let model = ConsumerModel::new(model::Config { groups: 1, records: 2, ..model::Config::new(model::Strategy::Atomic) });
+    let model =
+        ConsumerModel::new(model::Config { groups: 1, records: 2, ..model::Config::new(model::Strategy::Atomic) });
     let states = check::replay(&model, actions).unwrap_or_else(|e| panic!("{property}: {e}"));
     let checked = check::property_named(&model, property).expect("a property of atomic");
     assert!(check::is_discovery(&model, &checked, states.last().expect("replay yields states")), "{property}");
@@ -80,7 +82,8 @@ fn a_violation_exits_1_with_a_numbered_counterexample() {
     let start = text.find(heading).unwrap_or_else(|| panic!("no '{heading}' in:\n{text}"));
     let mut lines = text[start..].lines();
     let first = lines.next().expect("the heading line");
-    let steps: usize = first[heading.len()..].trim_end_matches(" steps:").parse().expect("the heading gives a step count");
+    let steps: usize =
+        first[heading.len()..].trim_end_matches(" steps:").parse().expect("the heading gives a step count");
     // The heading's count is the number of numbered steps printed under it, 1 to N in order.
     let numbers: Vec<usize> = lines
         .map_while(|line| line.trim_start().split_once(". ").and_then(|(number, _)| number.parse().ok()))
@@ -101,7 +104,8 @@ fn json_output_carries_every_violation_with_its_actions() {
     assert_eq!(names, ATOMIC_VIOLATIONS);
     for property in violated {
         let name = property["name"].as_str().expect("a property name");
-        let actions: Vec<Action> = serde_json::from_value(property["actions"].clone()).expect("actions are action values");
+        let actions: Vec<Action> =
+            serde_json::from_value(property["actions"].clone()).expect("actions are action values");
         assert!(!actions.is_empty(), "{name}");
         assert_atomic_counterexample(name, &actions);
     }
@@ -140,7 +144,11 @@ fn bad_input_exits_2_with_an_error_line_and_no_output() {
     // (arguments, text the first stderr line must contain, whether clap reports it). Clap adds
     // a usage hint after its error line; the model's own errors are exactly one line.
     let cases: Vec<(Vec<&str>, &str, bool)> = vec![
-        (vec!["--strategy", "exactly-once", "--groups", "1", "--records", "2"], "unknown strategy 'exactly-once'", true),
+        (
+            vec!["--strategy", "exactly-once", "--groups", "1", "--records", "2"],
+            "unknown strategy 'exactly-once'",
+            true,
+        ),
         (vec!["--groups", "1", "--records", "0"], "--records 0 is out of range: accepted values are 1..=8", false),
         (vec!["--groups", "1", "--records", "50"], "--records 50 is out of range", false),
         (vec!["--groups", "1", "--records", "300"], "300 is not in 0..=255", true),
@@ -152,10 +160,26 @@ fn bad_input_exits_2_with_an_error_line_and_no_output() {
         // Clap takes `-1` after a space for a flag of its own, so only the `=` form reaches the
         // model's own check of the value.
         (vec!["--groups", "1", "--records", "2", "--timeout", "-1"], "-1", true),
-        (vec!["--groups", "1", "--records", "2", "--timeout=-1"], "--timeout -1 is not a positive number of seconds", false),
-        (vec!["--groups", "1", "--records", "2", "--timeout", "0"], "--timeout 0 is not a positive number of seconds", false),
-        (vec!["--groups", "1", "--records", "2", "--symmetry"], "--symmetry is honoured only by --search dfs or simulation", false),
-        (vec!["--groups", "1", "--records", "2", "--search", "bfs", "--symmetry"], "--symmetry is honoured only by", false),
+        (
+            vec!["--groups", "1", "--records", "2", "--timeout=-1"],
+            "--timeout -1 is not a positive number of seconds",
+            false,
+        ),
+        (
+            vec!["--groups", "1", "--records", "2", "--timeout", "0"],
+            "--timeout 0 is not a positive number of seconds",
+            false,
+        ),
+        (
+            vec!["--groups", "1", "--records", "2", "--symmetry"],
+            "--symmetry is honoured only by --search dfs or simulation",
+            false,
+        ),
+        (
+            vec!["--groups", "1", "--records", "2", "--search", "bfs", "--symmetry"],
+            "--symmetry is honoured only by",
+            false,
+        ),
         (vec!["--groups", "1", "--records", "2", "--traces", under_file], "cannot create traces directory", false),
     ];
     for (args, expected, from_clap) in cases {

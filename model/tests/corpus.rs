@@ -44,8 +44,13 @@ fn every_corpus_trace_replays_to_its_recorded_verdict() {
     paths.sort();
     // Every violated cell of spec.md's table has its counterexample; fewer files means the
     // corpus was not regenerated after a model change.
-    let violated = model::expected::from_spec().expect("spec.md's table").values().filter(|v| **v == Some(false)).count();
-    assert!(paths.len() >= violated, "tests/traces holds {} traces; regenerate with `cargo run --release -p conformance -- regenerate tests/traces`", paths.len());
+    let violated =
+        model::expected::from_spec().expect("spec.md's table").values().filter(|v| **v == Some(false)).count();
+    assert!(
+        paths.len() >= violated,
+        "tests/traces holds {} traces; regenerate with `cargo run --release -p conformance -- regenerate tests/traces`",
+        paths.len()
+    );
     let failures: Vec<String> = paths.iter().filter_map(|path| check_trace(path).err()).collect();
     assert!(failures.is_empty(), "corpus traces that fail:\n{}", failures.join("\n"));
 }

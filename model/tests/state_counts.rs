@@ -39,7 +39,8 @@ const TWO_PARTITION_COUNTS: [(Strategy, usize); 2] = [(Strategy::Atomic, 7158), 
 /// reduction. With a single group no two reachable states are mirror images (owner 0 always
 /// starts with the partition), so only a second group, interchangeable with the first, shows
 /// the reduction at work.
-const TWO_GROUP_COUNTS: [(Strategy, usize, usize); 2] = [(Strategy::Atomic, 513, 261), (Strategy::AtomicFenced, 405, 207)];
+const TWO_GROUP_COUNTS: [(Strategy, usize, usize); 2] =
+    [(Strategy::Atomic, 513, 261), (Strategy::AtomicFenced, 405, 207)];
 
 /// How a search mode's unique-state count must relate to single-threaded BFS's.
 #[derive(Clone, Copy, Debug)]
@@ -84,7 +85,8 @@ fn the_small_count_table_covers_every_strategy_once_in_order() {
 #[test]
 fn small_configurations_have_their_pinned_state_counts() {
     // Comparing whole tables reports every changed count at once, not just the first.
-    let actual: Vec<(Strategy, usize)> = Strategy::ALL.iter().map(|&s| (s, bfs(small_config(s)).unique_states)).collect();
+    let actual: Vec<(Strategy, usize)> =
+        Strategy::ALL.iter().map(|&s| (s, bfs(small_config(s)).unique_states)).collect();
     assert_eq!(actual, SMALL_COUNTS);
 }
 
@@ -103,7 +105,8 @@ fn every_search_mode_agrees_with_bfs_on_counts_and_verdicts() {
         let reference = bfs(small_config(strategy));
         for (mode, search, threads, symmetry, relation) in MODES {
             let report = run(small_config(strategy), search, threads, symmetry);
-            let context = format!("{strategy}, {mode}: {} unique states, bfs {}", report.unique_states, reference.unique_states);
+            let context =
+                format!("{strategy}, {mode}: {} unique states, bfs {}", report.unique_states, reference.unique_states);
             match relation {
                 Relation::Equal => assert_eq!(report.unique_states, reference.unique_states, "{context}"),
                 Relation::AtMost => assert!(report.unique_states <= reference.unique_states, "{context}"),

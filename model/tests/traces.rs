@@ -43,7 +43,11 @@ fn counterexample_traces_survive_a_json_round_trip_and_still_replay() {
             let model = ConsumerModel::new(read.config.clone());
             let states = check::replay(&model, &read.actions).expect("a saved counterexample replays");
             let checked = check::property_named(&model, property).expect("the trace names a property of its config");
-            assert!(check::is_discovery(&model, &checked, states.last().expect("replay yields states")), "{}", read.file_name());
+            assert!(
+                check::is_discovery(&model, &checked, states.last().expect("replay yields states")),
+                "{}",
+                read.file_name()
+            );
         }
     }
 }
@@ -56,13 +60,22 @@ fn any_action() -> impl Strategy<Value = Action> {
         ids().prop_map(|(group, owner, partition, offset)| Action::Fetch { group, owner, partition, offset }),
         ids().prop_map(|(group, owner, partition, offset)| Action::ApplyEffect { group, owner, partition, offset }),
         ids().prop_map(|(group, owner, partition, offset)| Action::InsertProcessed { group, owner, partition, offset }),
-        ids().prop_map(|(group, owner, partition, next_offset)| Action::CommitOffset { group, owner, partition, next_offset }),
+        ids().prop_map(|(group, owner, partition, next_offset)| Action::CommitOffset {
+            group,
+            owner,
+            partition,
+            next_offset
+        }),
         ids().prop_map(|(group, owner, partition, offset)| Action::ApplyStamped { group, owner, partition, offset }),
         ids().prop_map(|(group, owner, partition, offset)| Action::ApplyDeduped { group, owner, partition, offset }),
         ids().prop_map(|(group, owner, partition, offset)| Action::ApplyAtomic { group, owner, partition, offset }),
         (any::<u8>(), any::<u8>()).prop_map(|(group, owner)| Action::Crash { group, owner }),
         (any::<u8>(), any::<u8>()).prop_map(|(group, owner)| Action::Restart { group, owner }),
-        (any::<u8>(), any::<u8>(), any::<u8>()).prop_map(|(group, partition, to_owner)| Action::Rebalance { group, partition, to_owner }),
+        (any::<u8>(), any::<u8>(), any::<u8>()).prop_map(|(group, partition, to_owner)| Action::Rebalance {
+            group,
+            partition,
+            to_owner
+        }),
     ]
 }
 
@@ -79,7 +92,16 @@ fn any_verdict() -> impl Strategy<Value = Option<Verdict>> {
 /// A configuration `Config::validate` accepts: the reader refuses every other one.
 fn valid_config() -> impl Strategy<Value = Config> {
     let strategies = proptest::sample::select(model::Strategy::ALL.to_vec());
-    (strategies, 1..=3u8, 1..=3u8, 1..=2u8, 1..=8u8, 0..=4u8, 0..=4u8, any::<i64>().prop_filter("delta 0 is invalid", |d| *d != 0))
+    (
+        strategies,
+        1..=3u8,
+        1..=3u8,
+        1..=2u8,
+        1..=8u8,
+        0..=4u8,
+        0..=4u8,
+        any::<i64>().prop_filter("delta 0 is invalid", |d| *d != 0),
+    )
         .prop_flat_map(|(strategy, groups, owners, partitions, records, crashes, rebalances, delta)| {
             (1..=records, 1..=records, proptest::option::of(0..records), 1..=3u8, 0..=2u8, 0..=2u8).prop_map(
                 move |(commit_every, inflight, poison, max_attempts, ack_losses, retentions)| Config {
@@ -104,7 +126,12 @@ fn valid_config() -> impl Strategy<Value = Config> {
 
 /// Fixed seed and no regression files: the same cases on every run and every machine.
 fn deterministic(cases: u32) -> ProptestConfig {
-    ProptestConfig { cases, rng_seed: RngSeed::Fixed(0x0dd_ba11), failure_persistence: None, ..ProptestConfig::default() }
+    ProptestConfig {
+        cases,
+        rng_seed: RngSeed::Fixed(0x0dd_ba11),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
 }
 
 proptest! {
@@ -173,17 +200,49 @@ fn bad_trace_files_are_refused_with_a_message_naming_the_problem() {
         ("not JSON", BadInput::Text("this is not json"), "not a valid trace"),
         ("empty file", BadInput::Text(""), "not a valid trace"),
         ("JSON but not an object", BadInput::Text("[1, 2]"), "format is '<missing>'"),
-        ("wrong format name", BadInput::Edit(|v| v["format"] = json!("other-trace")), "format is 'other-trace', expected 'onceproof-trace'"),
-        ("format missing", BadInput::Edit(|v| drop(v.as_object_mut().unwrap().remove("format"))), "format is '<missing>'"),
-        ("version 2", BadInput::Edit(|v| v["version"] = json!(2)), "trace format version 2 is not supported (this build reads version 1)"),
-        ("missing field", BadInput::Edit(|v| drop(v.as_object_mut().unwrap().remove("actions"))), "missing field `actions`"),
+        (
+            "wrong format name",
+            BadInput::Edit(|v| v["format"] = json!("other-trace")),
+            "format is 'other-trace', expected 'onceproof-trace'",
+        ),
+        (
+            "format missing",
+            BadInput::Edit(|v| drop(v.as_object_mut().unwrap().remove("format"))),
+            "format is '<missing>'",
+        ),
+        (
+            "version 2",
+            BadInput::Edit(|v| v["version"] = json!(2)),
+            "trace format version 2 is not supported (this build reads version 1)",
+        ),
+        (
+            "missing field",
+            BadInput::Edit(|v| drop(v.as_object_mut().unwrap().remove("actions"))),
+            "missing field `actions`",
+        ),
         ("unknown field", BadInput::Edit(|v| v["comment"] = json!("hi")), "unknown field `comment`"),
-        ("unknown strategy", BadInput::Edit(|v| v["config"]["strategy"] = json!("exactly-once")), "unknown variant `exactly-once`"),
-        ("unknown action kind", BadInput::Edit(|v| v["actions"][0]["kind"] = json!("teleport")), "unknown variant `teleport`"),
-        ("records 0", BadInput::Edit(|v| v["config"]["records"] = json!(0)), "the trace's config is invalid: --records 0 is out of range"),
+        (
+            "unknown strategy",
+            BadInput::Edit(|v| v["config"]["strategy"] = json!("exactly-once")),
+            "unknown variant `exactly-once`",
+        ),
+        (
+            "unknown action kind",
+            BadInput::Edit(|v| v["actions"][0]["kind"] = json!("teleport")),
+            "unknown variant `teleport`",
+        ),
+        (
+            "records 0",
+            BadInput::Edit(|v| v["config"]["records"] = json!(0)),
+            "the trace's config is invalid: --records 0 is out of range",
+        ),
         ("too many groups", BadInput::Edit(|v| v["config"]["groups"] = json!(9)), "--groups 9 is out of range"),
         ("bound past a u8", BadInput::Edit(|v| v["config"]["owners"] = json!(256)), "not a valid trace"),
-        ("commit interval past the records", BadInput::Edit(|v| v["config"]["commit_every"] = json!(3)), "--commit-every 3 is out of range"),
+        (
+            "commit interval past the records",
+            BadInput::Edit(|v| v["config"]["commit_every"] = json!(3)),
+            "--commit-every 3 is out of range",
+        ),
         ("delta 0", BadInput::Edit(|v| v["config"]["delta"] = json!(0)), "--delta 0"),
     ];
     for (name, input, expected) in cases {
@@ -223,12 +282,32 @@ fn replay_names_the_first_step_that_is_not_enabled() {
     // Each case's first two steps are enabled and its third is not, for the reason given.
     let cases: Vec<(&str, model::Strategy, Vec<Action>)> = vec![
         ("the same record fetched twice", model::Strategy::Atomic, vec![append, fetch(0, 0), fetch(0, 0)]),
-        ("a step of another strategy", model::Strategy::Atomic, vec![append, fetch(0, 0), Action::ApplyEffect { group: 0, owner: 0, partition: 0, offset: 0 }]),
+        (
+            "a step of another strategy",
+            model::Strategy::Atomic,
+            vec![append, fetch(0, 0), Action::ApplyEffect { group: 0, owner: 0, partition: 0, offset: 0 }],
+        ),
         ("an append past the record bound", model::Strategy::EffectFirst, vec![append, append, append]),
-        ("a second rebalance past the budget", model::Strategy::EffectFirst, vec![append, rebalance_to(1), rebalance_to(0)]),
-        ("a crash of an owner holding nothing", model::Strategy::CommitFirst, vec![append, fetch(0, 0), Action::Crash { group: 0, owner: 1 }]),
-        ("a step of a group that does not exist", model::Strategy::Atomic, vec![append, fetch(0, 0), Action::Crash { group: 1, owner: 0 }]),
-        ("a different delta than the config's", model::Strategy::Atomic, vec![append, append, Action::Append { partition: 0, delta: 6 }]),
+        (
+            "a second rebalance past the budget",
+            model::Strategy::EffectFirst,
+            vec![append, rebalance_to(1), rebalance_to(0)],
+        ),
+        (
+            "a crash of an owner holding nothing",
+            model::Strategy::CommitFirst,
+            vec![append, fetch(0, 0), Action::Crash { group: 0, owner: 1 }],
+        ),
+        (
+            "a step of a group that does not exist",
+            model::Strategy::Atomic,
+            vec![append, fetch(0, 0), Action::Crash { group: 1, owner: 0 }],
+        ),
+        (
+            "a different delta than the config's",
+            model::Strategy::Atomic,
+            vec![append, append, Action::Append { partition: 0, delta: 6 }],
+        ),
     ];
     for (name, strategy, actions) in cases {
         let third = actions[2];

@@ -14,24 +14,60 @@ use std::sync::OnceLock;
 /// where two records are too few for a trap (periodic-commit and offset-stamp keep their
 /// checkpoints monotonic here, and so does skip-poison).
 const SMALL_VERDICTS: [(Strategy, [&str; 10]); 19] = [
-    (Strategy::CommitFirst, ["violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"]),
-    (Strategy::EffectFirst, ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"]),
-    (Strategy::PeriodicCommit, ["violated", "holds", "violated", "holds", "holds", "violated", "violated", "n/a", "n/a", "n/a"]),
+    (
+        Strategy::CommitFirst,
+        ["violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"],
+    ),
+    (
+        Strategy::EffectFirst,
+        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"],
+    ),
+    (
+        Strategy::PeriodicCommit,
+        ["violated", "holds", "violated", "holds", "holds", "violated", "violated", "n/a", "n/a", "n/a"],
+    ),
     (Strategy::OffsetStamp, ["holds", "holds", "holds", "holds", "holds", "violated", "holds", "n/a", "n/a", "n/a"]),
-    (Strategy::DedupSeparate, ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"]),
+    (
+        Strategy::DedupSeparate,
+        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"],
+    ),
     (Strategy::DedupAtomic, ["holds", "holds", "holds", "violated", "holds", "violated", "holds", "n/a", "n/a", "n/a"]),
-    (Strategy::Atomic, ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"]),
+    (
+        Strategy::Atomic,
+        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"],
+    ),
     (Strategy::AtomicFenced, ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a"]),
     (Strategy::AtomicCas, ["holds", "holds", "holds", "holds", "holds", "violated", "holds", "n/a", "n/a", "n/a"]),
-    (Strategy::ParallelMax, ["violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"]),
-    (Strategy::ParallelWatermark, ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"]),
+    (
+        Strategy::ParallelMax,
+        ["violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"],
+    ),
+    (
+        Strategy::ParallelWatermark,
+        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"],
+    ),
     (Strategy::AtomicDlq, ["holds", "violated", "violated", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a"]),
-    (Strategy::SkipPoison, ["holds", "violated", "violated", "holds", "holds", "violated", "violated", "violated", "n/a", "n/a"]),
+    (
+        Strategy::SkipPoison,
+        ["holds", "violated", "violated", "holds", "holds", "violated", "violated", "violated", "n/a", "n/a"],
+    ),
     (Strategy::RetryForever, ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "violated", "n/a", "n/a"]),
-    (Strategy::ProducerIdempotent, ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "holds", "n/a"]),
-    (Strategy::ProducerNewSequence, ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "violated", "n/a"]),
-    (Strategy::ResetEarliest, ["holds", "violated", "violated", "holds", "holds", "holds", "holds", "n/a", "n/a", "holds"]),
-    (Strategy::ResetSilent, ["violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "violated"]),
+    (
+        Strategy::ProducerIdempotent,
+        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "holds", "n/a"],
+    ),
+    (
+        Strategy::ProducerNewSequence,
+        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "violated", "n/a"],
+    ),
+    (
+        Strategy::ResetEarliest,
+        ["holds", "violated", "violated", "holds", "holds", "holds", "holds", "n/a", "n/a", "holds"],
+    ),
+    (
+        Strategy::ResetSilent,
+        ["violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "violated"],
+    ),
     (Strategy::ResetFail, ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "holds"]),
 ];
 
@@ -172,7 +208,16 @@ fn minimize_cuts_hand_written_discoveries_down_to_their_known_minimum() {
         (
             Strategy::EffectFirst,
             "no-duplicate",
-            vec![append(), fetch(0, 0), apply_effect(0, 0), append(), rebalance_to(1), fetch(1, 0), apply_effect(1, 0), commit(1, 1)],
+            vec![
+                append(),
+                fetch(0, 0),
+                apply_effect(0, 0),
+                append(),
+                rebalance_to(1),
+                fetch(1, 0),
+                apply_effect(1, 0),
+                commit(1, 1),
+            ],
             6,
         ),
         // Commit-first commits, then crashes before the effect: the record is skipped.
@@ -203,18 +248,34 @@ fn minimize_never_lengthens_a_checker_discovery_and_keeps_it_a_discovery() {
     // Stateright's raw DFS discoveries are long, unminimised paths, so they are realistic inputs.
     for strategy in Strategy::ALL {
         let model = ConsumerModel::new(small_config(strategy));
-        let mut discoveries: Vec<(&str, Vec<Action>)> =
-            model.clone().checker().spawn_dfs().join().discoveries().into_iter().map(|(name, path)| (name, path.into_actions())).collect();
+        let mut discoveries: Vec<(&str, Vec<Action>)> = model
+            .clone()
+            .checker()
+            .spawn_dfs()
+            .join()
+            .discoveries()
+            .into_iter()
+            .map(|(name, path)| (name, path.into_actions()))
+            .collect();
         discoveries.sort_by_key(|(name, _)| *name);
         assert!(!discoveries.is_empty(), "{strategy}: the checker discovered nothing");
         for (name, raw) in discoveries {
             let property = check::property_named(&model, name).expect("discoveries name the model's properties");
             let minimised = check::minimize(&model, &property, raw.clone());
-            assert!(minimised.len() <= raw.len(), "{strategy} / {name}: {} steps became {}", raw.len(), minimised.len());
+            assert!(
+                minimised.len() <= raw.len(),
+                "{strategy} / {name}: {} steps became {}",
+                raw.len(),
+                minimised.len()
+            );
             assert_replays_to_first_discovery(&model, name, &minimised);
             // Deterministic, and a fixed point: minimising again changes nothing.
             assert_eq!(check::minimize(&model, &property, raw), minimised, "{strategy} / {name}: not deterministic");
-            assert_eq!(check::minimize(&model, &property, minimised.clone()), minimised, "{strategy} / {name}: not a fixed point");
+            assert_eq!(
+                check::minimize(&model, &property, minimised.clone()),
+                minimised,
+                "{strategy} / {name}: not a fixed point"
+            );
         }
     }
 }
@@ -229,7 +290,8 @@ fn spec_md_has_a_row_for_every_strategy_consistent_with_the_property_definitions
         }
         // effectively-once is defined as no-duplicate and contiguous-prefix together, so a
         // table that disagrees with that expects something the checker can never find.
-        let conjunction = table[&(strategy, "no-duplicate")].zip(table[&(strategy, "contiguous-prefix")]).map(|(a, b)| a && b);
+        let conjunction =
+            table[&(strategy, "no-duplicate")].zip(table[&(strategy, "contiguous-prefix")]).map(|(a, b)| a && b);
         assert_eq!(table[&(strategy, "effectively-once")], conjunction, "{strategy}");
     }
 }
@@ -267,7 +329,20 @@ fn expected_parse_accepts_well_formed_tables_and_rejects_each_malformed_one() {
         ("well formed", spec(BEGIN, HEADER, &valid_rows(), END), Ok(())),
         (
             "strategy names in backticks",
-            spec(BEGIN, HEADER, &rows_with(|rows| rows[atomic] = row("`atomic`", &["violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"])), END),
+            spec(
+                BEGIN,
+                HEADER,
+                &rows_with(|rows| {
+                    rows[atomic] = row(
+                        "`atomic`",
+                        &[
+                            "violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a",
+                            "n/a", "n/a",
+                        ],
+                    )
+                }),
+                END,
+            ),
             Ok(()),
         ),
         ("missing begin marker", spec("", HEADER, &valid_rows(), END), Err("no expected-verdicts:begin marker")),
@@ -282,7 +357,17 @@ fn expected_parse_accepts_well_formed_tables_and_rejects_each_malformed_one() {
         ),
         (
             "cell neither holds nor violated",
-            spec(BEGIN, HEADER, &rows_with(|rows| rows[atomic] = row("atomic", &["holds", "holds", "holds", "holds", "holds", "maybe", "holds", "holds", "holds", "holds"])), END),
+            spec(
+                BEGIN,
+                HEADER,
+                &rows_with(|rows| {
+                    rows[atomic] = row(
+                        "atomic",
+                        &["holds", "holds", "holds", "holds", "holds", "maybe", "holds", "holds", "holds", "holds"],
+                    )
+                }),
+                END,
+            ),
             Err("expected cell 'maybe' for atomic / fenced-writes is not holds, violated or n/a"),
         ),
         (

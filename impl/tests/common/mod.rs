@@ -143,13 +143,16 @@ impl DataDir {
     pub fn status(&self, case: &str) -> serde_json::Value {
         let output = self.run("status", &["--json"]);
         expect_code(case, "status --json", &output, 0);
-        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("case '{case}': status --json is not JSON: {e}\n{}", describe(&output)))
+        serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("case '{case}': status --json is not JSON: {e}\n{}", describe(&output)))
     }
 
     /// One group's object of `status --json`; the group must exist.
     pub fn group(&self, case: &str, group: &str) -> serde_json::Value {
         let status = self.status(case);
-        let groups = status["groups"].as_array().unwrap_or_else(|| panic!("case '{case}': status has no groups array: {status}"));
+        let groups = status["groups"]
+            .as_array()
+            .unwrap_or_else(|| panic!("case '{case}': status has no groups array: {status}"));
         groups
             .iter()
             .find(|g| g["group"] == group)
@@ -161,7 +164,9 @@ impl DataDir {
     pub fn state(&self, case: &str, group: &str) -> GroupState {
         let row = self.group(case, group);
         let total = row["total"].as_i64().unwrap_or_else(|| panic!("case '{case}': no total in {row}"));
-        let next = row["progress"][0]["next_offset"].as_u64().unwrap_or_else(|| panic!("case '{case}': no next_offset in {row}"));
+        let next = row["progress"][0]["next_offset"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("case '{case}': no next_offset in {row}"));
         (total, next)
     }
 
@@ -205,7 +210,10 @@ impl Worker {
 
     fn read_line(&mut self, after: &str) -> String {
         let mut line = String::new();
-        let read = self.stdout.read_line(&mut line).unwrap_or_else(|e| panic!("case '{}': reading the worker: {e}", self.case));
+        let read = self
+            .stdout
+            .read_line(&mut line)
+            .unwrap_or_else(|e| panic!("case '{}': reading the worker: {e}", self.case));
         if read == 0 {
             // The worker ended: its stderr says why (it is small, the protocol goes to stdout).
             let status = self.child.wait().ok();
@@ -220,7 +228,8 @@ impl Worker {
 
     /// Sends one command and returns its reply line.
     pub fn send(&mut self, command: &str) -> String {
-        writeln!(self.stdin, "{command}").unwrap_or_else(|e| panic!("case '{}': writing '{command}' to the worker: {e}", self.case));
+        writeln!(self.stdin, "{command}")
+            .unwrap_or_else(|e| panic!("case '{}': writing '{command}' to the worker: {e}", self.case));
         self.stdin.flush().unwrap_or_else(|e| panic!("case '{}': flushing '{command}' to the worker: {e}", self.case));
         self.read_line(command)
     }
@@ -234,17 +243,22 @@ impl Worker {
     /// The owner's volatile state, from the `state` command's JSON.
     pub fn state(&mut self) -> serde_json::Value {
         let reply = self.send("state");
-        let json = reply.strip_prefix("state ").unwrap_or_else(|| panic!("case '{}': not a state reply: {reply}", self.case));
-        serde_json::from_str(json).unwrap_or_else(|e| panic!("case '{}': the state reply is not JSON ({e}): {reply}", self.case))
+        let json =
+            reply.strip_prefix("state ").unwrap_or_else(|| panic!("case '{}': not a state reply: {reply}", self.case));
+        serde_json::from_str(json)
+            .unwrap_or_else(|e| panic!("case '{}': the state reply is not JSON ({e}): {reply}", self.case))
     }
 
     /// Sends a command that must end the worker (an armed crash point) with exit status `code`
     /// before it replies.
     pub fn send_expecting_exit(&mut self, command: &str, code: i32) {
-        writeln!(self.stdin, "{command}").unwrap_or_else(|e| panic!("case '{}': writing '{command}' to the worker: {e}", self.case));
+        writeln!(self.stdin, "{command}")
+            .unwrap_or_else(|e| panic!("case '{}': writing '{command}' to the worker: {e}", self.case));
         self.stdin.flush().unwrap_or_else(|e| panic!("case '{}': flushing '{command}' to the worker: {e}", self.case));
         let mut rest = String::new();
-        self.stdout.read_to_string(&mut rest).unwrap_or_else(|e| panic!("case '{}': reading the worker: {e}", self.case));
+        self.stdout
+            .read_to_string(&mut rest)
+            .unwrap_or_else(|e| panic!("case '{}': reading the worker: {e}", self.case));
         assert_eq!(rest, "", "case '{}': the worker replied to '{command}' instead of ending", self.case);
         let status = self.child.wait().unwrap_or_else(|e| panic!("case '{}': reaping the worker: {e}", self.case));
         assert_eq!(status.code(), Some(code), "case '{}': the worker's exit after '{command}'", self.case);
@@ -254,7 +268,12 @@ impl Worker {
     pub fn kill(&mut self) -> ExitStatus {
         self.child.kill().unwrap_or_else(|e| panic!("case '{}': SIGKILL failed: {e}", self.case));
         let status = self.child.wait().unwrap_or_else(|e| panic!("case '{}': reaping the worker: {e}", self.case));
-        assert_eq!(status.signal(), Some(9), "case '{}': the worker should have died of SIGKILL, not {status:?}", self.case);
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "case '{}': the worker should have died of SIGKILL, not {status:?}",
+            self.case
+        );
         status
     }
 

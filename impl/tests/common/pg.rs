@@ -97,18 +97,25 @@ impl Server {
         let data = server.data();
         server.run(
             "initdb",
-            server.tool("initdb").args(["-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C", "-D"]).arg(&data),
+            server
+                .tool("initdb")
+                .args(["-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C", "-D"])
+                .arg(&data),
         );
         // No TCP at all, the socket in the private directory, and no fsync: a crash the tests
         // make is a client's, never the server's, so durability across power loss is not
         // what they check.
-        let settings = format!("\nlisten_addresses = ''\nunix_socket_directories = '{}'\nfsync = off\n", server.socket().display());
+        let settings = format!(
+            "\nlisten_addresses = ''\nunix_socket_directories = '{}'\nfsync = off\n",
+            server.socket().display()
+        );
         let config = data.join("postgresql.conf");
         let mut text = std::fs::read_to_string(&config).unwrap_or_else(|e| panic!("read {}: {e}", config.display()));
         text.push_str(&settings);
         std::fs::write(&config, text).unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
         let log = server.root.join("server.log");
-        server.run("pg_ctl start", server.tool("pg_ctl").args(["-w", "-D"]).arg(&data).arg("-l").arg(&log).arg("start"));
+        server
+            .run("pg_ctl start", server.tool("pg_ctl").args(["-w", "-D"]).arg(&data).arg("-l").arg(&log).arg("start"));
         stop_at_exit();
         server
     }
@@ -127,8 +134,11 @@ impl Server {
     /// Creates a fresh, empty database and returns its URL.
     pub fn database(&self) -> String {
         let name = format!("t_{}_{}", std::process::id(), NEXT_DATABASE.fetch_add(1, Ordering::Relaxed));
-        let mut admin = postgres::Client::connect(&self.url("postgres"), postgres::NoTls).unwrap_or_else(|e| panic!("connect to the test cluster: {e}"));
-        admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap_or_else(|e| panic!("CREATE DATABASE {name}: {e}"));
+        let mut admin = postgres::Client::connect(&self.url("postgres"), postgres::NoTls)
+            .unwrap_or_else(|e| panic!("connect to the test cluster: {e}"));
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap_or_else(|e| panic!("CREATE DATABASE {name}: {e}"));
         self.url(&name)
     }
 }
