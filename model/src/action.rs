@@ -1,6 +1,7 @@
 //! The action vocabulary: one variant per operation of the real consumer; traces carry these values.
 
 use crate::state::Offset;
+use crate::strategy::Write;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -76,27 +77,128 @@ impl Action {
         }
     }
 
+    /// Who takes the step.
+    pub fn actor(&self) -> Actor {
+        match *self {
+            Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => Actor::Producer,
+            Action::Retain { .. } | Action::Rebalance { .. } => Actor::Coordinator,
+            Action::Crash { group, owner } | Action::Restart { group, owner } => Actor::Owner { group, owner },
+            Action::Fetch { group, owner, .. }
+            | Action::FailOutOfRange { group, owner, .. }
+            | Action::ApplyEffect { group, owner, .. }
+            | Action::InsertProcessed { group, owner, .. }
+            | Action::CommitOffset { group, owner, .. }
+            | Action::ApplyStamped { group, owner, .. }
+            | Action::ApplyDeduped { group, owner, .. }
+            | Action::ApplyAtomic { group, owner, .. }
+            | Action::DeadLetter { group, owner, .. }
+            | Action::ResetOffset { group, owner, .. } => Actor::Owner { group, owner },
+        }
+    }
+
     /// The (group, owner, partition) of an owner step that works on a lease.
     pub fn lease_step(&self) -> Option<(u8, u8, u8)> {
         match *self {
-            Action::Fetch { group, owner, partition, .. }
-            | Action::ApplyEffect { group, owner, partition, .. }
-            | Action::InsertProcessed { group, owner, partition, .. }
-            | Action::CommitOffset { group, owner, partition, .. }
-            | Action::ApplyStamped { group, owner, partition, .. }
-            | Action::ApplyDeduped { group, owner, partition, .. }
-            | Action::ApplyAtomic { group, owner, partition, .. }
-            | Action::DeadLetter { group, owner, partition, .. }
-            | Action::ResetOffset { group, owner, partition }
-            | Action::FailOutOfRange { group, owner, partition } => Some((group, owner, partition)),
-            _ => None,
+            Action::Fetch { group, owner, partition, .. } | Action::FailOutOfRange { group, owner, partition } => {
+                Some((group, owner, partition))
+            }
+            Action::ApplyEffect { .. }
+            | Action::InsertProcessed { .. }
+            | Action::CommitOffset { .. }
+            | Action::ApplyStamped { .. }
+            | Action::ApplyDeduped { .. }
+            | Action::ApplyAtomic { .. }
+            | Action::DeadLetter { .. }
+            | Action::ResetOffset { .. } => self.owner_write().map(|write| write.lease),
+            Action::Append { .. }
+            | Action::AppendAckLost { .. }
+            | Action::RetryAppend { .. }
+            | Action::Retain { .. }
+            | Action::Crash { .. }
+            | Action::Restart { .. }
+            | Action::Rebalance { .. } => None,
+        }
+    }
+
+    /// The durable write an owner attempts with this action, if it is one.
+    pub fn owner_write(&self) -> Option<OwnerWrite> {
+        let write =
+            |write, group, owner, partition, value| Some(OwnerWrite { write, lease: (group, owner, partition), value });
+        match *self {
+            Action::ApplyEffect { group, owner, partition, offset } => {
+                write(Write::ApplyEffect, group, owner, partition, offset)
+            }
+            Action::InsertProcessed { group, owner, partition, offset } => {
+                write(Write::InsertProcessed, group, owner, partition, offset)
+            }
+            Action::CommitOffset { group, owner, partition, next_offset } => {
+                write(Write::CommitOffset, group, owner, partition, next_offset)
+            }
+            Action::ApplyStamped { group, owner, partition, offset } => {
+                write(Write::ApplyStamped, group, owner, partition, offset)
+            }
+            Action::ApplyDeduped { group, owner, partition, offset } => {
+                write(Write::ApplyDeduped, group, owner, partition, offset)
+            }
+            Action::ApplyAtomic { group, owner, partition, offset } => {
+                write(Write::ApplyAtomic, group, owner, partition, offset)
+            }
+            Action::DeadLetter { group, owner, partition, offset } => {
+                write(Write::DeadLetter, group, owner, partition, offset)
+            }
+            // The reset's target is the log start, which the state holds.
+            Action::ResetOffset { group, owner, partition } => write(Write::ResetOffset, group, owner, partition, 0),
+            Action::Append { .. }
+            | Action::AppendAckLost { .. }
+            | Action::RetryAppend { .. }
+            | Action::Retain { .. }
+            | Action::Fetch { .. }
+            | Action::FailOutOfRange { .. }
+            | Action::Crash { .. }
+            | Action::Restart { .. }
+            | Action::Rebalance { .. } => None,
+        }
+    }
+
+    /// The action of an owner's durable write: the inverse of `owner_write`.
+    pub fn of_write(write: OwnerWrite) -> Action {
+        let (group, owner, partition) = write.lease;
+        let offset = write.value;
+        match write.write {
+            Write::ApplyEffect => Action::ApplyEffect { group, owner, partition, offset },
+            Write::InsertProcessed => Action::InsertProcessed { group, owner, partition, offset },
+            Write::CommitOffset => Action::CommitOffset { group, owner, partition, next_offset: offset },
+            Write::ApplyStamped => Action::ApplyStamped { group, owner, partition, offset },
+            Write::ApplyDeduped => Action::ApplyDeduped { group, owner, partition, offset },
+            Write::ApplyAtomic => Action::ApplyAtomic { group, owner, partition, offset },
+            Write::DeadLetter => Action::DeadLetter { group, owner, partition, offset },
+            Write::ResetOffset => Action::ResetOffset { group, owner, partition },
         }
     }
 
     /// Whether the action attempts a durable write on behalf of an owner.
     pub fn is_owner_write(&self) -> bool {
-        self.lease_step().is_some() && !matches!(self, Action::Fetch { .. } | Action::FailOutOfRange { .. })
+        self.owner_write().is_some()
     }
+}
+
+/// Who takes a step: the producer, the coordinator (rebalances, retention) or an owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Actor {
+    Producer,
+    Coordinator,
+    Owner { group: u8, owner: u8 },
+}
+
+/// An owner's durable write with its operands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnerWrite {
+    pub write: Write,
+    /// (group, owner, partition).
+    pub lease: (u8, u8, u8),
+    /// The offset the write concerns; for `commit-offset` the next offset it stores; 0 for
+    /// `reset-offset`, whose target (the log start) is in the state.
+    pub value: Offset,
 }
 
 impl fmt::Display for Action {

@@ -1,11 +1,12 @@
 //! Runs the checker on one configuration and turns its discoveries into verdicts.
 
 use crate::action::Action;
+pub use crate::properties::is_discovery;
 use crate::properties::{is_safety, properties_for};
 use crate::state::State;
 use crate::ConsumerModel;
 use serde::{Deserialize, Serialize};
-use stateright::{Checker, Expectation, Model, Property, UniformChooser};
+use stateright::{Checker, Model, Property, UniformChooser};
 use std::time::{Duration, Instant};
 
 /// How the state space is searched.
@@ -257,16 +258,6 @@ pub fn replay(model: &ConsumerModel, actions: &[Action]) -> Result<Vec<State>, U
         states.push(next);
     }
     Ok(states)
-}
-
-/// Whether the property's discovery condition holds in `state`: a violation for `always`, the
-/// situation for `sometimes`.
-pub fn is_discovery(model: &ConsumerModel, property: &Property<ConsumerModel>, state: &State) -> bool {
-    let satisfied = (property.condition)(model, state);
-    match property.expectation {
-        Expectation::Always | Expectation::Eventually => !satisfied,
-        Expectation::Sometimes => satisfied,
-    }
 }
 
 /// Shortens a discovery: cut it at its first discovering state, then drop runs of consecutive

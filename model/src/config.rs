@@ -1,152 +1,7 @@
 //! Bounds of one model-checking run and the consumer strategies, with their validation.
 
+pub use crate::strategy::Strategy;
 use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
-
-/// How a consumer orders its durable writes for one record. The names are the CLI names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Strategy {
-    CommitFirst,
-    EffectFirst,
-    PeriodicCommit,
-    OffsetStamp,
-    DedupSeparate,
-    DedupAtomic,
-    Atomic,
-    AtomicFenced,
-    AtomicCas,
-    ParallelMax,
-    ParallelWatermark,
-    AtomicDlq,
-    SkipPoison,
-    RetryForever,
-    ProducerIdempotent,
-    ProducerNewSequence,
-    ResetEarliest,
-    ResetSilent,
-    ResetFail,
-}
-
-impl Strategy {
-    pub const ALL: [Strategy; 19] = [
-        Strategy::CommitFirst,
-        Strategy::EffectFirst,
-        Strategy::PeriodicCommit,
-        Strategy::OffsetStamp,
-        Strategy::DedupSeparate,
-        Strategy::DedupAtomic,
-        Strategy::Atomic,
-        Strategy::AtomicFenced,
-        Strategy::AtomicCas,
-        Strategy::ParallelMax,
-        Strategy::ParallelWatermark,
-        Strategy::AtomicDlq,
-        Strategy::SkipPoison,
-        Strategy::RetryForever,
-        Strategy::ProducerIdempotent,
-        Strategy::ProducerNewSequence,
-        Strategy::ResetEarliest,
-        Strategy::ResetSilent,
-        Strategy::ResetFail,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::CommitFirst => "commit-first",
-            Strategy::EffectFirst => "effect-first",
-            Strategy::PeriodicCommit => "periodic-commit",
-            Strategy::OffsetStamp => "offset-stamp",
-            Strategy::DedupSeparate => "dedup-separate",
-            Strategy::DedupAtomic => "dedup-atomic",
-            Strategy::Atomic => "atomic",
-            Strategy::AtomicFenced => "atomic-fenced",
-            Strategy::AtomicCas => "atomic-cas",
-            Strategy::ParallelMax => "parallel-max",
-            Strategy::ParallelWatermark => "parallel-watermark",
-            Strategy::AtomicDlq => "atomic-dlq",
-            Strategy::SkipPoison => "skip-poison",
-            Strategy::RetryForever => "retry-forever",
-            Strategy::ProducerIdempotent => "producer-idempotent",
-            Strategy::ProducerNewSequence => "producer-new-sequence",
-            Strategy::ResetEarliest => "reset-earliest",
-            Strategy::ResetSilent => "reset-silent",
-            Strategy::ResetFail => "reset-fail",
-        }
-    }
-
-    /// The producer rows test the producer: their consumers run atomic-fenced.
-    pub fn is_producer(self) -> bool {
-        matches!(self, Strategy::ProducerIdempotent | Strategy::ProducerNewSequence)
-    }
-
-    /// The retention rows: atomic-fenced consumers meeting a log start past their checkpoint,
-    /// with the policy `--on-out-of-range earliest` (recorded), a silent jump (the trap), or
-    /// `fail`.
-    pub fn is_retention(self) -> bool {
-        matches!(self, Strategy::ResetEarliest | Strategy::ResetSilent | Strategy::ResetFail)
-    }
-
-    /// The consumer behaviour of a row: itself, or atomic-fenced for the producer and
-    /// retention rows.
-    pub fn consumer(self) -> Strategy {
-        if self.is_producer() || self.is_retention() {
-            Strategy::AtomicFenced
-        } else {
-            self
-        }
-    }
-
-    /// Strategies whose whole per-record work is one transaction (effect and next offset).
-    pub fn is_single_write(self) -> bool {
-        matches!(self.consumer(), Strategy::Atomic | Strategy::AtomicFenced | Strategy::AtomicCas)
-            || self.handles_poison()
-    }
-
-    /// Strategies that meet poison records: atomic-fenced, plus what they do when an effect
-    /// fails (dead-letter after `max_attempts`, skip it, or retry it for ever).
-    pub fn handles_poison(self) -> bool {
-        matches!(self, Strategy::AtomicDlq | Strategy::SkipPoison | Strategy::RetryForever)
-    }
-
-    /// Strategies whose transactions check the owner's epoch first.
-    pub fn is_fenced(self) -> bool {
-        self.consumer() == Strategy::AtomicFenced || self.handles_poison()
-    }
-
-    /// Strategies that checkpoint every `commit_every` records instead of after each one.
-    pub fn is_periodic(self) -> bool {
-        matches!(self, Strategy::PeriodicCommit | Strategy::OffsetStamp)
-    }
-
-    /// Strategies that hold up to `inflight` records and complete them in any order.
-    pub fn is_parallel(self) -> bool {
-        matches!(self, Strategy::ParallelMax | Strategy::ParallelWatermark)
-    }
-
-    /// Strategies whose store recognises and skips a record it has already applied.
-    pub fn skips_duplicates(self) -> bool {
-        matches!(self, Strategy::OffsetStamp | Strategy::DedupSeparate | Strategy::DedupAtomic | Strategy::AtomicCas)
-    }
-}
-
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Strategy {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Strategy::ALL.iter().copied().find(|s| s.name() == text).ok_or_else(|| {
-            let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
-            format!("unknown strategy '{text}' (expected one of: {})", names.join(", "))
-        })
-    }
-}
 
 /// The bounds of one run. Every field is a CLI flag of `model check` and `model explore`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -183,6 +38,21 @@ pub struct Config {
     pub retentions: u8,
 }
 
+/// spec.md §4's default bounds: the only place they are written in this crate (the CLI's
+/// defaults and `Config::new` read them). The per-row fault budgets are in `Strategy::rules`.
+pub mod defaults {
+    pub const GROUPS: u8 = 2;
+    pub const OWNERS: u8 = 2;
+    pub const PARTITIONS: u8 = 1;
+    pub const RECORDS: u8 = 3;
+    pub const CRASHES: u8 = 1;
+    pub const REBALANCES: u8 = 1;
+    pub const COMMIT_EVERY: u8 = 2;
+    pub const INFLIGHT: u8 = 2;
+    pub const DELTA: i64 = 5;
+    pub const MAX_ATTEMPTS: u8 = 2;
+}
+
 /// The largest bounds accepted. Past them the state space no longer fits in memory on the
 /// 2-core, 24 GiB machines this project targets (it grows exponentially in each bound).
 pub const GROUPS_MAX: u8 = 3;
@@ -194,7 +64,7 @@ pub const CRASHES_MAX: u8 = 4;
 pub const REBALANCES_MAX: u8 = CRASHES_MAX;
 
 fn default_max_attempts() -> u8 {
-    2
+    defaults::MAX_ATTEMPTS
 }
 
 /// Upper bounds of a configuration, per use.
@@ -210,25 +80,25 @@ const SEARCH_LIMITS: Limits =
 const REPLAY_LIMITS: Limits = Limits { groups: 8, owners: 8, records: 250, faults: 250 };
 
 impl Config {
-    pub fn new(strategy: Strategy) -> Config {
+    pub const fn new(strategy: Strategy) -> Config {
+        let row = strategy.rules().defaults;
         Config {
             strategy,
-            groups: 2,
-            owners: 2,
-            partitions: 1,
-            records: 3,
-            crashes: 1,
-            rebalances: 1,
-            commit_every: 2,
-            inflight: 2,
-            delta: 5,
-            // Only the poison strategies meet a poison record by default (spec.md §4).
-            poison: strategy.handles_poison().then_some(1),
-            max_attempts: 2,
-            // Only the producer rows lose an acknowledgement by default.
-            ack_losses: u8::from(strategy.is_producer()),
-            // Only the retention rows see the log start move by default.
-            retentions: u8::from(strategy.is_retention()),
+            groups: defaults::GROUPS,
+            owners: defaults::OWNERS,
+            partitions: defaults::PARTITIONS,
+            records: defaults::RECORDS,
+            crashes: defaults::CRASHES,
+            rebalances: defaults::REBALANCES,
+            commit_every: defaults::COMMIT_EVERY,
+            inflight: defaults::INFLIGHT,
+            delta: defaults::DELTA,
+            // Poison records, lost acknowledgements and retention are each on by default only
+            // in the rows about them (spec.md §4).
+            poison: row.poison,
+            max_attempts: defaults::MAX_ATTEMPTS,
+            ack_losses: row.ack_losses,
+            retentions: row.retentions,
         }
     }
 
@@ -268,6 +138,15 @@ impl Config {
             }
         }
         if let Some(poison) = self.poison {
+            if !self.strategy.handles_poison() {
+                let meeting: Vec<&str> =
+                    Strategy::ALL.iter().filter(|s| s.handles_poison()).map(|s| s.name()).collect();
+                return Err(format!(
+                    "--poison {poison} does not apply to {}: only {} meet poison records (use --poison none)",
+                    self.strategy,
+                    meeting.join(", ")
+                ));
+            }
             if poison >= self.records {
                 return Err(format!(
                     "--poison {poison} is out of range: the poison record must be below --records {}",

@@ -13,6 +13,7 @@ pub mod properties;
 pub mod shortest;
 pub mod state;
 pub mod step;
+pub mod strategy;
 pub mod svg;
 pub mod trace;
 
@@ -20,8 +21,10 @@ pub use action::Action;
 pub use config::{Config, Strategy};
 pub use state::State;
 
+use action::OwnerWrite;
 use state::Witness;
 use stateright::{Model, Property};
+use strategy::Write;
 
 /// The model of one configuration: the bounds and the strategy every owner runs.
 #[derive(Clone, Debug)]
@@ -58,12 +61,19 @@ impl ConsumerModel {
     /// Describes what `action` does in `state`, with the values it reads and writes.
     pub fn describe_step(&self, state: &State, action: &Action) -> String {
         let next = step::next_state(&self.config, state, *action);
-        let totals = |g: u8| (state.groups[usize::from(g)].store.total, next.groups[usize::from(g)].store.total);
         let row = |s: &State, g: u8, p: u8| s.groups[usize::from(g)].store.partitions[usize::from(p)].clone();
         match *action {
-            Action::Append { partition, .. }
-            | Action::AppendAckLost { partition, .. }
-            | Action::RetryAppend { partition, .. } => self.describe_produce(state, &next, partition, action),
+            Action::Append { partition, .. } => {
+                let p = usize::from(partition);
+                let offset = state.log[p].len();
+                format!("producer appends offset {offset} (+{}) to p{partition}", next.log[p][offset])
+            }
+            Action::AppendAckLost { partition, delta } => {
+                let p = usize::from(partition);
+                let (offset, send) = (state.log[p].len(), next.sends[p].last().copied().unwrap_or(0));
+                format!("producer appends send {send} at offset {offset} (+{delta}) to p{partition}; the ack is lost")
+            }
+            Action::RetryAppend { partition, delta } => self.describe_retry(state, &next, partition, delta),
             Action::Retain { partition, before } => {
                 format!(
                     "retention moves the start of p{partition} from {} to {before}",
@@ -105,76 +115,68 @@ impl ConsumerModel {
                     self.epoch_note(state, action)
                 )
             }
-            write => {
-                let (group, owner, partition) = write.lease_step().expect("owner write");
-                let (before, after) = totals(group);
-                let offset = match write {
-                    Action::ApplyEffect { offset, .. }
-                    | Action::InsertProcessed { offset, .. }
-                    | Action::ApplyStamped { offset, .. }
-                    | Action::ApplyDeduped { offset, .. }
-                    | Action::ApplyAtomic { offset, .. }
-                    | Action::DeadLetter { offset, .. } => offset,
-                    _ => unreachable!("every owner write names an offset"),
-                };
-                let delta = state.log[usize::from(partition)][usize::from(offset)];
-                let poison = self.config.strategy.handles_poison() && self.config.poison == Some(offset);
-                let what = match write {
-                    Action::InsertProcessed { .. } => format!("records p{partition} offset {offset} as processed"),
-                    _ if next.lease(group, owner, partition).is_none()
-                        && state.lease(group, owner, partition).is_some() =>
-                    {
-                        format!("is fenced writing p{partition} offset {offset}: its epoch is stale, the transaction aborts")
-                    }
-                    Action::DeadLetter { .. } => {
-                        let attempts = next.groups[usize::from(group)]
-                            .store
-                            .attempts
-                            .get(&(partition, offset))
-                            .copied()
-                            .unwrap_or(0);
-                        format!("dead-letters p{partition} offset {offset} after {attempts} failed attempts")
-                    }
-                    Action::ApplyAtomic { .. } if poison => {
-                        let failures = next.groups[usize::from(group)].ghost.failures[usize::from(partition)];
-                        format!("fails on poison p{partition} offset {offset} (failure {failures})")
-                    }
-                    _ if before == after => format!("skips p{partition} offset {offset} (+{delta}): already applied"),
-                    _ => format!("applies p{partition} offset {offset} (+{delta}): total {before} -> {after}"),
-                };
-                let checkpoint = match write {
-                    Action::ApplyAtomic { .. } | Action::DeadLetter { .. } => {
-                        let (b, a) =
-                            (row(state, group, partition).next_offset, row(&next, group, partition).next_offset);
-                        if b != a {
-                            format!(", next offset {b} -> {a}")
-                        } else {
-                            String::new()
-                        }
-                    }
-                    _ => String::new(),
-                };
-                format!("g{group}/o{owner} {what}{checkpoint}{}", self.epoch_note(state, action))
+            Action::ApplyEffect { .. }
+            | Action::InsertProcessed { .. }
+            | Action::ApplyStamped { .. }
+            | Action::ApplyDeduped { .. }
+            | Action::ApplyAtomic { .. }
+            | Action::DeadLetter { .. } => {
+                let write = action.owner_write().expect("an owner write");
+                self.describe_record_write(state, &next, write, action)
             }
         }
     }
 
-    fn describe_produce(&self, state: &State, next: &State, partition: u8, action: &Action) -> String {
+    /// Describes a write that concerns one record: what it did to the total and checkpoint.
+    fn describe_record_write(&self, state: &State, next: &State, write: OwnerWrite, action: &Action) -> String {
+        let ((group, owner, partition), offset) = (write.lease, write.value);
+        let g = usize::from(group);
+        let (before, after) = (state.groups[g].store.total, next.groups[g].store.total);
+        let delta = state.log[usize::from(partition)][usize::from(offset)];
+        let fenced = next.lease(group, owner, partition).is_none() && state.lease(group, owner, partition).is_some();
+        let poison = self.config.poison == Some(offset);
+        let what = match write.write {
+            Write::InsertProcessed => format!("records p{partition} offset {offset} as processed"),
+            _ if fenced => {
+                format!("is fenced writing p{partition} offset {offset}: its epoch is stale, the transaction aborts")
+            }
+            Write::DeadLetter => {
+                let attempts = next.groups[g].store.attempts.get(&(partition, offset)).copied().unwrap_or(0);
+                format!("dead-letters p{partition} offset {offset} after {attempts} failed attempts")
+            }
+            Write::ApplyAtomic if poison => {
+                let failures = next.groups[g].ghost.failures[usize::from(partition)];
+                format!("fails on poison p{partition} offset {offset} (failure {failures})")
+            }
+            _ if before == after => format!("skips p{partition} offset {offset} (+{delta}): already applied"),
+            _ => format!("applies p{partition} offset {offset} (+{delta}): total {before} -> {after}"),
+        };
+        let (stored_before, stored_after) = (
+            state.groups[g].store.partitions[usize::from(partition)].next_offset,
+            next.groups[g].store.partitions[usize::from(partition)].next_offset,
+        );
+        let checkpoint = if stored_before != stored_after {
+            format!(", next offset {stored_before} -> {stored_after}")
+        } else {
+            String::new()
+        };
+        format!("g{group}/o{owner} {what}{checkpoint}{}", self.epoch_note(state, action))
+    }
+
+    fn describe_retry(&self, state: &State, next: &State, partition: u8, delta: i64) -> String {
         let p = usize::from(partition);
         let (before, after) = (state.log[p].len(), next.log[p].len());
-        let send = next.sends[p].last().copied().unwrap_or(0);
-        match action {
-            Action::AppendAckLost { delta, .. } => {
-                format!("producer appends send {send} at offset {before} (+{delta}) to p{partition}; the ack is lost")
-            }
-            Action::RetryAppend { .. } if after == before => {
-                format!("producer retries its unacknowledged send on p{partition}: the log recognises the sequence, nothing appended")
-            }
-            Action::RetryAppend { delta, .. } => {
-                format!("producer retries send {send} on p{partition} with a new sequence: appended again at offset {before} (+{delta})")
-            }
-            _ => format!("producer appends offset {before} (+{}) to p{partition}", next.log[p][before]),
+        if after == before {
+            return format!(
+                "producer retries its unacknowledged send on p{partition}: the log recognises the sequence, \
+                 nothing appended"
+            );
         }
+        let send = next.sends[p].last().copied().unwrap_or(0);
+        format!(
+            "producer retries send {send} on p{partition} with a new sequence: appended again at offset {before} \
+             (+{delta})"
+        )
     }
 
     /// Marks a write by an owner whose epoch is stale: the zombie case.

@@ -6,6 +6,7 @@ mod report;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use model::check::{self, CheckOptions, CheckReport, Search};
+use model::config::defaults;
 use model::{Config, ConsumerModel, Strategy};
 use stateright::Model;
 use std::path::PathBuf;
@@ -13,7 +14,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "model", about = "Proves or refutes the delivery guarantees of log consumer strategies.")]
+#[command(name = "model", version, about = "Proves or refutes the delivery guarantees of log consumer strategies.")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -33,38 +34,38 @@ enum Command {
 #[derive(Args, Clone, Debug)]
 struct Bounds {
     /// Consumer groups, each with its own effect and progress.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = defaults::GROUPS)]
     groups: u8,
     /// Competing owner processes per group.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = defaults::OWNERS)]
     owners: u8,
     /// Partitions of the log (at most 2).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = defaults::PARTITIONS)]
     partitions: u8,
     /// Records appended to each partition.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = defaults::RECORDS)]
     records: u8,
     /// Owner crashes allowed in a run (all groups together).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = defaults::CRASHES)]
     crashes: u8,
     /// Rebalances allowed in a run (all groups together).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = defaults::REBALANCES)]
     rebalances: u8,
     /// Checkpoint interval of periodic-commit and offset-stamp, in records.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = defaults::COMMIT_EVERY)]
     commit_every: u8,
     /// Records one owner may hold at once (parallel strategies).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = defaults::INFLIGHT)]
     inflight: u8,
     /// The value each record adds to a group's total.
-    #[arg(long, default_value_t = 5, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = defaults::DELTA, allow_hyphen_values = true)]
     delta: i64,
     /// Offset of a poison record in every partition, or `none` (default: 1 for atomic-dlq,
     /// skip-poison and retry-forever, none for the others).
     #[arg(long, value_parser = parse_poison)]
     poison: Option<Poison>,
     /// Failed attempts after which atomic-dlq dead-letters a poison record.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = defaults::MAX_ATTEMPTS)]
     max_attempts: u8,
     /// Appends whose acknowledgement may be lost, so the producer retries (default: 1 for the
     /// producer rows, 0 for the others).

@@ -1,7 +1,8 @@
 //! The properties of spec.md as predicates on a state, and which apply to a configuration.
 
-use crate::config::{Config, Strategy};
+use crate::config::Config;
 use crate::state::{State, Witness};
+use crate::strategy::{Guard, OutOfRangePolicy, PoisonPolicy};
 use crate::ConsumerModel;
 use stateright::{Expectation, Property};
 
@@ -151,14 +152,16 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
         Property::always("no-silent-skip", |_, s: &State| no_silent_skip(s)),
     ];
     let strategy = config.strategy;
-    let poisoned = config.poison.is_some() && strategy.handles_poison();
+    let rules = strategy.rules();
+    // `Config::validate` refuses a poison record for a strategy that does not handle it.
+    let poisoned = config.poison.is_some();
     if config.poison.is_some() {
         properties.push(Property::always("bounded-retries", bounded_retries));
     }
     if config.retentions > 0 {
         properties.push(Property::always("reset-accounted", |_, s: &State| reset_accounted(s)));
         properties.push(Property::sometimes("out-of-range", |_, s: &State| s.has_witnessed(Witness::OutOfRange)));
-        if strategy == Strategy::ResetEarliest {
+        if rules.out_of_range == OutOfRangePolicy::Earliest {
             properties
                 .push(Property::sometimes("reset-recorded", |_, s: &State| s.has_witnessed(Witness::ResetRecorded)));
         }
@@ -169,13 +172,13 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
     }
     // retry-forever never gets past its poison record: the end of the log is not reachable,
     // and bounded-retries reports why.
-    if !(poisoned && strategy == Strategy::RetryForever) {
+    if !(poisoned && rules.poison == PoisonPolicy::RetryForever) {
         properties.push(Property::sometimes("log-end", log_end));
     }
     if poisoned {
         properties.push(Property::sometimes("poison-failed", |_, s: &State| s.has_witnessed(Witness::PoisonFailed)));
     }
-    if poisoned && strategy == Strategy::AtomicDlq {
+    if poisoned && rules.poison == PoisonPolicy::DeadLetter {
         properties.push(Property::sometimes("dead-lettered", |_, s: &State| s.has_witnessed(Witness::DeadLettered)));
     }
     let zombies_possible = config.rebalances > 0 && config.owners > 1;
@@ -185,7 +188,7 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
     if config.crashes > 0 {
         properties
             .push(Property::sometimes("crash-after-write", |_, s: &State| s.has_witnessed(Witness::CrashAfterWrite)));
-        if !strategy.is_single_write() {
+        if !rules.is_single_write() {
             properties
                 .push(Property::sometimes("crash-mid-record", |_, s: &State| s.has_witnessed(Witness::CrashMidRecord)));
         }
@@ -196,14 +199,14 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
     if config.crashes > 0 || zombies_possible {
         properties.push(Property::sometimes("replay", |_, s: &State| s.has_witnessed(Witness::Replay)));
     }
-    if strategy.skips_duplicates() && (config.crashes > 0 || zombies_possible) {
+    if rules.skips_duplicates() && (config.crashes > 0 || zombies_possible) {
         properties
             .push(Property::sometimes("duplicate-skipped", |_, s: &State| s.has_witnessed(Witness::DuplicateSkipped)));
     }
-    if strategy.is_fenced() && zombies_possible {
+    if rules.guard == Guard::Fenced && zombies_possible {
         properties.push(Property::sometimes("zombie-fenced", |_, s: &State| s.has_witnessed(Witness::ZombieFenced)));
     }
-    if strategy.is_parallel() && config.inflight > 1 && config.records > 1 {
+    if rules.is_parallel() && config.inflight > 1 && config.records > 1 {
         properties.push(Property::sometimes("out-of-order", |_, s: &State| s.has_witnessed(Witness::OutOfOrder)));
     }
     properties
@@ -212,4 +215,14 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
 /// Whether a property is a safety (`always`) property.
 pub fn is_safety(property: &Property<ConsumerModel>) -> bool {
     property.expectation == Expectation::Always
+}
+
+/// Whether the property's discovery condition holds in `state`: a violation for `always`, the
+/// situation for `sometimes`.
+pub fn is_discovery(model: &ConsumerModel, property: &Property<ConsumerModel>, state: &State) -> bool {
+    let satisfied = (property.condition)(model, state);
+    match property.expectation {
+        Expectation::Always | Expectation::Eventually => !satisfied,
+        Expectation::Sometimes => satisfied,
+    }
 }

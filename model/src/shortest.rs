@@ -2,7 +2,7 @@
 //! the last discovery it makes for a property rather than the shallowest one.
 
 use crate::action::Action;
-use crate::check::is_discovery;
+use crate::properties::is_discovery;
 use crate::state::State;
 use crate::ConsumerModel;
 use stateright::{Model, Property};

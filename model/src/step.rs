@@ -1,8 +1,9 @@
 //! Which actions are enabled in a state, and what each one does: the transition relation.
 
-use crate::action::Action;
-use crate::config::{Config, Strategy};
+use crate::action::{Action, OwnerWrite};
+use crate::config::Config;
 use crate::state::{Lease, Offset, Stage, State, Witness};
+use crate::strategy::{Checkpointing, Guard, OutOfRangePolicy, PoisonPolicy, ProducerRetry, Sequence, Write};
 
 /// Appends every action enabled in `state`, in a fixed order (log, owners, coordinator).
 pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>) {
@@ -55,7 +56,7 @@ pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>
     }
 }
 
-/// The owner steps a lease allows under the configured strategy.
+/// The owner steps a lease allows under the configured strategy (its `Rules`).
 fn lease_actions(
     config: &Config,
     lease: &Lease,
@@ -63,95 +64,78 @@ fn lease_actions(
     (group, owner, partition): (u8, u8, u8),
     actions: &mut Vec<Action>,
 ) {
+    let rules = config.strategy.rules();
     let fetch = Action::Fetch { group, owner, partition, offset: lease.position };
     let commit = |next_offset| Action::CommitOffset { group, owner, partition, next_offset };
-    if config.strategy.is_parallel() {
-        // The owner commits as soon as a completion moves its commit target, before it fetches
-        // or completes anything else; other owners, groups and faults still interleave.
-        if let Some(next_offset) = parallel_commit_target(config.strategy, lease) {
-            actions.push(commit(next_offset));
-            return;
-        }
-        if lease.position < log_end && lease.records.len() < usize::from(config.inflight) {
-            actions.push(fetch);
-        }
-        for &offset in lease.records.keys() {
-            actions.push(Action::ApplyEffect { group, owner, partition, offset });
-        }
+    if let Some(next_offset) = parallel_commit_target(rules.checkpoint, lease) {
+        // A parallel owner commits as soon as a completion moves its commit target, before it
+        // fetches or completes anything else; other owners, groups and faults still interleave.
+        actions.push(commit(next_offset));
         return;
     }
     if lease.records.is_empty() && lease.position < log_start {
         // The next record was retained away: the out-of-range policy decides.
-        actions.push(match config.strategy {
-            Strategy::ResetEarliest => Action::ResetOffset { group, owner, partition },
-            Strategy::ResetSilent => commit(log_start),
-            _ => Action::FailOutOfRange { group, owner, partition },
+        actions.push(match rules.out_of_range {
+            OutOfRangePolicy::Fail => Action::FailOutOfRange { group, owner, partition },
+            OutOfRangePolicy::Earliest => Action::ResetOffset { group, owner, partition },
+            OutOfRangePolicy::Silent => commit(log_start),
         });
         return;
+    }
+    // Records fetched before a retention are still completed; nothing is fetched below the start.
+    let can_fetch = log_start <= lease.position && lease.position < log_end;
+    match rules.checkpoint {
+        Checkpointing::ParallelMax | Checkpointing::ParallelWatermark => {
+            if can_fetch && lease.records.len() < usize::from(config.inflight) {
+                actions.push(fetch);
+            }
+            for &offset in lease.records.keys() {
+                actions.push(Action::ApplyEffect { group, owner, partition, offset });
+            }
+            return;
+        }
+        Checkpointing::PerRecord | Checkpointing::Periodic => {}
     }
     let Some((&offset, &stage)) = lease.records.iter().next() else {
         // No record in flight: fetch the next one, or checkpoint first (periodic strategies).
         let finished = lease.position - lease.checkpoint;
-        if config.strategy.is_periodic() {
-            if finished > 0 && (finished >= config.commit_every || lease.position == log_end) {
-                actions.push(commit(lease.position));
+        let room = match rules.checkpoint {
+            Checkpointing::Periodic => {
+                if finished > 0 && (finished >= config.commit_every || lease.position == log_end) {
+                    actions.push(commit(lease.position));
+                }
+                finished < config.commit_every
             }
-            if finished < config.commit_every && lease.position < log_end {
-                actions.push(fetch);
-            }
-        } else if lease.position < log_end {
+            Checkpointing::PerRecord | Checkpointing::ParallelMax | Checkpointing::ParallelWatermark => true,
+        };
+        if room && can_fetch {
             actions.push(fetch);
         }
         return;
     };
-    let step = |kind: fn(u8, u8, u8, Offset) -> Action| kind(group, owner, partition, offset);
-    let apply_effect = |g, o, p, offset| Action::ApplyEffect { group: g, owner: o, partition: p, offset };
-    actions.push(match (config.strategy.consumer(), stage) {
-        (Strategy::CommitFirst, Stage::Fetched) => commit(offset + 1),
-        (Strategy::CommitFirst, Stage::Committed) => step(apply_effect),
-        (Strategy::EffectFirst | Strategy::PeriodicCommit | Strategy::DedupSeparate, Stage::Fetched) => {
-            step(apply_effect)
-        }
-        (Strategy::EffectFirst | Strategy::DedupAtomic, Stage::EffectApplied) => commit(offset + 1),
-        (Strategy::DedupSeparate, Stage::EffectApplied) => {
-            step(|g, o, p, offset| Action::InsertProcessed { group: g, owner: o, partition: p, offset })
-        }
-        (Strategy::DedupSeparate, Stage::Recorded) => commit(offset + 1),
-        (Strategy::OffsetStamp, Stage::Fetched) => {
-            step(|g, o, p, offset| Action::ApplyStamped { group: g, owner: o, partition: p, offset })
-        }
-        (Strategy::DedupAtomic, Stage::Fetched) => {
-            step(|g, o, p, offset| Action::ApplyDeduped { group: g, owner: o, partition: p, offset })
-        }
-        (Strategy::Atomic | Strategy::AtomicFenced | Strategy::AtomicCas, Stage::Fetched) => {
-            step(|g, o, p, offset| Action::ApplyAtomic { group: g, owner: o, partition: p, offset })
-        }
-        (strategy, Stage::Fetched) if strategy.handles_poison() => {
-            step(|g, o, p, offset| Action::ApplyAtomic { group: g, owner: o, partition: p, offset })
-        }
-        (Strategy::AtomicDlq, Stage::Exhausted) => {
-            step(|g, o, p, offset| Action::DeadLetter { group: g, owner: o, partition: p, offset })
-        }
-        // The trap: the checkpoint moves past the failing record with no trace of it.
-        (Strategy::SkipPoison, Stage::Exhausted) => commit(offset + 1),
-        (strategy, stage) => unreachable!("{strategy} never leaves a record in stage {stage:?}"),
+    let write = rules.next_write(stage).unwrap_or_else(|| {
+        panic!("{}: a record rests in stage {stage:?}, which the strategy never leaves one in", config.strategy)
     });
+    // In a record's sequence a commit stores the offset after it.
+    let value = if write == Write::CommitOffset { offset + 1 } else { offset };
+    actions.push(Action::of_write(OwnerWrite { write, lease: (group, owner, partition), value }));
 }
 
 /// The next offset a parallel owner would commit now, if it is above its last checkpoint.
 /// `parallel-max` takes the highest completed offset + 1 (the trap: lower records may still be
-/// pending); `parallel-watermark` takes the end of the contiguous completed prefix.
-pub fn parallel_commit_target(strategy: Strategy, lease: &Lease) -> Option<Offset> {
-    let target = match strategy {
-        Strategy::ParallelMax => lease.done.iter().next_back().map_or(lease.checkpoint, |&max| max + 1),
-        Strategy::ParallelWatermark => {
+/// pending); `parallel-watermark` takes the end of the contiguous completed prefix. `None` for
+/// the serial strategies.
+pub fn parallel_commit_target(checkpoint: Checkpointing, lease: &Lease) -> Option<Offset> {
+    let target = match checkpoint {
+        Checkpointing::ParallelMax => lease.done.iter().next_back().map_or(lease.checkpoint, |&max| max + 1),
+        Checkpointing::ParallelWatermark => {
             let mut next = lease.checkpoint;
             while lease.done.contains(&next) {
                 next += 1;
             }
             next
         }
-        other => unreachable!("{other} is not a parallel strategy"),
+        Checkpointing::PerRecord | Checkpointing::Periodic => return None,
     };
     (target > lease.checkpoint).then_some(target)
 }
@@ -160,9 +144,9 @@ pub fn parallel_commit_target(strategy: Strategy, lease: &Lease) -> Option<Offse
 pub fn next_state(config: &Config, state: &State, action: Action) -> State {
     let mut next = state.clone();
     match action {
-        Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => {
-            produce(config, &mut next, action)
-        }
+        Action::Append { partition, delta } => produce(config, &mut next, Send::Acked, partition, delta),
+        Action::AppendAckLost { partition, delta } => produce(config, &mut next, Send::AckLost, partition, delta),
+        Action::RetryAppend { partition, delta } => produce(config, &mut next, Send::Retry, partition, delta),
         Action::Fetch { group, owner, partition, offset } => fetch(&mut next, (group, owner, partition), offset),
         Action::Retain { partition, before } => {
             next.log_start[usize::from(partition)] = before;
@@ -175,7 +159,17 @@ pub fn next_state(config: &Config, state: &State, action: Action) -> State {
         Action::Crash { group, owner } => crash(config, &mut next, group, owner),
         Action::Restart { group, owner } => restart(&mut next, group, owner),
         Action::Rebalance { group, partition, to_owner } => rebalance(&mut next, group, partition, to_owner),
-        write => owner_write(config, &mut next, write),
+        Action::ApplyEffect { .. }
+        | Action::InsertProcessed { .. }
+        | Action::CommitOffset { .. }
+        | Action::ApplyStamped { .. }
+        | Action::ApplyDeduped { .. }
+        | Action::ApplyAtomic { .. }
+        | Action::DeadLetter { .. }
+        | Action::ResetOffset { .. } => {
+            let write = action.owner_write().expect("every owner write action has its operands");
+            owner_write(config, &mut next, write);
+        }
     }
     if let Some(acting) = action.group() {
         record_foreign_writes(state, &mut next, acting);
@@ -183,29 +177,35 @@ pub fn next_state(config: &Config, state: &State, action: Action) -> State {
     next
 }
 
+/// The producer's three ways of sending.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Send {
+    /// A new send, durable and acknowledged.
+    Acked,
+    /// A new send, durable, whose acknowledgement is lost.
+    AckLost,
+    /// The retry of the send whose acknowledgement was lost.
+    Retry,
+}
+
 /// The producer's steps. Every send carries its logical id in the ghost `sends`.
-fn produce(config: &Config, state: &mut State, action: Action) {
-    let (partition, delta) = match action {
-        Action::Append { partition, delta }
-        | Action::AppendAckLost { partition, delta }
-        | Action::RetryAppend { partition, delta } => (usize::from(partition), delta),
-        other => unreachable!("{other} is not a producer step"),
-    };
+fn produce(config: &Config, state: &mut State, kind: Send, partition: u8, delta: i64) {
+    let partition = usize::from(partition);
     let producer = &mut state.producer[partition];
-    let send = match action {
-        Action::RetryAppend { .. } => {
+    let send = match kind {
+        Send::Retry => {
             let send = producer.unacked.take().expect("a retry has an unacknowledged send");
             state.witness(Witness::AppendRetried);
-            if config.strategy == Strategy::ProducerIdempotent {
+            match config.strategy.rules().producer {
                 // The log recognises the exact retry and returns the original offsets.
-                return;
+                ProducerRetry::SameSequence => return,
+                ProducerRetry::NewSequence => send,
             }
-            send
         }
-        _ => {
+        Send::Acked | Send::AckLost => {
             let send = producer.sent;
             producer.sent += 1;
-            if matches!(action, Action::AppendAckLost { .. }) {
+            if kind == Send::AckLost {
                 producer.unacked = Some(send);
                 state.ack_losses_used += 1;
             }
@@ -250,12 +250,10 @@ fn crash(config: &Config, state: &mut State, group: u8, owner: u8) {
 /// write, or records applied but not yet covered by a checkpoint.
 fn is_mid_record(config: &Config, lease: &Lease) -> bool {
     let past_first_write = lease.records.values().any(|&stage| stage != Stage::Fetched);
-    let applied_uncommitted = if config.strategy.is_parallel() {
-        !lease.done.is_empty()
-    } else if config.strategy.is_periodic() {
-        lease.position - lease.checkpoint > lease.records.len() as Offset
-    } else {
-        false
+    let applied_uncommitted = match config.strategy.rules().checkpoint {
+        Checkpointing::ParallelMax | Checkpointing::ParallelWatermark => !lease.done.is_empty(),
+        Checkpointing::Periodic => lease.position - lease.checkpoint > lease.records.len() as Offset,
+        Checkpointing::PerRecord => false,
     };
     past_first_write || applied_uncommitted
 }
@@ -290,30 +288,37 @@ fn rebalance(state: &mut State, group: u8, partition: u8, to_owner: u8) {
 }
 
 /// Every durable write an owner attempts: effect, dedup row, checkpoint, or a transaction.
-fn owner_write(config: &Config, state: &mut State, action: Action) {
-    let (group, owner, partition) = action.lease_step().expect("owner writes act on a lease");
+fn owner_write(config: &Config, state: &mut State, write: OwnerWrite) {
+    let (group, owner, partition) = write.lease;
+    let lease = (group, owner, partition);
     let stored_epoch = state.groups[usize::from(group)].store.partitions[usize::from(partition)].epoch;
     let stale = lease_mut(state, group, owner, partition).epoch != stored_epoch;
     if stale {
         state.witness(Witness::ZombieWrite);
     }
     let store_before = state.groups[usize::from(group)].store.clone();
-    match action {
-        Action::ApplyEffect { offset, .. } => apply_effect(config, state, (group, owner, partition), offset),
-        Action::InsertProcessed { offset, .. } => insert_processed(state, (group, owner, partition), offset),
-        Action::CommitOffset { next_offset, .. } => {
-            commit_offset(config, state, (group, owner, partition), next_offset)
-        }
-        Action::ApplyStamped { offset, .. } => apply_stamped(state, (group, owner, partition), offset),
-        Action::ApplyDeduped { offset, .. } => apply_deduped(state, (group, owner, partition), offset),
-        Action::ApplyAtomic { offset, .. } => apply_atomic(config, state, (group, owner, partition), offset, stale),
-        Action::DeadLetter { offset, .. } => dead_letter(state, (group, owner, partition), offset, stale),
-        Action::ResetOffset { .. } => reset_offset(state, (group, owner, partition), stale),
-        other => unreachable!("{other} is not an owner write"),
+    let value = write.value;
+    match write.write {
+        Write::ApplyEffect => apply_effect(config, state, lease, value),
+        Write::InsertProcessed => insert_processed(state, lease, value),
+        Write::CommitOffset => commit_offset(config, state, lease, value),
+        Write::ApplyStamped => apply_stamped(state, lease, value),
+        Write::ApplyDeduped => apply_deduped(state, lease, value),
+        Write::ApplyAtomic => apply_atomic(config, state, lease, value, stale),
+        Write::DeadLetter => dead_letter(config, state, lease, value, stale),
+        Write::ResetOffset => reset_offset(config, state, lease, stale),
     }
     // A write lands when it changes the store; a skipped, fenced or same-value write does not.
     if stale && state.groups[usize::from(group)].store != store_before {
         state.groups[usize::from(group)].ghost.stale_write_landed = true;
+    }
+}
+
+/// Whether the strategy's guard aborts this transaction: a fenced write by a stale owner.
+fn is_fenced_out(config: &Config, stale: bool) -> bool {
+    match config.strategy.rules().guard {
+        Guard::Fenced => stale,
+        Guard::Blind | Guard::Cas => false,
     }
 }
 
@@ -326,7 +331,8 @@ fn add_effect(state: &mut State, group: u8, partition: u8, offset: Offset) {
 }
 
 fn apply_effect(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
-    let already_processed = config.strategy == Strategy::DedupSeparate
+    let rules = config.strategy.rules();
+    let already_processed = rules.sequence == Sequence::EffectRecordCommit
         && state.groups[usize::from(group)].store.processed.contains(&(partition, offset));
     if already_processed {
         state.witness(Witness::DuplicateSkipped);
@@ -334,35 +340,47 @@ fn apply_effect(config: &Config, state: &mut State, (group, owner, partition): (
         add_effect(state, group, partition, offset);
     }
     let lease = lease_mut(state, group, owner, partition);
-    match config.strategy {
-        Strategy::CommitFirst | Strategy::PeriodicCommit => {
+    let parallel = match rules.sequence {
+        Sequence::CommitThenEffect => {
             lease.records.remove(&offset);
+            return;
         }
-        Strategy::EffectFirst => {
+        Sequence::EffectThenCommit => {
             lease.records.insert(offset, Stage::EffectApplied);
+            return;
         }
-        Strategy::DedupSeparate => {
+        Sequence::EffectRecordCommit => {
             // A processed id means the effect and its id both landed before: only the commit is left.
             lease.records.insert(offset, if already_processed { Stage::Recorded } else { Stage::EffectApplied });
+            return;
         }
-        Strategy::ParallelMax | Strategy::ParallelWatermark => {
-            lease.records.remove(&offset);
-            let out_of_order = lease.records.keys().any(|&pending| pending < offset);
-            // Keep only what the commit target depends on, so equal futures are equal states:
-            // completions below the checkpoint are already covered, and parallel-max needs
-            // nothing but the highest completion.
-            if offset >= lease.checkpoint {
-                lease.done.insert(offset);
+        Sequence::Effect => match rules.checkpoint {
+            Checkpointing::Periodic => {
+                lease.records.remove(&offset);
+                return;
             }
-            if config.strategy == Strategy::ParallelMax {
-                let highest = lease.done.last().copied();
-                lease.done.retain(|&done| Some(done) == highest);
-            }
-            if out_of_order {
-                state.witness(Witness::OutOfOrder);
-            }
+            Checkpointing::ParallelMax => true,
+            Checkpointing::ParallelWatermark => false,
+            Checkpointing::PerRecord => panic!("{}: a lone effect needs a checkpoint rule", config.strategy),
+        },
+        Sequence::Stamped | Sequence::DedupedThenCommit | Sequence::Atomic => {
+            panic!("{}: its effect is never a separate apply-effect write", config.strategy)
         }
-        other => unreachable!("{other} has no separate effect write"),
+    };
+    lease.records.remove(&offset);
+    let out_of_order = lease.records.keys().any(|&pending| pending < offset);
+    // Keep only what the commit target depends on, so equal futures are equal states:
+    // completions below the checkpoint are already covered, and parallel-max needs nothing but
+    // the highest completion.
+    if offset >= lease.checkpoint {
+        lease.done.insert(offset);
+    }
+    if parallel {
+        let highest = lease.done.last().copied();
+        lease.done.retain(|&done| Some(done) == highest);
+    }
+    if out_of_order {
+        state.witness(Witness::OutOfOrder);
     }
 }
 
@@ -372,26 +390,34 @@ fn insert_processed(state: &mut State, (group, owner, partition): (u8, u8, u8), 
 }
 
 fn commit_offset(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), next_offset: Offset) {
+    let rules = config.strategy.rules();
     store_checkpoint(state, group, partition, next_offset);
-    if state.log_start[usize::from(partition)] == next_offset && config.strategy == Strategy::ResetSilent {
+    if state.log_start[usize::from(partition)] == next_offset && rules.out_of_range == OutOfRangePolicy::Silent {
         state.witness(Witness::OutOfRange);
     }
     let lease = lease_mut(state, group, owner, partition);
     lease.checkpoint = next_offset;
     // A jump past retained records moves the position with the checkpoint.
     lease.position = lease.position.max(next_offset);
-    match config.strategy {
-        // Commit-first commits before the effect: the record stays in flight until applied.
-        Strategy::CommitFirst => {
-            lease.records.insert(next_offset - 1, Stage::Committed);
-        }
-        Strategy::ParallelMax | Strategy::ParallelWatermark => {
+    match rules.checkpoint {
+        Checkpointing::ParallelMax | Checkpointing::ParallelWatermark => {
             lease.done.retain(|&offset| offset >= next_offset);
         }
-        Strategy::PeriodicCommit | Strategy::OffsetStamp => {}
-        _ => {
-            lease.records.remove(&(next_offset - 1));
-        }
+        Checkpointing::Periodic => {}
+        Checkpointing::PerRecord => match rules.sequence {
+            // Commit-first commits before the effect: the record stays in flight until applied.
+            Sequence::CommitThenEffect => {
+                lease.records.insert(next_offset - 1, Stage::Committed);
+            }
+            Sequence::EffectThenCommit
+            | Sequence::Effect
+            | Sequence::EffectRecordCommit
+            | Sequence::Stamped
+            | Sequence::DedupedThenCommit
+            | Sequence::Atomic => {
+                lease.records.remove(&(next_offset - 1));
+            }
+        },
     }
 }
 
@@ -436,8 +462,8 @@ fn fence(state: &mut State, (group, owner, partition): (u8, u8, u8)) {
 /// is exhausted and dead-lettered next); skip-poison gives up at once; retry-forever retries.
 fn poison_attempt(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
     let key = (partition, offset);
-    let exhausted = match config.strategy {
-        Strategy::AtomicDlq => {
+    let exhausted = match config.strategy.rules().poison {
+        PoisonPolicy::DeadLetter => {
             let attempts = &mut state.groups[usize::from(group)].store.attempts;
             let counted = attempts.get(&key).copied().unwrap_or(0);
             if counted < config.max_attempts {
@@ -446,15 +472,15 @@ fn poison_attempt(config: &Config, state: &mut State, (group, owner, partition):
             }
             counted + 1 >= config.max_attempts
         }
-        Strategy::SkipPoison => {
+        PoisonPolicy::Skip => {
             record_failure(config, state, group, partition);
             true
         }
-        Strategy::RetryForever => {
+        PoisonPolicy::RetryForever => {
             record_failure(config, state, group, partition);
             false
         }
-        other => unreachable!("{other} does not handle poison records"),
+        PoisonPolicy::Unhandled => panic!("{} meets no poison record (Config::validate)", config.strategy),
     };
     let stage = if exhausted { Stage::Exhausted } else { Stage::Fetched };
     lease_mut(state, group, owner, partition).records.insert(offset, stage);
@@ -470,8 +496,8 @@ fn record_failure(config: &Config, state: &mut State, group: u8, partition: u8) 
 
 /// `--on-out-of-range earliest`: one fenced transaction recording the reset (from the stored
 /// next offset to the log start) and moving the next offset there.
-fn reset_offset(state: &mut State, (group, owner, partition): (u8, u8, u8), stale: bool) {
-    if stale {
+fn reset_offset(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), stale: bool) {
+    if is_fenced_out(config, stale) {
         fence(state, (group, owner, partition));
         return;
     }
@@ -488,8 +514,14 @@ fn reset_offset(state: &mut State, (group, owner, partition): (u8, u8, u8), stal
 
 /// atomic-dlq: one fenced transaction inserting the exhausted record into the dead-letter table
 /// (with its attempt count) and moving the checkpoint past it.
-fn dead_letter(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset, stale: bool) {
-    if stale {
+fn dead_letter(
+    config: &Config,
+    state: &mut State,
+    (group, owner, partition): (u8, u8, u8),
+    offset: Offset,
+    stale: bool,
+) {
+    if is_fenced_out(config, stale) {
         fence(state, (group, owner, partition));
         return;
     }
@@ -513,22 +545,26 @@ fn apply_atomic(
     offset: Offset,
     stale: bool,
 ) {
-    if config.strategy.is_fenced() && stale {
+    let rules = config.strategy.rules();
+    if is_fenced_out(config, stale) {
         fence(state, (group, owner, partition));
         return;
     }
-    if config.strategy.handles_poison() && config.poison == Some(offset) {
+    if config.poison == Some(offset) {
         poison_attempt(config, state, (group, owner, partition), offset);
         return;
     }
     let stored = state.groups[usize::from(group)].store.partitions[usize::from(partition)].next_offset;
-    if config.strategy.consumer() == Strategy::AtomicCas {
-        assert!(offset <= stored, "an atomic-cas owner never runs ahead of the stored offset it serialises on");
-        if offset < stored {
-            state.witness(Witness::DuplicateSkipped);
-            lease_mut(state, group, owner, partition).records.remove(&offset);
-            return;
+    match rules.guard {
+        Guard::Cas => {
+            assert!(offset <= stored, "an atomic-cas owner never runs ahead of the stored offset it serialises on");
+            if offset < stored {
+                state.witness(Witness::DuplicateSkipped);
+                lease_mut(state, group, owner, partition).records.remove(&offset);
+                return;
+            }
         }
+        Guard::Blind | Guard::Fenced => {}
     }
     add_effect(state, group, partition, offset);
     store_checkpoint(state, group, partition, offset + 1);

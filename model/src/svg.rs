@@ -1,6 +1,6 @@
 //! An SVG timeline for the explorer: one lane per owner, one row per step, durable writes filled.
 
-use crate::action::Action;
+use crate::action::{Action, Actor};
 use crate::state::State;
 use crate::ConsumerModel;
 use std::fmt::Write;
@@ -33,16 +33,10 @@ pub fn timeline(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> Stri
     }
     for (row, (state, action)) in steps.iter().enumerate() {
         let y = (row + 1) * ROW_HEIGHT + 12;
-        let lane = match *action {
-            Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => 0,
-            Action::Rebalance { .. } | Action::Retain { .. } => 1,
-            Action::Crash { group, owner } | Action::Restart { group, owner } => {
-                2 + usize::from(group) * owners + usize::from(owner)
-            }
-            other => {
-                let (group, owner, _) = other.lease_step().expect("owner step");
-                2 + usize::from(group) * owners + usize::from(owner)
-            }
+        let lane = match action.actor() {
+            Actor::Producer => 0,
+            Actor::Coordinator => 1,
+            Actor::Owner { group, owner } => 2 + usize::from(group) * owners + usize::from(owner),
         };
         let x = lane_x(lane);
         let next = crate::step::next_state(config, state, *action);

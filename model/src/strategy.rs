@@ -1,0 +1,412 @@
+//! The rows of spec.md's verdict table: every strategy and, in one table (`Strategy::rules`),
+//! what its owners write per stage of a record, what guards those writes, how it checkpoints,
+//! what it does with a poison record or a retained-away offset, and how its producer retries.
+//!
+//! This is the one home of a strategy in the model. The transition relation (`step.rs`) and the
+//! properties (`properties.rs`) read the rules and match on their enums exhaustively, so a new
+//! strategy is one variant in `strategies!` and one entry in `rules`; a new *mechanism* is a new
+//! variant of one of the enums below, and the compiler then names every place that must decide
+//! what it does.
+
+use crate::state::Stage;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::str::FromStr;
+
+/// Declares `Strategy`, its CLI names and `Strategy::ALL` from one list, so that `ALL` cannot
+/// miss a variant and a name lives next to its variant.
+macro_rules! strategies {
+    ($($(#[$doc:meta])* $variant:ident => $name:literal,)*) => {
+        /// A row of spec.md's verdict table: a consumer strategy, or a producer, retention or
+        /// fault configuration of one. The names are the CLI names.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Strategy {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Strategy {
+            /// Every row, in the order of spec.md's table.
+            pub const ALL: [Strategy; [$($name,)*].len()] = [$(Strategy::$variant,)*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Strategy::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+strategies! {
+    /// Commit the next offset, then apply the effect: at-most-once.
+    CommitFirst => "commit-first",
+    /// Apply the effect, then commit: at-least-once.
+    EffectFirst => "effect-first",
+    /// Apply effects, commit every `commit_every` records: a replay window.
+    PeriodicCommit => "periodic-commit",
+    /// Set-if-newer: the effect and the offset stamp in one statement; periodic checkpoints.
+    OffsetStamp => "offset-stamp",
+    /// The trap: dedup metadata written apart from the effect.
+    DedupSeparate => "dedup-separate",
+    /// Effect and processed id in one transaction, then the commit.
+    DedupAtomic => "dedup-atomic",
+    /// Effect and next offset in one transaction, the offset written blindly.
+    Atomic => "atomic",
+    /// As atomic, the transaction checks the owner's epoch first.
+    AtomicFenced => "atomic-fenced",
+    /// As atomic, the transaction compares with the stored next offset.
+    AtomicCas => "atomic-cas",
+    /// The trap: parallel completions, the highest one committed.
+    ParallelMax => "parallel-max",
+    /// Parallel completions, the contiguous prefix committed.
+    ParallelWatermark => "parallel-watermark",
+    /// atomic-fenced with failed attempts counted and a dead-letter table.
+    AtomicDlq => "atomic-dlq",
+    /// The trap: a poison record skipped by a blind commit.
+    SkipPoison => "skip-poison",
+    /// The trap: a poison record retried for ever.
+    RetryForever => "retry-forever",
+    /// atomic-fenced consumers; the producer retries a lost acknowledgement idempotently.
+    ProducerIdempotent => "producer-idempotent",
+    /// The trap: the producer retries under a new sequence.
+    ProducerNewSequence => "producer-new-sequence",
+    /// atomic-fenced; retention past the checkpoint is a recorded reset.
+    ResetEarliest => "reset-earliest",
+    /// The trap: retention past the checkpoint is a blind jump.
+    ResetSilent => "reset-silent",
+    /// atomic-fenced; retention past the checkpoint stops the owner.
+    ResetFail => "reset-fail",
+}
+
+/// The durable writes of one record after its fetch, in order (the checkpoint of the periodic
+/// and parallel strategies is not per record: see `Checkpointing`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sequence {
+    /// `commit-offset(o+1)`, then `apply-effect(o)`.
+    CommitThenEffect,
+    /// `apply-effect(o)`, then `commit-offset(o+1)`.
+    EffectThenCommit,
+    /// `apply-effect(o)` alone; the checkpoint follows its own rule.
+    Effect,
+    /// `apply-effect(o)` unless processed, `insert-processed(o)`, `commit-offset(o+1)`.
+    EffectRecordCommit,
+    /// `apply-stamped(o)` alone; the checkpoint follows its own rule.
+    Stamped,
+    /// `apply-deduped(o)`, then `commit-offset(o+1)`.
+    DedupedThenCommit,
+    /// `apply-atomic(o)`: effect and `next_offset := o+1` in one transaction.
+    Atomic,
+}
+
+/// A durable write of an owner: one transaction (spec.md §3, the actions marked *write*).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Write {
+    ApplyEffect,
+    InsertProcessed,
+    /// In a record's sequence, always `commit-offset(o+1)`.
+    CommitOffset,
+    ApplyStamped,
+    ApplyDeduped,
+    ApplyAtomic,
+    DeadLetter,
+    ResetOffset,
+}
+
+/// What guards the transactional writes (`apply-atomic`, `dead-letter`, `reset-offset`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guard {
+    /// Written blindly, whoever the owner is.
+    Blind,
+    /// The transaction checks the owner's epoch first and aborts (`Fenced`) when it is stale.
+    Fenced,
+    /// The transaction reads the stored next offset and skips a record below it.
+    Cas,
+}
+
+/// When the owner stores its checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checkpointing {
+    /// Inside the record's sequence (a `commit-offset` step or the atomic transaction).
+    PerRecord,
+    /// `commit-offset(position)` once `commit_every` records are finished (required before the
+    /// next fetch), or earlier when the owner has caught up with the log end.
+    Periodic,
+    /// Up to `inflight` records in any order; commit the highest completion + 1.
+    ParallelMax,
+    /// Up to `inflight` records in any order; commit the end of the contiguous completed prefix.
+    ParallelWatermark,
+}
+
+/// What the owner does when a poison record's effect fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoisonPolicy {
+    /// The strategy meets no poison record (`--poison` is refused for it).
+    Unhandled,
+    /// Count failed attempts in the failing transaction; after `max_attempts`, dead-letter the
+    /// record and commit past it in one transaction.
+    DeadLetter,
+    /// The trap: give up at once and commit past it blindly.
+    Skip,
+    /// The trap: try again for ever.
+    RetryForever,
+}
+
+/// What the owner does when retention removed the next record it would fetch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutOfRangePolicy {
+    /// `fail-out-of-range`: stop working on the partition (`--on-out-of-range fail`).
+    Fail,
+    /// `reset-offset`: one fenced transaction recording the reset and moving the checkpoint.
+    Earliest,
+    /// The trap: a blind `commit-offset(log start)`.
+    Silent,
+}
+
+/// How the producer retries an append whose acknowledgement was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProducerRetry {
+    /// The same (producer id, epoch, sequence): the log recognises it and appends nothing.
+    SameSequence,
+    /// The trap: a new sequence, so the log appends the send again.
+    NewSequence,
+}
+
+/// The fault budgets a row enables by default (spec.md §4); the others default to none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowDefaults {
+    /// The offset of the poison record in every partition.
+    pub poison: Option<u8>,
+    pub ack_losses: u8,
+    pub retentions: u8,
+}
+
+/// One row's entry in the strategy table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rules {
+    pub sequence: Sequence,
+    pub guard: Guard,
+    pub checkpoint: Checkpointing,
+    pub poison: PoisonPolicy,
+    pub out_of_range: OutOfRangePolicy,
+    pub producer: ProducerRetry,
+    pub defaults: RowDefaults,
+}
+
+const NO_FAULTS: RowDefaults = RowDefaults { poison: None, ack_losses: 0, retentions: 0 };
+
+/// A plain consumer: per-record checkpoints, no poison, `--on-out-of-range fail`, an
+/// idempotent producer, no extra faults by default.
+const fn consumer(sequence: Sequence, guard: Guard, checkpoint: Checkpointing) -> Rules {
+    Rules {
+        sequence,
+        guard,
+        checkpoint,
+        poison: PoisonPolicy::Unhandled,
+        out_of_range: OutOfRangePolicy::Fail,
+        producer: ProducerRetry::SameSequence,
+        defaults: NO_FAULTS,
+    }
+}
+
+/// atomic-fenced: the consumer of the poison, producer and retention rows.
+const ATOMIC_FENCED: Rules = consumer(Sequence::Atomic, Guard::Fenced, Checkpointing::PerRecord);
+
+impl Strategy {
+    /// The strategy table: one entry per row.
+    pub const fn rules(self) -> Rules {
+        use Checkpointing::*;
+        use Sequence::*;
+        let poison = RowDefaults { poison: Some(1), ..NO_FAULTS };
+        let ack_loss = RowDefaults { ack_losses: 1, ..NO_FAULTS };
+        let retention = RowDefaults { retentions: 1, ..NO_FAULTS };
+        match self {
+            Strategy::CommitFirst => consumer(CommitThenEffect, Guard::Blind, PerRecord),
+            Strategy::EffectFirst => consumer(EffectThenCommit, Guard::Blind, PerRecord),
+            Strategy::PeriodicCommit => consumer(Effect, Guard::Blind, Periodic),
+            Strategy::OffsetStamp => consumer(Stamped, Guard::Blind, Periodic),
+            Strategy::DedupSeparate => consumer(EffectRecordCommit, Guard::Blind, PerRecord),
+            Strategy::DedupAtomic => consumer(DedupedThenCommit, Guard::Blind, PerRecord),
+            Strategy::Atomic => consumer(Atomic, Guard::Blind, PerRecord),
+            Strategy::AtomicFenced => ATOMIC_FENCED,
+            Strategy::AtomicCas => consumer(Atomic, Guard::Cas, PerRecord),
+            Strategy::ParallelMax => consumer(Effect, Guard::Blind, ParallelMax),
+            Strategy::ParallelWatermark => consumer(Effect, Guard::Blind, ParallelWatermark),
+            Strategy::AtomicDlq => Rules { poison: PoisonPolicy::DeadLetter, defaults: poison, ..ATOMIC_FENCED },
+            Strategy::SkipPoison => Rules { poison: PoisonPolicy::Skip, defaults: poison, ..ATOMIC_FENCED },
+            Strategy::RetryForever => Rules { poison: PoisonPolicy::RetryForever, defaults: poison, ..ATOMIC_FENCED },
+            Strategy::ProducerIdempotent => Rules { defaults: ack_loss, ..ATOMIC_FENCED },
+            Strategy::ProducerNewSequence => {
+                Rules { producer: ProducerRetry::NewSequence, defaults: ack_loss, ..ATOMIC_FENCED }
+            }
+            Strategy::ResetEarliest => {
+                Rules { out_of_range: OutOfRangePolicy::Earliest, defaults: retention, ..ATOMIC_FENCED }
+            }
+            Strategy::ResetSilent => {
+                Rules { out_of_range: OutOfRangePolicy::Silent, defaults: retention, ..ATOMIC_FENCED }
+            }
+            Strategy::ResetFail => Rules { defaults: retention, ..ATOMIC_FENCED },
+        }
+    }
+
+    /// Strategies that meet poison records.
+    pub fn handles_poison(self) -> bool {
+        self.rules().poison != PoisonPolicy::Unhandled
+    }
+}
+
+impl Rules {
+    /// The next durable write of a record resting in `stage`, or `None` when no record ever
+    /// rests in that stage under these rules (a broken invariant if a lease holds one).
+    pub fn next_write(&self, stage: Stage) -> Option<Write> {
+        match stage {
+            Stage::Fetched => Some(match self.sequence {
+                Sequence::CommitThenEffect => Write::CommitOffset,
+                Sequence::EffectThenCommit | Sequence::Effect | Sequence::EffectRecordCommit => Write::ApplyEffect,
+                Sequence::Stamped => Write::ApplyStamped,
+                Sequence::DedupedThenCommit => Write::ApplyDeduped,
+                Sequence::Atomic => Write::ApplyAtomic,
+            }),
+            Stage::Committed => match self.sequence {
+                Sequence::CommitThenEffect => Some(Write::ApplyEffect),
+                Sequence::EffectThenCommit
+                | Sequence::Effect
+                | Sequence::EffectRecordCommit
+                | Sequence::Stamped
+                | Sequence::DedupedThenCommit
+                | Sequence::Atomic => None,
+            },
+            Stage::EffectApplied => match self.sequence {
+                Sequence::EffectThenCommit | Sequence::DedupedThenCommit => Some(Write::CommitOffset),
+                Sequence::EffectRecordCommit => Some(Write::InsertProcessed),
+                Sequence::CommitThenEffect | Sequence::Effect | Sequence::Stamped | Sequence::Atomic => None,
+            },
+            Stage::Recorded => match self.sequence {
+                Sequence::EffectRecordCommit => Some(Write::CommitOffset),
+                Sequence::CommitThenEffect
+                | Sequence::EffectThenCommit
+                | Sequence::Effect
+                | Sequence::Stamped
+                | Sequence::DedupedThenCommit
+                | Sequence::Atomic => None,
+            },
+            Stage::Exhausted => match self.poison {
+                PoisonPolicy::DeadLetter => Some(Write::DeadLetter),
+                PoisonPolicy::Skip => Some(Write::CommitOffset),
+                PoisonPolicy::RetryForever | PoisonPolicy::Unhandled => None,
+            },
+        }
+    }
+
+    /// Whether a record's whole work is one transaction (no crash can fall between its writes).
+    pub fn is_single_write(&self) -> bool {
+        match self.sequence {
+            Sequence::Atomic => true,
+            Sequence::CommitThenEffect
+            | Sequence::EffectThenCommit
+            | Sequence::Effect
+            | Sequence::EffectRecordCommit
+            | Sequence::Stamped
+            | Sequence::DedupedThenCommit => false,
+        }
+    }
+
+    /// Whether the store recognises a redelivered record and skips its effect.
+    pub fn skips_duplicates(&self) -> bool {
+        let by_sequence = match self.sequence {
+            Sequence::Stamped | Sequence::EffectRecordCommit | Sequence::DedupedThenCommit => true,
+            Sequence::CommitThenEffect | Sequence::EffectThenCommit | Sequence::Effect | Sequence::Atomic => false,
+        };
+        by_sequence || self.guard == Guard::Cas
+    }
+
+    /// Whether the owner holds several records and completes them in any order.
+    pub fn is_parallel(&self) -> bool {
+        match self.checkpoint {
+            Checkpointing::ParallelMax | Checkpointing::ParallelWatermark => true,
+            Checkpointing::PerRecord | Checkpointing::Periodic => false,
+        }
+    }
+
+    /// The combinations the transition relation implements; every entry of the table must be
+    /// one (checked by a test over `Strategy::ALL`).
+    pub fn is_coherent(&self) -> bool {
+        let checkpoint_fits = match self.checkpoint {
+            Checkpointing::PerRecord => !matches!(self.sequence, Sequence::Effect | Sequence::Stamped),
+            Checkpointing::Periodic => matches!(self.sequence, Sequence::Effect | Sequence::Stamped),
+            Checkpointing::ParallelMax | Checkpointing::ParallelWatermark => self.sequence == Sequence::Effect,
+        };
+        // Guards and poison handling live in transactions: only the atomic sequence has them.
+        let transactional = self.sequence == Sequence::Atomic;
+        let guard_fits = self.guard == Guard::Blind || transactional;
+        let poison_fits = self.poison == PoisonPolicy::Unhandled || (transactional && self.guard == Guard::Fenced);
+        let reset_fits = self.out_of_range != OutOfRangePolicy::Earliest || self.guard == Guard::Fenced;
+        checkpoint_fits && guard_fits && poison_fits && reset_fits
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Strategy::ALL.iter().copied().find(|s| s.name() == text).ok_or_else(|| {
+            let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
+            format!("unknown strategy '{text}' (expected one of: {})", names.join(", "))
+        })
+    }
+}
+
+/// Serialised by name, so that traces and JSON reports spell strategies as the CLI does.
+impl Serialize for Strategy {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Strategy {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_entry_of_the_table_is_a_combination_the_model_implements() {
+        for strategy in Strategy::ALL {
+            assert!(strategy.rules().is_coherent(), "{strategy}: {:?}", strategy.rules());
+        }
+    }
+
+    #[test]
+    fn names_round_trip_and_are_unique() {
+        for strategy in Strategy::ALL {
+            assert_eq!(strategy.name().parse::<Strategy>(), Ok(strategy));
+            let json = serde_json::to_string(&strategy).unwrap();
+            assert_eq!(json, format!("\"{}\"", strategy.name()));
+            assert_eq!(serde_json::from_str::<Strategy>(&json).unwrap(), strategy);
+        }
+        let names: std::collections::BTreeSet<_> = Strategy::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!(names.len(), Strategy::ALL.len());
+    }
+
+    #[test]
+    fn every_stage_a_sequence_reaches_has_a_next_write() {
+        // The stages each sequence leaves a record in after a write (poison stages aside).
+        for strategy in Strategy::ALL {
+            let rules = strategy.rules();
+            assert!(rules.next_write(Stage::Fetched).is_some(), "{strategy}: nothing follows a fetch");
+            if rules.poison == PoisonPolicy::DeadLetter || rules.poison == PoisonPolicy::Skip {
+                assert!(rules.next_write(Stage::Exhausted).is_some(), "{strategy}: an exhausted record is stuck");
+            }
+        }
+    }
+}
