@@ -1,26 +1,27 @@
 //! The regression corpus: reading trace files, regenerating them, and checking one file.
 
 use crate::driver::Mode;
+use crate::error::{Error, ScenarioError};
 use crate::harness::Options;
-use crate::replay::{replay, ReplayFailure, ReplayReport};
+use crate::replay::{replay, ReplayReport};
 use model::check::{run, CheckOptions};
 use model::trace::Trace;
 use model::{Config, ConsumerModel, Strategy};
 use std::path::{Path, PathBuf};
 
-/// Reads and parses a trace file; the error is one line naming the file.
-pub fn load(path: &Path) -> Result<Trace, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    Trace::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+/// Reads and parses a trace file; the error names the file.
+pub fn load(path: &Path) -> Result<Trace, Error> {
+    let text = std::fs::read_to_string(path).map_err(Error::io(path, "read"))?;
+    Trace::from_json(&text).map_err(|source| Error::Trace { path: path.to_path_buf(), source })
 }
 
 /// The trace files named by `paths`: files as given, directories as their `*.json` files in
 /// name order.
-pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     let mut files = Vec::new();
     for path in paths {
         if path.is_dir() {
-            let entries = std::fs::read_dir(path).map_err(|e| format!("{}: cannot list: {e}", path.display()))?;
+            let entries = std::fs::read_dir(path).map_err(Error::io(path, "list"))?;
             let mut found: Vec<PathBuf> = entries
                 .filter_map(|entry| entry.ok().map(|e| e.path()))
                 .filter(|p| p.extension().is_some_and(|ext| ext == "json"))
@@ -30,7 +31,7 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
         } else if path.exists() {
             files.push(path.clone());
         } else {
-            return Err(format!("{}: no such file or directory", path.display()));
+            return Err(Error::NoSuchPath { path: path.clone() });
         }
     }
     Ok(files)
@@ -47,14 +48,16 @@ pub fn reproduce_command(path: &Path, options: &Options) -> String {
     format!("cargo run -p conformance -- replay --mode {mode}{mutation} {}", path.display())
 }
 
-/// Replays one corpus file in both modes; on failure, a message with the reproduce command.
-pub fn check_file(path: &Path, worker_exe: Option<PathBuf>) -> Result<Vec<ReplayReport>, String> {
+/// Replays one corpus file in both modes; a failure carries the reproduce command.
+pub fn check_file(path: &Path, worker_exe: Option<PathBuf>) -> Result<Vec<ReplayReport>, Error> {
     let trace = load(path)?;
     let mut reports = Vec::new();
     for mode in [Mode::InProcess, Mode::Process] {
         let options = Options { worker_exe: worker_exe.clone(), ..Options::new(mode) };
-        let report = replay(&trace, &options).map_err(|failure: ReplayFailure| {
-            format!("{}: {failure}\nreproduce: {}", path.display(), reproduce_command(path, &options))
+        let report = replay(&trace, &options).map_err(|failure| Error::Replay {
+            path: path.to_path_buf(),
+            reproduce: reproduce_command(path, &options),
+            failure: Box::new(failure),
         })?;
         reports.push(report);
     }
@@ -63,10 +66,10 @@ pub fn check_file(path: &Path, worker_exe: Option<PathBuf>) -> Result<Vec<Replay
 
 /// Rewrites `dir`: every counterexample of the default `model check` and every scenario of
 /// `scenarios::all`. Old `*.json` files are removed first so none is left stale.
-pub fn regenerate(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<usize, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+pub fn regenerate(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<usize, Error> {
+    std::fs::create_dir_all(dir).map_err(Error::io(dir, "create"))?;
     for old in expand(&[dir.to_path_buf()])? {
-        std::fs::remove_file(&old).map_err(|e| format!("{}: cannot remove: {e}", old.display()))?;
+        std::fs::remove_file(&old).map_err(Error::io(&old, "remove"))?;
     }
     let mut traces: Vec<(String, Trace)> = Vec::new();
     for strategy in Strategy::ALL {
@@ -75,30 +78,26 @@ pub fn regenerate(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<usize, S
         traces.extend(Trace::counterexamples(&report).into_iter().map(|t| (t.file_name(), t)));
     }
     for (name, trace) in crate::scenarios::all() {
-        check_in_model(&trace).map_err(|e| format!("scenario {name}: {e}"))?;
+        check_in_model(&trace).map_err(|source| Error::Scenario { name: name.clone(), source })?;
         traces.push((format!("{name}.json"), trace));
     }
     for (name, trace) in &traces {
         let path = dir.join(name);
-        std::fs::write(&path, trace.to_json()).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+        std::fs::write(&path, trace.to_json()).map_err(Error::io(&path, "write"))?;
     }
     Ok(traces.len())
 }
 
 /// A hand-written trace must replay in the model and end with the verdict it records.
-fn check_in_model(trace: &Trace) -> Result<(), String> {
-    trace.config.validate_for_replay()?;
+fn check_in_model(trace: &Trace) -> Result<(), ScenarioError> {
+    trace.config.validate_for_replay().map_err(ScenarioError::Config)?;
     let model = ConsumerModel::new(trace.config.clone());
-    let states = model::check::replay(&model, &trace.actions).map_err(|e| e.to_string())?;
+    let states = model::check::replay(&model, &trace.actions).map_err(ScenarioError::Unreachable)?;
     let (Some(name), Some(verdict)) = (&trace.property, &trace.verdict) else { return Ok(()) };
-    let property = model::check::property_named(&model, name).ok_or_else(|| format!("no property {name}"))?;
+    let property = model::check::property_named(&model, name).ok_or_else(|| ScenarioError::NoProperty(name.clone()))?;
     let violated = states.iter().any(|state| !(property.condition)(&model, state));
     if violated != (*verdict == model::check::Verdict::Violated) {
-        return Err(format!(
-            "the model says {name} is {}, the scenario records {}",
-            if violated { "violated" } else { "held" },
-            verdict.word()
-        ));
+        return Err(ScenarioError::Verdict { property: name.clone(), violated, recorded: verdict.clone() });
     }
     Ok(())
 }

@@ -1,9 +1,10 @@
 //! Owner handles: one real owner, either a child process in the consumer's worker mode or an
 //! in-process `consumer::owner::Owner`, driven one durable step at a time.
 
+use crate::error::{Error, WorkerError};
 use consumer::crash::CrashPlan;
 use consumer::log::Log;
-use consumer::owner::{Lease, Mutation, Outcome, Owner, Settings};
+use consumer::owner::{Lease, Mutation, Outcome, Owner, OwnerError, Settings};
 use consumer::store::{Location, Store, StoreOptions};
 use consumer::strategy::Step;
 use std::collections::BTreeMap;
@@ -36,18 +37,18 @@ pub struct OwnerSpec {
 
 /// One running owner.
 pub trait OwnerHandle {
-    /// Performs one step; `Err` carries the real owner's refusal or failure as one line.
-    fn step(&mut self, step: Step) -> Result<Outcome, String>;
+    /// Performs one step; `Err` carries the real owner's refusal or failure.
+    fn step(&mut self, step: Step) -> Result<Outcome, Error>;
     /// The coordinator's assignment after a rebalance named this owner.
-    fn assign(&mut self, partition: u32) -> Result<(), String>;
+    fn assign(&mut self, partition: u32) -> Result<(), Error>;
     /// The owner's volatile state: its leases by partition.
-    fn leases(&mut self) -> Result<BTreeMap<u32, Lease>, String>;
+    fn leases(&mut self) -> Result<BTreeMap<u32, Lease>, Error>;
     /// Ends the owner as a crash would.
     fn kill(self: Box<Self>);
 }
 
 /// Starts an owner (a start is a restart: it resumes from the committed checkpoints).
-pub fn start(mode: Mode, spec: &OwnerSpec) -> Result<Box<dyn OwnerHandle>, String> {
+pub fn start(mode: Mode, spec: &OwnerSpec) -> Result<Box<dyn OwnerHandle>, Error> {
     match mode {
         Mode::Process => Ok(Box::new(ProcessOwner::spawn(spec)?)),
         Mode::InProcess => Ok(Box::new(InProcessOwner::start(spec)?)),
@@ -64,32 +65,40 @@ pub fn log_dir(dir: &Path) -> PathBuf {
 
 struct InProcessOwner {
     owner: Owner,
+    group: String,
+    name: String,
 }
 
 impl InProcessOwner {
-    fn start(spec: &OwnerSpec) -> Result<InProcessOwner, String> {
+    fn start(spec: &OwnerSpec) -> Result<InProcessOwner, Error> {
+        let fail =
+            |source| Error::Owner { group: spec.group.clone(), owner: spec.owner.clone(), source: Box::new(source) };
         let location = match &spec.store {
             Some(url) => Location::parse(url),
             None => Location::Sqlite(store_path(&spec.dir)),
         };
-        let store = Store::open_at(&location, StoreOptions::default()).map_err(|e| e.to_string())?;
-        let log = Log::open_reader(&log_dir(&spec.dir), store.partitions()).map_err(|e| e.to_string())?;
-        let owner = Owner::start(store, log, &spec.group, &spec.owner, spec.settings, CrashPlan::none())
-            .map_err(|e| e.to_string())?;
-        Ok(InProcessOwner { owner })
+        let store = Store::open_at(&location, StoreOptions::default()).map_err(|e| fail(OwnerError::from(e)))?;
+        let log = Log::open_reader(&log_dir(&spec.dir), store.partitions()).map_err(|e| fail(OwnerError::from(e)))?;
+        let owner =
+            Owner::start(store, log, &spec.group, &spec.owner, spec.settings, CrashPlan::none()).map_err(fail)?;
+        Ok(InProcessOwner { owner, group: spec.group.clone(), name: spec.owner.clone() })
+    }
+
+    fn fail(&self, source: OwnerError) -> Error {
+        Error::Owner { group: self.group.clone(), owner: self.name.clone(), source: Box::new(source) }
     }
 }
 
 impl OwnerHandle for InProcessOwner {
-    fn step(&mut self, step: Step) -> Result<Outcome, String> {
-        self.owner.perform(step).map_err(|e| e.to_string())
+    fn step(&mut self, step: Step) -> Result<Outcome, Error> {
+        self.owner.perform(step).map_err(|e| self.fail(e))
     }
 
-    fn assign(&mut self, partition: u32) -> Result<(), String> {
-        self.owner.assign(partition).map(|_| ()).map_err(|e| e.to_string())
+    fn assign(&mut self, partition: u32) -> Result<(), Error> {
+        self.owner.assign(partition).map(|_| ()).map_err(|e| self.fail(e))
     }
 
-    fn leases(&mut self) -> Result<BTreeMap<u32, Lease>, String> {
+    fn leases(&mut self) -> Result<BTreeMap<u32, Lease>, Error> {
         Ok(self.owner.leases().clone())
     }
 
@@ -102,16 +111,19 @@ struct ProcessOwner {
     child: Child,
     input: ChildStdin,
     output: BufReader<ChildStdout>,
+    group: String,
+    name: String,
 }
 
 impl ProcessOwner {
-    fn spawn(spec: &OwnerSpec) -> Result<ProcessOwner, String> {
+    fn spawn(spec: &OwnerSpec) -> Result<ProcessOwner, Error> {
+        let fail = |source| Error::Worker { group: spec.group.clone(), owner: spec.owner.clone(), source };
         let exe = match &spec.worker_exe {
             Some(exe) => exe.clone(),
-            None => worker_executable()?,
+            None => worker_executable().map_err(fail)?,
         };
         let settings = &spec.settings;
-        let mut command = Command::new(exe);
+        let mut command = Command::new(&exe);
         command
             .arg("worker")
             .arg("--dir")
@@ -129,59 +141,79 @@ impl ProcessOwner {
         if let Some(mutation) = settings.mutation {
             command.args(["--mutation", mutation_name(mutation)]);
         }
-        let mut child = command.spawn().map_err(|e| format!("cannot start a worker process: {e}"))?;
+        let mut child = command.spawn().map_err(|source| fail(WorkerError::Spawn { exe, source }))?;
         let input = child.stdin.take().expect("stdin is piped");
         let output = BufReader::new(child.stdout.take().expect("stdout is piped"));
-        let mut owner = ProcessOwner { child, input, output };
-        let ready = owner.read_line()?;
+        let mut owner = ProcessOwner { child, input, output, group: spec.group.clone(), name: spec.owner.clone() };
+        let ready = owner.read_line().map_err(fail)?;
         if !ready.starts_with("ready ") {
-            return Err(format!("the worker did not start: {ready}"));
+            return Err(fail(WorkerError::NotReady { line: ready }));
         }
         Ok(owner)
     }
 
-    fn read_line(&mut self) -> Result<String, String> {
+    fn fail(&self, source: WorkerError) -> Error {
+        Error::Worker { group: self.group.clone(), owner: self.name.clone(), source }
+    }
+
+    fn read_line(&mut self) -> Result<String, WorkerError> {
         let mut line = String::new();
-        let read = self.output.read_line(&mut line).map_err(|e| format!("worker output: {e}"))?;
+        let read = self.output.read_line(&mut line).map_err(WorkerError::Read)?;
         if read == 0 {
-            return Err("the worker process ended unexpectedly".to_string());
+            return Err(WorkerError::Ended);
         }
         Ok(line.trim_end().to_string())
     }
 
-    fn request(&mut self, command: &str) -> Result<String, String> {
-        writeln!(self.input, "{command}").and_then(|_| self.input.flush()).map_err(|e| format!("worker input: {e}"))?;
+    /// Sends one command line and returns the reply line; an `err` reply is `Refused`.
+    fn request(&mut self, command: &str) -> Result<String, WorkerError> {
+        writeln!(self.input, "{command}")
+            .and_then(|_| self.input.flush())
+            .map_err(|source| WorkerError::Write { command: command.to_string(), source })?;
         let reply = self.read_line()?;
         match reply.strip_prefix("err ") {
-            Some(error) => Err(error.to_string()),
+            Some(message) => Err(WorkerError::Refused { command: command.to_string(), message: message.to_string() }),
             None => Ok(reply),
         }
+    }
+
+    fn state(&mut self) -> Result<BTreeMap<u32, Lease>, WorkerError> {
+        let command = "state";
+        let line = self.request(command)?;
+        let Some(json) = line.strip_prefix("state ") else {
+            return Err(WorkerError::UnreadableReply { command: command.to_string(), line });
+        };
+        let leases = serde_json::from_str::<serde_json::Value>(json)
+            .map(|value| value.get("leases").cloned().unwrap_or_default())
+            .and_then(serde_json::from_value::<BTreeMap<String, Lease>>);
+        let by_name = match leases {
+            Ok(by_name) => by_name,
+            Err(source) => return Err(WorkerError::State { line, source }),
+        };
+        let mut by_partition = BTreeMap::new();
+        for (key, lease) in by_name {
+            let Ok(partition) = key.parse() else {
+                return Err(WorkerError::PartitionKey { key, line });
+            };
+            by_partition.insert(partition, lease);
+        }
+        Ok(by_partition)
     }
 }
 
 impl OwnerHandle for ProcessOwner {
-    fn step(&mut self, step: Step) -> Result<Outcome, String> {
-        let reply = self.request(&step.to_string())?;
-        parse_outcome(&reply).ok_or_else(|| format!("unreadable worker reply '{reply}'"))
+    fn step(&mut self, step: Step) -> Result<Outcome, Error> {
+        let command = step.to_string();
+        let reply = self.request(&command).map_err(|e| self.fail(e))?;
+        parse_outcome(&reply).ok_or_else(|| self.fail(WorkerError::UnreadableReply { command, line: reply }))
     }
 
-    fn assign(&mut self, partition: u32) -> Result<(), String> {
-        self.request(&format!("assign {partition}")).map(|_| ())
+    fn assign(&mut self, partition: u32) -> Result<(), Error> {
+        self.request(&format!("assign {partition}")).map(|_| ()).map_err(|e| self.fail(e))
     }
 
-    fn leases(&mut self) -> Result<BTreeMap<u32, Lease>, String> {
-        let reply = self.request("state")?;
-        let json = reply.strip_prefix("state ").ok_or_else(|| format!("unreadable state reply '{reply}'"))?;
-        let value: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("worker state: {e}"))?;
-        let leases = value.get("leases").cloned().unwrap_or_default();
-        let by_name: BTreeMap<String, Lease> =
-            serde_json::from_value(leases).map_err(|e| format!("worker leases: {e}"))?;
-        by_name
-            .into_iter()
-            .map(|(partition, lease)| {
-                partition.parse().map(|p| (p, lease)).map_err(|_| format!("partition key '{partition}'"))
-            })
-            .collect()
+    fn leases(&mut self) -> Result<BTreeMap<u32, Lease>, Error> {
+        self.state().map_err(|e| self.fail(e))
     }
 
     fn kill(mut self: Box<Self>) {
@@ -229,8 +261,8 @@ pub fn mutation_name(mutation: Mutation) -> &'static str {
 /// The executable whose `worker` subcommand serves the consumer's worker mode: this one when
 /// it is the conformance binary, else the conformance binary Cargo built next to this
 /// executable's directory (test executables live in target/<profile>/deps).
-fn worker_executable() -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+fn worker_executable() -> Result<PathBuf, WorkerError> {
+    let exe = std::env::current_exe().map_err(WorkerError::CurrentExe)?;
     if exe.file_stem().is_some_and(|stem| stem == "conformance") {
         return Ok(exe);
     }
@@ -238,6 +270,6 @@ fn worker_executable() -> Result<PathBuf, String> {
     let candidate = exe.parent().and_then(Path::parent).map(|dir| dir.join("conformance"));
     match candidate {
         Some(path) if path.exists() => Ok(path),
-        _ => Err("cannot find the conformance binary to run workers".to_string()),
+        candidate => Err(WorkerError::NoExecutable { candidate }),
     }
 }

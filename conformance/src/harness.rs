@@ -2,6 +2,7 @@
 //! the abstraction function that maps its concrete state back to a model `State`.
 
 use crate::driver::{self, Mode, OwnerHandle, OwnerSpec};
+use crate::error::{Error, Unobservable};
 use consumer::log::{encode_delta, Log, Producer};
 use consumer::owner::{Mutation, Outcome, Settings};
 use consumer::store::{Journal, Location, Store, StoreOptions};
@@ -39,6 +40,8 @@ impl Options {
 /// A real system built for one trace's configuration.
 pub struct Harness {
     config: Config,
+    /// The real system's configuration for the model's strategy.
+    row: RealRow,
     options: Options,
     dir: ScratchDir,
     log: Log,
@@ -71,10 +74,72 @@ pub fn owner_name(owner: u8) -> String {
     format!("o{owner}")
 }
 
-/// The consumer strategy of a model row, as the consumer names it (the crates spell the names
-/// independently); the producer and retention rows run atomic-fenced consumers.
-pub fn real_strategy(strategy: model::Strategy) -> RealStrategy {
-    strategy.consumer().name().parse().expect("the consumer implements every consumer strategy of the model")
+/// How the harness, as the producer, retries an append whose acknowledgement was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProducerRetry {
+    /// The retry repeats the lost send's sequence number: the log recognises it, appends nothing.
+    SameSequence,
+    /// The retry takes a fresh sequence number: the log appends the record again.
+    NewSequence,
+}
+
+/// The real system's configuration for one model row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RealRow {
+    /// The consumer strategy every owner runs.
+    pub strategy: RealStrategy,
+    /// What an owner does when retention removed the next record it would fetch.
+    pub on_out_of_range: OutOfRange,
+    /// How the harness, as the producer, retries a send whose acknowledgement was lost.
+    pub producer_retry: ProducerRetry,
+}
+
+/// The real system for each model row, one arm per model strategy and no catch-all: a new
+/// model strategy does not compile until it is mapped here. The crates spell the strategies
+/// independently; the producer and retention rows run atomic-fenced consumers and differ in
+/// the producer's retries and the out-of-range policy. (Only the producer rows lose acks, so
+/// elsewhere the retry mode is never used; `NewSequence` is what a plain producer does.)
+pub fn real_row(strategy: model::Strategy) -> RealRow {
+    use model::Strategy as Model;
+    use OutOfRange::{Earliest, EarliestSilent, Fail};
+    use ProducerRetry::{NewSequence, SameSequence};
+    use RealStrategy as Real;
+    let row = |strategy, on_out_of_range, producer_retry| RealRow { strategy, on_out_of_range, producer_retry };
+    match strategy {
+        Model::CommitFirst => row(Real::CommitFirst, Fail, NewSequence),
+        Model::EffectFirst => row(Real::EffectFirst, Fail, NewSequence),
+        Model::PeriodicCommit => row(Real::PeriodicCommit, Fail, NewSequence),
+        Model::OffsetStamp => row(Real::OffsetStamp, Fail, NewSequence),
+        Model::DedupSeparate => row(Real::DedupSeparate, Fail, NewSequence),
+        Model::DedupAtomic => row(Real::DedupAtomic, Fail, NewSequence),
+        Model::Atomic => row(Real::Atomic, Fail, NewSequence),
+        Model::AtomicFenced => row(Real::AtomicFenced, Fail, NewSequence),
+        Model::AtomicCas => row(Real::AtomicCas, Fail, NewSequence),
+        Model::ParallelMax => row(Real::ParallelMax, Fail, NewSequence),
+        Model::ParallelWatermark => row(Real::ParallelWatermark, Fail, NewSequence),
+        Model::AtomicDlq => row(Real::AtomicDlq, Fail, NewSequence),
+        Model::SkipPoison => row(Real::SkipPoison, Fail, NewSequence),
+        Model::RetryForever => row(Real::RetryForever, Fail, NewSequence),
+        Model::ProducerIdempotent => row(Real::AtomicFenced, Fail, SameSequence),
+        Model::ProducerNewSequence => row(Real::AtomicFenced, Fail, NewSequence),
+        Model::ResetEarliest => row(Real::AtomicFenced, Earliest, NewSequence),
+        Model::ResetSilent => row(Real::AtomicFenced, EarliestSilent, NewSequence),
+        Model::ResetFail => row(Real::AtomicFenced, Fail, NewSequence),
+    }
+}
+
+/// One send of the producer, as the model's producer actions distinguish them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Delivery {
+    Acknowledged,
+    /// The append lands but its acknowledgement is lost: the send stays unacknowledged.
+    AckLost,
+    /// The unacknowledged send again.
+    Retry,
+}
+
+fn not_running(group: u8, owner: u8) -> Error {
+    Error::NotRunning { group: group_name(group), owner: owner_name(owner) }
 }
 
 /// The producer every harness appends as (idempotent appends; see `produce`).
@@ -86,7 +151,7 @@ pub const POISON_PAYLOAD: &[u8] = b"poison";
 impl Harness {
     /// Creates the data directory, the store and the log, and starts every owner alive in the
     /// model's initial state (owner 0 of each group holds every partition at epoch 1).
-    pub fn new(config: &Config, options: &Options) -> Result<Harness, String> {
+    pub fn new(config: &Config, options: &Options) -> Result<Harness, Error> {
         let mut dir = ScratchDir::new(&options.tmp_root)?;
         let partitions = u32::from(config.partitions);
         let store_options = StoreOptions { journal: Journal::Delete, ..StoreOptions::default() };
@@ -94,14 +159,15 @@ impl Harness {
             Some(admin) => Location::Postgres(dir.create_database(admin)?),
             None => Location::Sqlite(driver::store_path(&dir.path)),
         };
-        let mut store = Store::create_at(&location, partitions, store_options).map_err(|e| e.to_string())?;
-        let (log, _) = Log::open_writer(&driver::log_dir(&dir.path), partitions).map_err(|e| e.to_string())?;
+        let mut store = Store::create_at(&location, partitions, store_options)?;
+        let (log, _) = Log::open_writer(&driver::log_dir(&dir.path), partitions)?;
         for group in 0..config.groups {
-            store.ensure_group(&group_name(group), &owner_name(0)).map_err(|e| e.to_string())?;
+            store.ensure_group(&group_name(group), &owner_name(0))?;
         }
         let ghost = State::initial(config).groups[0].ghost.clone();
         let mut harness = Harness {
             config: config.clone(),
+            row: real_row(config.strategy),
             options: options.clone(),
             dir,
             log,
@@ -136,12 +202,8 @@ impl Harness {
             batch: 1,
             mutation: self.options.mutation,
             max_attempts: u64::from(self.config.max_attempts),
-            on_out_of_range: match self.config.strategy {
-                model::Strategy::ResetEarliest => OutOfRange::Earliest,
-                model::Strategy::ResetSilent => OutOfRange::EarliestSilent,
-                _ => OutOfRange::Fail,
-            },
-            ..Settings::new(real_strategy(self.config.strategy))
+            on_out_of_range: self.row.on_out_of_range,
+            ..Settings::new(self.row.strategy)
         };
         OwnerSpec {
             store: self.dir.database.as_ref().map(|(_, url)| url.clone()),
@@ -155,41 +217,13 @@ impl Harness {
 
     /// Performs one model action on the real system and returns the observed state after it.
     /// `witnessed` (the model's `sometimes` bits) is not observable and is copied through.
-    /// `Err` is a one-line reason: the real system refused or failed a step the model took.
-    pub fn apply(&mut self, action: &Action, witnessed: u16) -> Result<State, String> {
+    /// `Err`: the real system refused or failed a step the model took.
+    pub fn apply(&mut self, action: &Action, witnessed: u16) -> Result<State, Error> {
         let before = match self.last.take() {
             Some(state) => state,
             None => self.observe(witnessed)?,
         };
-        match *action {
-            Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => {
-                self.produce(action)?
-            }
-            Action::Crash { group, owner } => {
-                let handle =
-                    self.owners[usize::from(group)][usize::from(owner)].take().ok_or("the owner is not running")?;
-                handle.kill();
-                self.crashes_used += 1;
-            }
-            Action::Restart { group, owner } => {
-                let handle = driver::start(self.options.mode, &self.spec(group, owner))?;
-                self.owners[usize::from(group)][usize::from(owner)] = Some(handle);
-            }
-            Action::Rebalance { group, partition, to_owner } => {
-                self.store
-                    .claim(&group_name(group), u32::from(partition), &owner_name(to_owner))
-                    .map_err(|e| e.to_string())?;
-                self.rebalances_used += 1;
-                if let Some(handle) = &mut self.owners[usize::from(group)][usize::from(to_owner)] {
-                    handle.assign(u32::from(partition))?;
-                }
-            }
-            Action::Retain { partition, before } => {
-                self.log.retain_before(u32::from(partition), u64::from(before)).map_err(|e| e.to_string())?;
-                self.retentions_used += 1;
-            }
-            owner_step => self.owner_step(owner_step)?,
-        }
+        self.perform(*action)?;
         let mut after = self.observe(witnessed)?;
         self.record_ghosts(&before, &after, action);
         for (group, ghost) in after.groups.iter_mut().zip(&self.ghosts) {
@@ -199,87 +233,162 @@ impl Harness {
         Ok(after)
     }
 
-    /// The producer's steps, through the log's idempotent appends: each send gets the next
-    /// sequence number; an idempotent retry repeats the lost one (the log must recognise it and
-    /// append nothing), a new-sequence retry takes a fresh number (the log appends it again).
-    fn produce(&mut self, action: &Action) -> Result<(), String> {
-        let (partition, delta) = match *action {
-            Action::Append { partition, delta }
-            | Action::AppendAckLost { partition, delta }
-            | Action::RetryAppend { partition, delta } => (usize::from(partition), delta),
-            _ => unreachable!("only producer steps"),
-        };
-        let offset = self.log.end(partition as u32).map_err(|e| e.to_string())?;
-        let poison =
-            self.config.strategy.handles_poison() && self.config.poison.is_some_and(|p| u64::from(p) == offset);
-        let payload = if poison { POISON_PAYLOAD.to_vec() } else { encode_delta(delta) };
-        let retry = matches!(action, Action::RetryAppend { .. });
-        let send = if retry {
-            self.producer[partition].unacked.take().ok_or("no unacknowledged send to retry")?
-        } else {
-            let send = self.producer[partition].sent;
-            self.producer[partition].sent += 1;
-            send
-        };
-        let sequence = match (retry, self.config.strategy) {
-            (true, model::Strategy::ProducerIdempotent) => {
-                self.unacked_sequence[partition].take().ok_or("no sequence to retry")?
+    /// What the real system does for each model action (spec.md §11's table).
+    fn perform(&mut self, action: Action) -> Result<(), Error> {
+        use StepKind as Kind;
+        match action {
+            Action::Append { partition, delta } => self.produce(partition, delta, Delivery::Acknowledged),
+            Action::AppendAckLost { partition, delta } => self.produce(partition, delta, Delivery::AckLost),
+            Action::RetryAppend { partition, delta } => self.produce(partition, delta, Delivery::Retry),
+            Action::Fetch { group, owner, partition, offset } => {
+                self.owner_step(group, owner, Kind::Fetch, partition, offset.into())
             }
-            _ => {
-                let sequence = self.next_sequence[partition];
-                self.next_sequence[partition] += 1;
-                sequence
+            Action::ApplyEffect { group, owner, partition, offset } => {
+                self.owner_step(group, owner, Kind::ApplyEffect, partition, offset.into())
             }
-        };
-        let appended =
-            self.log.append_idempotent(partition as u32, PRODUCER, sequence, &[payload]).map_err(|e| e.to_string())?;
-        if !appended.duplicate {
-            self.sends[partition].push(send);
-            self.appended[partition].push(delta);
+            Action::InsertProcessed { group, owner, partition, offset } => {
+                self.owner_step(group, owner, Kind::InsertProcessed, partition, offset.into())
+            }
+            Action::CommitOffset { group, owner, partition, next_offset } => {
+                self.owner_step(group, owner, Kind::CommitOffset, partition, next_offset.into())
+            }
+            Action::ApplyStamped { group, owner, partition, offset } => {
+                self.owner_step(group, owner, Kind::ApplyStamped, partition, offset.into())
+            }
+            Action::ApplyDeduped { group, owner, partition, offset } => {
+                self.owner_step(group, owner, Kind::ApplyDeduped, partition, offset.into())
+            }
+            Action::ApplyAtomic { group, owner, partition, offset } => {
+                self.owner_step(group, owner, Kind::ApplyAtomic, partition, offset.into())
+            }
+            Action::DeadLetter { group, owner, partition, offset } => {
+                self.owner_step(group, owner, Kind::DeadLetter, partition, offset.into())
+            }
+            // The out-of-range steps name the log start and the owner's position, which the
+            // model's actions leave implicit.
+            Action::ResetOffset { group, owner, partition } => {
+                let start = self.log.start(u32::from(partition))?;
+                self.owner_step(group, owner, Kind::ResetOffset, partition, start)
+            }
+            Action::FailOutOfRange { group, owner, partition } => {
+                let position = self.lease_position(group, owner, partition)?;
+                self.owner_step(group, owner, Kind::FailOutOfRange, partition, position)
+            }
+            Action::Crash { group, owner } => {
+                let handle = self.owners[usize::from(group)][usize::from(owner)].take();
+                handle.ok_or_else(|| not_running(group, owner))?.kill();
+                self.crashes_used += 1;
+                Ok(())
+            }
+            Action::Restart { group, owner } => {
+                let handle = driver::start(self.options.mode, &self.spec(group, owner))?;
+                self.owners[usize::from(group)][usize::from(owner)] = Some(handle);
+                Ok(())
+            }
+            Action::Rebalance { group, partition, to_owner } => self.rebalance(group, partition, to_owner),
+            Action::Retain { partition, before } => {
+                self.log.retain_before(u32::from(partition), u64::from(before))?;
+                self.retentions_used += 1;
+                Ok(())
+            }
         }
-        if matches!(action, Action::AppendAckLost { .. }) {
-            self.producer[partition].unacked = Some(send);
-            self.unacked_sequence[partition] = Some(sequence);
+    }
+
+    /// The coordinator's rebalance: the store's claim, then the assignment to the new owner
+    /// if it is running (the old owner is not told).
+    fn rebalance(&mut self, group: u8, partition: u8, to_owner: u8) -> Result<(), Error> {
+        self.store.claim(&group_name(group), u32::from(partition), &owner_name(to_owner))?;
+        self.rebalances_used += 1;
+        if let Some(handle) = &mut self.owners[usize::from(group)][usize::from(to_owner)] {
+            handle.assign(u32::from(partition))?;
+        }
+        Ok(())
+    }
+
+    /// The producer's steps, through the log's idempotent appends: each send gets the next
+    /// sequence number; a retry repeats the lost one or takes a fresh one, as the row's
+    /// `producer_retry` says (the log must then append nothing, or the record again).
+    fn produce(&mut self, partition: u8, delta: i64, delivery: Delivery) -> Result<(), Error> {
+        let p = usize::from(partition);
+        let offset = self.log.end(u32::from(partition))?;
+        let poison =
+            self.config.strategy.handles_poison() && self.config.poison.is_some_and(|at| u64::from(at) == offset);
+        let payload = if poison { POISON_PAYLOAD.to_vec() } else { encode_delta(delta) };
+        let (send, sequence) = match delivery {
+            Delivery::Acknowledged | Delivery::AckLost => {
+                let send = self.producer[p].sent;
+                self.producer[p].sent += 1;
+                (send, self.fresh_sequence(p))
+            }
+            Delivery::Retry => {
+                let send = self.producer[p].unacked.take().ok_or(Error::NothingToRetry { partition })?;
+                let sequence = match self.row.producer_retry {
+                    ProducerRetry::SameSequence => {
+                        self.unacked_sequence[p].take().ok_or(Error::NothingToRetry { partition })?
+                    }
+                    ProducerRetry::NewSequence => self.fresh_sequence(p),
+                };
+                (send, sequence)
+            }
+        };
+        let appended = self.log.append_idempotent(u32::from(partition), PRODUCER, sequence, &[payload])?;
+        if !appended.duplicate {
+            self.sends[p].push(send);
+            self.appended[p].push(delta);
+        }
+        if delivery == Delivery::AckLost {
+            self.producer[p].unacked = Some(send);
+            self.unacked_sequence[p] = Some(sequence);
             self.ack_losses_used += 1;
         }
         Ok(())
     }
 
-    /// Sends an owner step; an applied record is counted in the observed ghost history.
-    fn owner_step(&mut self, action: Action) -> Result<(), String> {
-        let (group, owner, partition) = action.lease_step().expect("an owner step");
-        let step = match action {
-            // The out-of-range steps name the log start and the owner's position, which the
-            // model's actions leave implicit.
-            Action::ResetOffset { .. } => {
-                let start = self.log.start(u32::from(partition)).map_err(|e| e.to_string())?;
-                Step { kind: StepKind::ResetOffset, partition: u32::from(partition), offset: start }
-            }
-            Action::FailOutOfRange { .. } => {
-                let handle =
-                    self.owners[usize::from(group)][usize::from(owner)].as_mut().ok_or("the owner is not running")?;
-                let position = handle
-                    .leases()?
-                    .get(&u32::from(partition))
-                    .map(|l| l.position)
-                    .ok_or("the owner holds no lease there")?;
-                Step { kind: StepKind::FailOutOfRange, partition: u32::from(partition), offset: position }
-            }
-            _ => real_step(&action),
-        };
-        let handle = self.owners[usize::from(group)][usize::from(owner)].as_mut().ok_or("the owner is not running")?;
-        match handle.step(step)? {
+    fn fresh_sequence(&mut self, partition: usize) -> u32 {
+        let sequence = self.next_sequence[partition];
+        self.next_sequence[partition] += 1;
+        sequence
+    }
+
+    fn handle(&mut self, group: u8, owner: u8) -> Result<&mut Box<dyn OwnerHandle>, Error> {
+        self.owners[usize::from(group)][usize::from(owner)].as_mut().ok_or_else(|| not_running(group, owner))
+    }
+
+    /// The position of a running owner's lease, which a `fail-out-of-range` step names.
+    fn lease_position(&mut self, group: u8, owner: u8, partition: u8) -> Result<u64, Error> {
+        let leases = self.handle(group, owner)?.leases()?;
+        let lease = leases.get(&u32::from(partition)).ok_or_else(|| Error::NoLease {
+            group: group_name(group),
+            owner: owner_name(owner),
+            partition: u32::from(partition),
+        })?;
+        Ok(lease.position)
+    }
+
+    /// Sends an owner step (batch 1); an applied record or a failed attempt is counted in the
+    /// observed ghost history.
+    fn owner_step(&mut self, group: u8, owner: u8, kind: StepKind, partition: u8, offset: u64) -> Result<(), Error> {
+        let step = Step { kind, partition: u32::from(partition), offset };
+        match self.handle(group, owner)?.step(step)? {
             Outcome::Applied { applied, .. } => {
-                let offset = usize::try_from(step.offset).expect("offsets are 8-bit in traces");
+                let offset = usize::try_from(offset).expect("offsets are 8-bit in traces");
                 let count = &mut self.ghosts[usize::from(group)].applied[usize::from(partition)][offset];
-                *count += u8::try_from(applied).expect("a batch-1 step applies at most one record");
+                *count += narrow(applied, "applied count")?;
             }
             Outcome::Failed { .. } => {
                 // A failed effect attempt on a poison record, capped as the model caps it.
                 let failures = &mut self.ghosts[usize::from(group)].failures[usize::from(partition)];
                 *failures = (*failures + 1).min(self.config.max_attempts + 1);
             }
-            _ => {}
+            // What these did shows in the store, observed after the step.
+            Outcome::Fetched { .. }
+            | Outcome::Recorded
+            | Outcome::Committed
+            | Outcome::Fenced { .. }
+            | Outcome::Exhausted
+            | Outcome::DeadLettered { .. }
+            | Outcome::Reset { .. }
+            | Outcome::OutOfRange { .. } => {}
         }
         Ok(())
     }
@@ -310,31 +419,27 @@ impl Harness {
 
     /// The abstraction function: the real log, store and owners' reported leases as a model
     /// `State`. Ghost history is the harness's own observation; `witnessed` is copied.
-    pub fn observe(&mut self, witnessed: u16) -> Result<State, String> {
+    pub fn observe(&mut self, witnessed: u16) -> Result<State, Error> {
         let mut log = Vec::new();
         for partition in 0..u32::from(self.config.partitions) {
-            let (start, end) = (
-                self.log.start(partition).map_err(|e| e.to_string())?,
-                self.log.end(partition).map_err(|e| e.to_string())?,
-            );
+            let (start, end) = (self.log.start(partition)?, self.log.end(partition)?);
             // Records below the retained start cannot be read any more (that is the point of
             // retention); the model still lists them, so they come from what the harness, as
             // the producer, appended. Everything readable is read back from the log.
             let retained = usize::try_from(start).expect("small offsets");
-            let mut deltas = self.appended[partition as usize]
+            let appended = &self.appended[partition as usize];
+            let mut deltas = appended
                 .get(..retained)
-                .ok_or("the log start is past what was appended")?
+                .ok_or(Unobservable::LogStartPastAppended { partition, start, appended: appended.len() })?
                 .to_vec();
             for offset in start..end {
-                let record = self.log.read(partition, offset).map_err(|e| e.to_string())?;
+                let record = self.log.read(partition, offset)?;
                 // A poison record stands for the model's record at that offset, whose delta
                 // the model never applies.
                 let delta = match consumer::log::decode_delta(&record.payload) {
                     Some(delta) => delta,
                     None if record.payload == POISON_PAYLOAD => self.config.delta,
-                    None => {
-                        return Err(format!("record {offset} of partition {partition} is neither a delta nor poison"))
-                    }
+                    None => return Err(Unobservable::UnknownPayload { partition, offset }.into()),
                 };
                 deltas.push(delta);
             }
@@ -344,14 +449,14 @@ impl Harness {
         for group in 0..self.config.groups {
             let store = self.observe_store(group)?;
             let mut owners = Vec::new();
-            for owner in 0..usize::from(self.config.owners) {
+            for owner in 0..self.config.owners {
                 owners.push(self.observe_owner(group, owner)?);
             }
             groups.push(Group { store, owners, ghost: self.ghosts[usize::from(group)].clone() });
         }
         let mut log_start = Vec::new();
         for partition in 0..u32::from(self.config.partitions) {
-            log_start.push(narrow(self.log.start(partition).map_err(|e| e.to_string())?, "log start")?);
+            log_start.push(narrow(self.log.start(partition)?, "log start")?);
         }
         Ok(State {
             log,
@@ -367,12 +472,12 @@ impl Harness {
         })
     }
 
-    fn observe_store(&mut self, group: u8) -> Result<ModelStore, String> {
+    fn observe_store(&mut self, group: u8) -> Result<ModelStore, Error> {
         let name = group_name(group);
-        let total = self.store.total(&name).map_err(|e| e.to_string())?;
+        let total = self.store.total(&name)?;
         let mut partitions = Vec::new();
         for partition in 0..u32::from(self.config.partitions) {
-            let row = self.store.progress(&name, partition).map_err(|e| e.to_string())?;
+            let row = self.store.progress(&name, partition)?;
             partitions.push(PartitionRow {
                 next_offset: narrow(row.next_offset, "next offset")?,
                 epoch: narrow(row.epoch, "epoch")?,
@@ -382,16 +487,15 @@ impl Harness {
         }
         let processed = self
             .store
-            .processed(&name)
-            .map_err(|e| e.to_string())?
+            .processed(&name)?
             .into_iter()
             .map(|(p, o)| Ok((narrow(p, "partition")?, narrow(o, "offset")?)))
-            .collect::<Result<BTreeSet<_>, String>>()?;
+            .collect::<Result<BTreeSet<_>, Unobservable>>()?;
         let mut attempts = BTreeMap::new();
         for partition in 0..u32::from(self.config.partitions) {
-            let end = self.log.end(partition).map_err(|e| e.to_string())?;
+            let end = self.log.end(partition)?;
             for offset in 0..end {
-                let count = self.store.attempts(&name, partition, offset).map_err(|e| e.to_string())?;
+                let count = self.store.attempts(&name, partition, offset)?;
                 if count > 0 {
                     attempts.insert(
                         (narrow(partition, "partition")?, narrow(offset, "offset")?),
@@ -402,43 +506,45 @@ impl Harness {
         }
         let dead_letters = self
             .store
-            .dead_letters(Some(&name))
-            .map_err(|e| e.to_string())?
+            .dead_letters(Some(&name))?
             .into_iter()
             .map(|d| {
                 Ok((narrow(d.partition, "partition")?, narrow(d.offset, "offset")?, narrow(d.attempts, "attempts")?))
             })
-            .collect::<Result<BTreeSet<_>, String>>()?;
+            .collect::<Result<BTreeSet<_>, Unobservable>>()?;
         let resets = self
             .store
-            .resets(Some(&name))
-            .map_err(|e| e.to_string())?
+            .resets(Some(&name))?
             .into_iter()
             .map(|r| Ok((narrow(r.partition, "partition")?, narrow(r.from, "offset")?, narrow(r.to, "offset")?)))
-            .collect::<Result<BTreeSet<_>, String>>()?;
+            .collect::<Result<BTreeSet<_>, Unobservable>>()?;
         Ok(ModelStore { total, partitions, processed, attempts, dead_letters, resets })
     }
 
-    fn observe_owner(&mut self, group: u8, owner: usize) -> Result<Owner, String> {
+    fn observe_owner(&mut self, group: u8, owner: u8) -> Result<Owner, Error> {
         let partitions = usize::from(self.config.partitions);
-        let Some(handle) = &mut self.owners[usize::from(group)][owner] else {
+        let Some(handle) = &mut self.owners[usize::from(group)][usize::from(owner)] else {
             return Ok(Owner { alive: false, leases: vec![None; partitions] });
         };
+        let (group, owner) = (group_name(group), owner_name(owner));
         let mut leases = vec![None; partitions];
         for (partition, lease) in handle.leases()? {
-            let slot = leases.get_mut(partition as usize).ok_or("a worker reports a partition that does not exist")?;
-            *slot = Some(model_lease(&lease)?);
+            let Some(slot) = leases.get_mut(partition as usize) else {
+                return Err(Unobservable::NoSuchPartition { group, owner, partition }.into());
+            };
+            *slot = Some(model_lease(&lease, &group, &owner)?);
         }
         Ok(Owner { alive: true, leases })
     }
 }
 
 /// A consumer lease as the model's: batch-1 records keyed by offset with their stage.
-fn model_lease(lease: &consumer::owner::Lease) -> Result<Lease, String> {
+fn model_lease(lease: &consumer::owner::Lease, group: &str, owner: &str) -> Result<Lease, Unobservable> {
     let mut records = BTreeMap::new();
     for (&offset, record) in &lease.records {
         if record.end != offset + 1 {
-            return Err(format!("a worker holds a batch {offset}..{}, traces use batch 1", record.end));
+            let (group, owner) = (group.to_string(), owner.to_string());
+            return Err(Unobservable::Batch { group, owner, offset, end: record.end });
         }
         let stage = match record.stage {
             consumer::owner::Stage::Fetched => Stage::Fetched,
@@ -458,31 +564,14 @@ fn model_lease(lease: &consumer::owner::Lease) -> Result<Lease, String> {
     })
 }
 
-fn narrow<T: TryInto<u8> + Copy + std::fmt::Display>(value: T, what: &str) -> Result<u8, String> {
-    value.try_into().map_err(|_| format!("{what} {value} does not fit the model's 8 bits"))
+fn narrow<T: TryInto<u8> + Into<i128> + Copy>(value: T, what: &'static str) -> Result<u8, Unobservable> {
+    value.try_into().map_err(|_| Unobservable::TooWide { what, value: value.into() })
 }
 
-fn parse_owner(name: &str) -> Result<u8, String> {
+fn parse_owner(name: &str) -> Result<u8, Unobservable> {
     name.strip_prefix('o')
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| format!("owner '{name}' is not one of the model's o0, o1, ..."))
-}
-
-/// The consumer step for a model owner action (batch 1: the offset is the record's).
-pub fn real_step(action: &Action) -> Step {
-    let (kind, offset) = match *action {
-        Action::Fetch { offset, .. } => (StepKind::Fetch, offset),
-        Action::ApplyEffect { offset, .. } => (StepKind::ApplyEffect, offset),
-        Action::InsertProcessed { offset, .. } => (StepKind::InsertProcessed, offset),
-        Action::CommitOffset { next_offset, .. } => (StepKind::CommitOffset, next_offset),
-        Action::ApplyStamped { offset, .. } => (StepKind::ApplyStamped, offset),
-        Action::ApplyDeduped { offset, .. } => (StepKind::ApplyDeduped, offset),
-        Action::ApplyAtomic { offset, .. } => (StepKind::ApplyAtomic, offset),
-        Action::DeadLetter { offset, .. } => (StepKind::DeadLetter, offset),
-        other => unreachable!("{other} is not an owner step"),
-    };
-    let (_, _, partition) = action.lease_step().expect("an owner step");
-    Step { kind, partition: u32::from(partition), offset: u64::from(offset) }
+        .ok_or_else(|| Unobservable::OwnerName { name: name.to_string() })
 }
 
 /// A fresh, uniquely named data directory (and PostgreSQL database, when replaying against
@@ -494,22 +583,22 @@ struct ScratchDir {
 }
 
 impl ScratchDir {
-    fn new(root: &Path) -> Result<ScratchDir, String> {
+    fn new(root: &Path) -> Result<ScratchDir, Error> {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let name = format!("onceproof-conformance-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let path = root.join(name);
-        std::fs::create_dir_all(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        std::fs::create_dir_all(&path).map_err(Error::io(&path, "create"))?;
         Ok(ScratchDir { path, database: None })
     }
 
     /// Creates a database named after the directory on the server behind `admin` and returns
     /// its URL (the admin URL with the database name replaced).
-    fn create_database(&mut self, admin: &str) -> Result<String, String> {
+    fn create_database(&mut self, admin: &str) -> Result<String, Error> {
         let name = self.path.file_name().and_then(|n| n.to_str()).expect("a plain name").replace('-', "_");
-        let mut client =
-            postgres::Client::connect(admin, postgres::NoTls).map_err(|e| format!("cannot reach PostgreSQL: {e}"))?;
-        client.batch_execute(&format!("CREATE DATABASE {name}")).map_err(|e| format!("CREATE DATABASE {name}: {e}"))?;
+        let mut client = postgres::Client::connect(admin, postgres::NoTls).map_err(Error::PostgresConnect)?;
+        let sql = format!("CREATE DATABASE {name}");
+        client.batch_execute(&sql).map_err(|source| Error::Postgres { sql, source })?;
         let url = database_url(admin, &name)?;
         self.database = Some((admin.to_string(), url.clone()));
         Ok(url)
@@ -517,9 +606,9 @@ impl ScratchDir {
 }
 
 /// `admin` with its database name replaced by `name`: `postgres://auth/db?query`.
-fn database_url(admin: &str, name: &str) -> Result<String, String> {
+fn database_url(admin: &str, name: &str) -> Result<String, Error> {
     let (head, query) = admin.split_once('?').map_or((admin, None), |(h, q)| (h, Some(q)));
-    let authority_end = head.find("://").map(|i| i + 3).ok_or("the PostgreSQL URL has no scheme")?;
+    let authority_end = head.find("://").map(|i| i + 3).ok_or(Error::PostgresUrl)?;
     let path_start = head[authority_end..].find('/').map_or(head.len(), |i| authority_end + i);
     let mut url = format!("{}/{name}", &head[..path_start]);
     if let Some(query) = query {
@@ -537,6 +626,34 @@ impl Drop for ScratchDir {
             if let Ok(mut client) = postgres::Client::connect(admin, postgres::NoTls) {
                 let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{real_row, ProducerRetry};
+    use consumer::strategy::OutOfRange;
+    use model::Strategy;
+
+    /// Every model row runs the consumer the model itself names for it (the crates spell the
+    /// names independently); only the idempotent producer row and two retention rows depart
+    /// from the plain producer and the `fail` policy.
+    #[test]
+    fn every_model_row_runs_the_consumer_the_model_names() {
+        let departures = [
+            (Strategy::ProducerIdempotent, OutOfRange::Fail, ProducerRetry::SameSequence),
+            (Strategy::ResetEarliest, OutOfRange::Earliest, ProducerRetry::NewSequence),
+            (Strategy::ResetSilent, OutOfRange::EarliestSilent, ProducerRetry::NewSequence),
+        ];
+        for strategy in Strategy::ALL {
+            let row = real_row(strategy);
+            assert_eq!(row.strategy.name(), strategy.consumer().name(), "the consumer of {strategy}");
+            let (_, on_out_of_range, producer_retry) = departures
+                .into_iter()
+                .find(|(s, _, _)| *s == strategy)
+                .unwrap_or((strategy, OutOfRange::Fail, ProducerRetry::NewSequence));
+            assert_eq!((row.on_out_of_range, row.producer_retry), (on_out_of_range, producer_retry), "{strategy}");
         }
     }
 }

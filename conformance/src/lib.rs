@@ -4,7 +4,10 @@
 pub mod corpus;
 pub mod diff;
 pub mod driver;
+pub mod error;
 pub mod generate;
 pub mod harness;
 pub mod replay;
 pub mod scenarios;
+
+pub use error::Error;

@@ -4,10 +4,11 @@
 use anyhow::bail;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use conformance::corpus;
-use conformance::driver::Mode;
+use conformance::driver::{self, Mode};
 use conformance::generate;
 use conformance::harness::Options;
 use conformance::replay::replay;
+use conformance::Error;
 use consumer::crash::CrashPlan;
 use consumer::log::Log;
 use consumer::owner::{Mutation, Owner, Settings};
@@ -19,7 +20,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(name = "conformance", about = "Replays model traces against the real consumer, step by step.")]
+#[command(name = "conformance", version, about = "Replays model traces against the real consumer, step by step.")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -176,8 +177,10 @@ fn main() -> ExitCode {
         Command::Regenerate(args) => run_regenerate(args),
         Command::Worker(args) => run_worker(args),
     };
+    // `{}`, not `{:#}`: the library's errors, like the consumer's, already include their
+    // causes in one line.
     result.unwrap_or_else(|error| {
-        eprintln!("error: {error:#}");
+        eprintln!("error: {error}");
         ExitCode::from(2)
     })
 }
@@ -185,12 +188,9 @@ fn main() -> ExitCode {
 /// Exit 0 when every trace conforms, 1 on any divergence, 2 when a file cannot be read.
 fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let options = args.run.options()?;
-    let files = corpus::expand(&args.paths).map_err(anyhow::Error::msg)?;
-    let traces: Vec<(PathBuf, Trace)> = files
-        .into_iter()
-        .map(|path| corpus::load(&path).map(|t| (path, t)))
-        .collect::<Result<_, _>>()
-        .map_err(anyhow::Error::msg)?;
+    let files = corpus::expand(&args.paths)?;
+    let traces: Vec<(PathBuf, Trace)> =
+        files.into_iter().map(|path| corpus::load(&path).map(|t| (path, t))).collect::<Result<_, _>>()?;
     let started = Instant::now();
     let (mut failures, mut steps) = (0, 0);
     for (path, trace) in &traces {
@@ -260,9 +260,9 @@ fn run_test(args: TestArgs) -> anyhow::Result<ExitCode> {
         steps += actions.len();
         if let Err(failure) = replay(&trace, &options) {
             divergences += 1;
-            std::fs::create_dir_all(&args.out)?;
+            std::fs::create_dir_all(&args.out).map_err(Error::io(&args.out, "create"))?;
             let path = args.out.join(format!("{}--path-{index}.json", config.strategy));
-            std::fs::write(&path, trace.to_json())?;
+            std::fs::write(&path, trace.to_json()).map_err(Error::io(&path, "write"))?;
             println!(
                 "DIVERGES  path {index}, saved as {}\n{failure}\nreproduce: {}",
                 path.display(),
@@ -281,7 +281,7 @@ fn run_test(args: TestArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_regenerate(args: RegenerateArgs) -> anyhow::Result<ExitCode> {
-    let written = corpus::regenerate(&args.dir, &mut |line| eprintln!("{line}")).map_err(anyhow::Error::msg)?;
+    let written = corpus::regenerate(&args.dir, &mut |line| eprintln!("{line}"))?;
     println!("wrote {written} traces to {}", args.dir.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -289,10 +289,10 @@ fn run_regenerate(args: RegenerateArgs) -> anyhow::Result<ExitCode> {
 fn run_worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let location = match &args.store {
         Some(url) => consumer::store::Location::parse(url),
-        None => consumer::store::Location::Sqlite(args.dir.join("store.db")),
+        None => consumer::store::Location::Sqlite(driver::store_path(&args.dir)),
     };
     let store = Store::open_at(&location, StoreOptions::default())?;
-    let log = Log::open_reader(&args.dir.join("log"), store.partitions())?;
+    let log = Log::open_reader(&driver::log_dir(&args.dir), store.partitions())?;
     let settings = Settings {
         commit_every: args.commit_every,
         inflight: args.inflight,
@@ -303,6 +303,7 @@ fn run_worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         ..Settings::new(args.strategy)
     };
     let mut owner = Owner::start(store, log, &args.group, &args.owner, settings, CrashPlan::none())?;
-    consumer::worker::serve(&mut owner, std::io::stdin().lock(), std::io::stdout().lock())?;
+    consumer::worker::serve(&mut owner, std::io::stdin().lock(), std::io::stdout().lock())
+        .map_err(|e| anyhow::anyhow!("worker stdin/stdout: {e}"))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,7 @@
 //! Replays one trace in the model and in the real system side by side, comparing the states
 //! after every step and the properties' verdicts at the end.
 
+use crate::error::Error;
 use crate::harness::{Harness, Options};
 use model::check::{replay as model_replay, Verdict};
 use model::properties::properties_for;
@@ -20,12 +21,12 @@ pub struct ReplayReport {
 }
 
 /// Why a replay did not conform. Every variant renders as lines naming the step.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum ReplayFailure {
     /// The model no longer accepts the trace (the model changed since it was written).
     ModelUnreachable { step: usize, action: Action },
     /// The real system refused or failed a step the model took.
-    RealFailed { step: usize, action: Option<Action>, reason: String },
+    RealFailed { step: usize, action: Option<Action>, error: Box<Error> },
     /// After a step, the real state differs from the model's.
     Divergence { step: usize, action: Option<Action>, diff: String },
     /// The property verdicts differ between model and real system, or from the trace's record.
@@ -42,8 +43,8 @@ impl fmt::Display for ReplayFailure {
             ReplayFailure::ModelUnreachable { step, action } => {
                 write!(f, "the model no longer accepts step {step} ({action}): regenerate or fix the trace")
             }
-            ReplayFailure::RealFailed { step, action, reason } => {
-                write!(f, "the real system failed {}: {reason}", step_name(step, action))
+            ReplayFailure::RealFailed { step, action, error } => {
+                write!(f, "the real system failed {}: {error}", step_name(step, action))
             }
             ReplayFailure::Divergence { step, action, diff } => {
                 write!(f, "divergence after {}: model (-) vs real (+):\n{diff}", step_name(step, action))
@@ -55,6 +56,17 @@ impl fmt::Display for ReplayFailure {
                 word(*real),
                 recorded.as_ref().map_or("nothing", Verdict::word)
             ),
+        }
+    }
+}
+
+impl std::error::Error for ReplayFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReplayFailure::RealFailed { error, .. } => Some(error.as_ref()),
+            ReplayFailure::ModelUnreachable { .. }
+            | ReplayFailure::Divergence { .. }
+            | ReplayFailure::VerdictMismatch { .. } => None,
         }
     }
 }
@@ -74,14 +86,14 @@ pub fn replay(trace: &Trace, options: &Options) -> Result<ReplayReport, ReplayFa
         step: unreachable.step,
         action: unreachable.action,
     })?;
-    let fail = |step, action, reason| ReplayFailure::RealFailed { step, action, reason };
-    let mut harness = Harness::new(&trace.config, options).map_err(|reason| fail(0, None, reason))?;
-    let mut observed = vec![harness.observe(expected[0].witnessed).map_err(|reason| fail(0, None, reason))?];
+    let fail = |step, action, error| ReplayFailure::RealFailed { step, action, error: Box::new(error) };
+    let mut harness = Harness::new(&trace.config, options).map_err(|error| fail(0, None, error))?;
+    let mut observed = vec![harness.observe(expected[0].witnessed).map_err(|error| fail(0, None, error))?];
     compare(0, None, &expected[0], &observed[0])?;
     for (index, action) in trace.actions.iter().enumerate() {
         let step = index + 1;
         let state =
-            harness.apply(action, expected[step].witnessed).map_err(|reason| fail(step, Some(*action), reason))?;
+            harness.apply(action, expected[step].witnessed).map_err(|error| fail(step, Some(*action), error))?;
         compare(step, Some(*action), &expected[step], &state)?;
         observed.push(state);
     }

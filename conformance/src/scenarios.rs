@@ -43,6 +43,14 @@ fn fetch(group: u8, owner: u8, offset: u8) -> Action {
     Action::Fetch { group, owner, partition: 0, offset }
 }
 
+fn apply_effect(group: u8, owner: u8, offset: u8) -> Action {
+    Action::ApplyEffect { group, owner, partition: 0, offset }
+}
+
+fn apply_stamped(group: u8, owner: u8, offset: u8) -> Action {
+    Action::ApplyStamped { group, owner, partition: 0, offset }
+}
+
 fn atomic(group: u8, owner: u8, offset: u8) -> Action {
     Action::ApplyAtomic { group, owner, partition: 0, offset }
 }
@@ -108,12 +116,32 @@ fn mechanism_cases() -> Vec<(String, Trace)> {
     reset.push(Action::Retain { partition: 0, before: 2 }).push(restart(0, 0));
     reset.push(Action::ResetOffset { group: 0, owner: 0, partition: 0 }).push(fetch(0, 0, 2)).push(atomic(0, 0, 2));
     vec![
-        ("scenario--dlq-attempts-survive-a-crash".to_string(), dlq.trace("bounded-retries", Verdict::Holds,
-            "one failed attempt, a crash, one more: the durable count reaches 2 and the record is dead-lettered, never tried a third time")),
-        ("scenario--idempotent-retry-after-lost-ack".to_string(), retry.trace("no-duplicate-append", Verdict::Holds,
-            "the append lands but its ack is lost; the retry repeats the sequence and the log appends nothing")),
-        ("scenario--reset-after-retention".to_string(), reset.trace("reset-accounted", Verdict::Holds,
-            "offset 0 applied, crash, retention moves the start to 2: the restart records the reset 1 -> 2 and applies offset 2")),
+        (
+            "scenario--dlq-attempts-survive-a-crash".to_string(),
+            dlq.trace(
+                "bounded-retries",
+                Verdict::Holds,
+                "one failed attempt, a crash, one more: the durable count reaches 2 and the record is \
+                 dead-lettered, never tried a third time",
+            ),
+        ),
+        (
+            "scenario--idempotent-retry-after-lost-ack".to_string(),
+            retry.trace(
+                "no-duplicate-append",
+                Verdict::Holds,
+                "the append lands but its ack is lost; the retry repeats the sequence and the log appends nothing",
+            ),
+        ),
+        (
+            "scenario--reset-after-retention".to_string(),
+            reset.trace(
+                "reset-accounted",
+                Verdict::Holds,
+                "offset 0 applied, crash, retention moves the start to 2: the restart records the reset 1 -> 2 \
+                 and applies offset 2",
+            ),
+        ),
     ]
 }
 
@@ -124,7 +152,7 @@ fn sqlite_cases() -> Vec<(String, Trace)> {
     skip.push(Action::CommitOffset { group: g, owner: o, partition: 0, next_offset: 1 })
         .push(crash(g, o))
         .push(restart(g, o));
-    let effect = Action::ApplyEffect { group: g, owner: o, partition: 0, offset: 0 };
+    let effect = apply_effect(g, o, 0);
     let mut replay = single(Strategy::EffectFirst);
     replay.append(1).push(fetch(g, o, 0)).push(effect).push(crash(g, o)).push(restart(g, o));
     replay.push(fetch(g, o, 0)).push(effect).push(Action::CommitOffset {
@@ -144,20 +172,46 @@ fn sqlite_cases() -> Vec<(String, Trace)> {
     let mut after_commit = single(Strategy::Atomic);
     after_commit.append(1).push(fetch(g, o, 0)).push(atomic(g, o, 0)).push(crash(g, o)).push(restart(g, o));
     vec![
-        ("scenario--sqlite-commit-first-skip".to_string(), skip.trace("contiguous-prefix", Verdict::Violated,
-            "commit next offset 1, crash before the effect: reopens at (total, next) = (0, 1) and the restart skips offset 0")),
-        ("scenario--sqlite-effect-first-replay".to_string(), replay.trace("no-duplicate", Verdict::Violated,
-            "apply +5, crash before committing: reopens at (5, 0), the replay ends at (10, 1)")),
-        ("scenario--sqlite-atomic-crash-before-commit".to_string(), before_commit.trace("effectively-once", Verdict::Holds,
-            "the transaction never committed: reopens at (0, 0), the restart ends at (5, 1)")),
-        ("scenario--sqlite-atomic-crash-after-commit".to_string(), after_commit.trace("effectively-once", Verdict::Holds,
-            "the transaction committed: reopens at (5, 1), the restart has nothing to do")),
+        (
+            "scenario--sqlite-commit-first-skip".to_string(),
+            skip.trace(
+                "contiguous-prefix",
+                Verdict::Violated,
+                "commit next offset 1, crash before the effect: reopens at (total, next) = (0, 1) and the \
+                 restart skips offset 0",
+            ),
+        ),
+        (
+            "scenario--sqlite-effect-first-replay".to_string(),
+            replay.trace(
+                "no-duplicate",
+                Verdict::Violated,
+                "apply +5, crash before committing: reopens at (5, 0), the replay ends at (10, 1)",
+            ),
+        ),
+        (
+            "scenario--sqlite-atomic-crash-before-commit".to_string(),
+            before_commit.trace(
+                "effectively-once",
+                Verdict::Holds,
+                "the transaction never committed: reopens at (0, 0), the restart ends at (5, 1)",
+            ),
+        ),
+        (
+            "scenario--sqlite-atomic-crash-after-commit".to_string(),
+            after_commit.trace(
+                "effectively-once",
+                Verdict::Holds,
+                "the transaction committed: reopens at (5, 1), the restart has nothing to do",
+            ),
+        ),
     ]
 }
 
 /// 100 records of +1, a checkpoint every 10, a crash after applying offset 49 with the
-/// checkpoint at next offset 40; the restart replays 40..49.
-fn replay_window(strategy: Strategy) -> Script {
+/// checkpoint at next offset 40; the restart replays 40..49. `apply` is the strategy's effect
+/// write for an offset.
+fn replay_window(strategy: Strategy, apply: fn(u8) -> Action) -> Script {
     let mut script = Script::new(strategy, |c| {
         c.groups = 1;
         c.owners = 1;
@@ -172,10 +226,7 @@ fn replay_window(strategy: Strategy) -> Script {
     let consume = |script: &mut Script, offsets: std::ops::Range<u8>, crash_after: Option<u8>| {
         for offset in offsets {
             script.push(Action::Fetch { group: 0, owner: 0, partition: 0, offset });
-            script.push(match strategy {
-                Strategy::OffsetStamp => Action::ApplyStamped { group: 0, owner: 0, partition: 0, offset },
-                _ => Action::ApplyEffect { group: 0, owner: 0, partition: 0, offset },
-            });
+            script.push(apply(offset));
             if (offset + 1) % 10 == 0 && Some(offset) != crash_after {
                 script.push(Action::CommitOffset { group: 0, owner: 0, partition: 0, next_offset: offset + 1 });
             }
@@ -191,7 +242,7 @@ fn replay_window_cases() -> Vec<(String, Trace)> {
     vec![
         (
             "scenario--periodic-commit-replay-49-39".to_string(),
-            replay_window(Strategy::PeriodicCommit).trace(
+            replay_window(Strategy::PeriodicCommit, |offset| apply_effect(0, 0, offset)).trace(
                 "no-duplicate",
                 Verdict::Violated,
                 "applied through 49, checkpoint at 39: the replay of 40..49 ends at 110, not 100",
@@ -199,7 +250,7 @@ fn replay_window_cases() -> Vec<(String, Trace)> {
         ),
         (
             "scenario--offset-stamp-replay-49-39".to_string(),
-            replay_window(Strategy::OffsetStamp).trace(
+            replay_window(Strategy::OffsetStamp, |offset| apply_stamped(0, 0, offset)).trace(
                 "no-duplicate",
                 Verdict::Holds,
                 "the same crash: the stamp (49) rejects the replay of 40..49, the total is exactly 100",

@@ -90,3 +90,10 @@ fn generated_walks_and_depths_conform() {
         assert!(text.contains(" 0 failed"), "{args:?}:\n{text}");
     }
 }
+
+#[test]
+fn version_names_the_package_version() {
+    let output = conformance(&["--version"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), format!("conformance {}", env!("CARGO_PKG_VERSION")));
+}
