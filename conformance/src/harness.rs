@@ -97,8 +97,8 @@ pub struct RealRow {
 /// The real system for each model row, one arm per model strategy and no catch-all: a new
 /// model strategy does not compile until it is mapped here. The crates spell the strategies
 /// independently; the producer and retention rows run atomic-fenced consumers and differ in
-/// the producer's retries and the out-of-range policy. (Only the producer rows lose acks, so
-/// elsewhere the retry mode is never used; `NewSequence` is what a plain producer does.)
+/// the producer's retries and the out-of-range policy. (Only the producer rows lose acks by
+/// default; every other row's producer is idempotent, as the model's rules say.)
 pub fn real_row(strategy: model::Strategy) -> RealRow {
     use model::Strategy as Model;
     use OutOfRange::{Earliest, EarliestSilent, Fail};
@@ -106,25 +106,25 @@ pub fn real_row(strategy: model::Strategy) -> RealRow {
     use RealStrategy as Real;
     let row = |strategy, on_out_of_range, producer_retry| RealRow { strategy, on_out_of_range, producer_retry };
     match strategy {
-        Model::CommitFirst => row(Real::CommitFirst, Fail, NewSequence),
-        Model::EffectFirst => row(Real::EffectFirst, Fail, NewSequence),
-        Model::PeriodicCommit => row(Real::PeriodicCommit, Fail, NewSequence),
-        Model::OffsetStamp => row(Real::OffsetStamp, Fail, NewSequence),
-        Model::DedupSeparate => row(Real::DedupSeparate, Fail, NewSequence),
-        Model::DedupAtomic => row(Real::DedupAtomic, Fail, NewSequence),
-        Model::Atomic => row(Real::Atomic, Fail, NewSequence),
-        Model::AtomicFenced => row(Real::AtomicFenced, Fail, NewSequence),
-        Model::AtomicCas => row(Real::AtomicCas, Fail, NewSequence),
-        Model::ParallelMax => row(Real::ParallelMax, Fail, NewSequence),
-        Model::ParallelWatermark => row(Real::ParallelWatermark, Fail, NewSequence),
-        Model::AtomicDlq => row(Real::AtomicDlq, Fail, NewSequence),
-        Model::SkipPoison => row(Real::SkipPoison, Fail, NewSequence),
-        Model::RetryForever => row(Real::RetryForever, Fail, NewSequence),
+        Model::CommitFirst => row(Real::CommitFirst, Fail, SameSequence),
+        Model::EffectFirst => row(Real::EffectFirst, Fail, SameSequence),
+        Model::PeriodicCommit => row(Real::PeriodicCommit, Fail, SameSequence),
+        Model::OffsetStamp => row(Real::OffsetStamp, Fail, SameSequence),
+        Model::DedupSeparate => row(Real::DedupSeparate, Fail, SameSequence),
+        Model::DedupAtomic => row(Real::DedupAtomic, Fail, SameSequence),
+        Model::Atomic => row(Real::Atomic, Fail, SameSequence),
+        Model::AtomicFenced => row(Real::AtomicFenced, Fail, SameSequence),
+        Model::AtomicCas => row(Real::AtomicCas, Fail, SameSequence),
+        Model::ParallelMax => row(Real::ParallelMax, Fail, SameSequence),
+        Model::ParallelWatermark => row(Real::ParallelWatermark, Fail, SameSequence),
+        Model::AtomicDlq => row(Real::AtomicDlq, Fail, SameSequence),
+        Model::SkipPoison => row(Real::SkipPoison, Fail, SameSequence),
+        Model::RetryForever => row(Real::RetryForever, Fail, SameSequence),
         Model::ProducerIdempotent => row(Real::AtomicFenced, Fail, SameSequence),
         Model::ProducerNewSequence => row(Real::AtomicFenced, Fail, NewSequence),
-        Model::ResetEarliest => row(Real::AtomicFenced, Earliest, NewSequence),
-        Model::ResetSilent => row(Real::AtomicFenced, EarliestSilent, NewSequence),
-        Model::ResetFail => row(Real::AtomicFenced, Fail, NewSequence),
+        Model::ResetEarliest => row(Real::AtomicFenced, Earliest, SameSequence),
+        Model::ResetSilent => row(Real::AtomicFenced, EarliestSilent, SameSequence),
+        Model::ResetFail => row(Real::AtomicFenced, Fail, SameSequence),
     }
 }
 
@@ -636,24 +636,34 @@ mod tests {
     use consumer::strategy::OutOfRange;
     use model::Strategy;
 
-    /// Every model row runs the consumer the model itself names for it (the crates spell the
-    /// names independently); only the idempotent producer row and two retention rows depart
-    /// from the plain producer and the `fail` policy.
+    /// Every model row's real system follows the model's own rules for that row (the crates
+    /// spell them independently): the out-of-range policy and the producer's retry mode, and a
+    /// consumer strategy of the row's own name, or atomic-fenced for the rows that only add a
+    /// producer or retention behaviour to it.
     #[test]
-    fn every_model_row_runs_the_consumer_the_model_names() {
-        let departures = [
-            (Strategy::ProducerIdempotent, OutOfRange::Fail, ProducerRetry::SameSequence),
-            (Strategy::ResetEarliest, OutOfRange::Earliest, ProducerRetry::NewSequence),
-            (Strategy::ResetSilent, OutOfRange::EarliestSilent, ProducerRetry::NewSequence),
-        ];
+    fn every_model_row_runs_the_real_system_its_rules_describe() {
+        use model::strategy::{OutOfRangePolicy, ProducerRetry as ModelRetry};
         for strategy in Strategy::ALL {
-            let row = real_row(strategy);
-            assert_eq!(row.strategy.name(), strategy.consumer().name(), "the consumer of {strategy}");
-            let (_, on_out_of_range, producer_retry) = departures
-                .into_iter()
-                .find(|(s, _, _)| *s == strategy)
-                .unwrap_or((strategy, OutOfRange::Fail, ProducerRetry::NewSequence));
-            assert_eq!((row.on_out_of_range, row.producer_retry), (on_out_of_range, producer_retry), "{strategy}");
+            let (row, rules) = (real_row(strategy), strategy.rules());
+            let policy = match rules.out_of_range {
+                OutOfRangePolicy::Fail => OutOfRange::Fail,
+                OutOfRangePolicy::Earliest => OutOfRange::Earliest,
+                OutOfRangePolicy::Silent => OutOfRange::EarliestSilent,
+            };
+            let retry = match rules.producer {
+                ModelRetry::SameSequence => ProducerRetry::SameSequence,
+                ModelRetry::NewSequence => ProducerRetry::NewSequence,
+            };
+            assert_eq!((row.on_out_of_range, row.producer_retry), (policy, retry), "{strategy}");
+            let own_name = strategy.name().parse::<consumer::strategy::Strategy>().is_ok();
+            let expected = if own_name { strategy.name() } else { "atomic-fenced" };
+            assert_eq!(row.strategy.name(), expected, "the consumer of {strategy}");
+            if !own_name {
+                let fenced = Strategy::AtomicFenced.rules();
+                let same = (rules.sequence, rules.guard, rules.checkpoint, rules.poison)
+                    == (fenced.sequence, fenced.guard, fenced.checkpoint, fenced.poison);
+                assert!(same, "{strategy} runs atomic-fenced consumers, so its consumer rules are atomic-fenced's");
+            }
         }
     }
 }
