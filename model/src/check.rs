@@ -2,7 +2,7 @@
 
 use crate::action::Action;
 pub use crate::properties::is_discovery;
-use crate::properties::{is_safety, properties_for};
+use crate::properties::{is_safety, properties_for, role_of, Role};
 use crate::state::State;
 use crate::ConsumerModel;
 use serde::{Deserialize, Serialize};
@@ -48,7 +48,8 @@ pub enum Verdict {
     Violated,
     /// `sometimes`: this example reaches the situation.
     Reached,
-    /// `sometimes`: the complete search never reached the situation: the check is vacuous.
+    /// `sometimes`: the complete search never reached the situation: for a fault witness the
+    /// check is vacuous; an observation was simply not observed.
     Unreached,
     /// The search stopped early (timeout or simulation) without a discovery.
     Unknown,
@@ -70,6 +71,8 @@ impl Verdict {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PropertyOutcome {
     pub name: String,
+    /// A safety claim, a fault witness or an observation (spec.md §6.2).
+    pub role: Role,
     /// `always` or `sometimes`.
     pub expectation: String,
     pub verdict: Verdict,
@@ -114,9 +117,20 @@ impl CheckReport {
         self.properties.iter().any(|p| p.verdict == Verdict::Violated)
     }
 
-    /// The `sometimes` properties a complete search never reached.
+    /// The fault witnesses a complete search never reached: the faults never struck where they
+    /// matter, so a `holds` beside them would be vacuous.
     pub fn unreached(&self) -> Vec<&str> {
-        self.properties.iter().filter(|p| p.verdict == Verdict::Unreached).map(|p| p.name.as_str()).collect()
+        self.unreached_with(Role::FaultWitness)
+    }
+
+    /// The observations a complete search never reached (reported, never a failure).
+    pub fn not_observed(&self) -> Vec<&str> {
+        self.unreached_with(Role::Observation)
+    }
+
+    fn unreached_with(&self, role: Role) -> Vec<&str> {
+        let unreached = self.properties.iter().filter(|p| p.verdict == Verdict::Unreached && p.role == role);
+        unreached.map(|p| p.name.as_str()).collect()
     }
 }
 
@@ -223,6 +237,7 @@ fn outcome(
     let actions = found.map(|actions| minimize(model, property, actions)).unwrap_or_default();
     PropertyOutcome {
         name: property.name.to_string(),
+        role: role_of(property.name),
         expectation: if safety { "always" } else { "sometimes" }.to_string(),
         verdict,
         actions,

@@ -20,6 +20,49 @@ pub const SAFETY: [&str; 10] = [
     "reset-accounted",
 ];
 
+/// What a property is for (spec.md §6): a safety claim, or one of the two kinds of `sometimes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// `always`: violated by a counterexample, or holds.
+    Safety,
+    /// `sometimes`: a configured fault struck where it matters (or the run got where it must).
+    /// A complete search that never reaches one proves nothing, so the check fails.
+    FaultWitness,
+    /// `sometimes`: an outcome worth seeing (a replay, a fenced zombie, a skipped duplicate).
+    /// Reported as observed or not; never a failure, since preventing it may be the point.
+    Observation,
+}
+
+/// The `sometimes` properties and their role, in the order `properties_for` lists them.
+pub const SOMETIMES: [(&str, Role); 14] = [
+    ("out-of-range", Role::FaultWitness),
+    ("reset-recorded", Role::Observation),
+    ("append-retried", Role::FaultWitness),
+    ("log-end", Role::FaultWitness),
+    ("poison-failed", Role::FaultWitness),
+    ("dead-lettered", Role::Observation),
+    ("groups-diverge", Role::FaultWitness),
+    ("crash-after-write", Role::FaultWitness),
+    ("crash-mid-record", Role::FaultWitness),
+    ("zombie-write", Role::FaultWitness),
+    ("replay", Role::Observation),
+    ("duplicate-skipped", Role::Observation),
+    ("zombie-fenced", Role::Observation),
+    ("out-of-order", Role::FaultWitness),
+];
+
+/// The role of a property by name; every property `properties_for` builds has one.
+pub fn role_of(name: &str) -> Role {
+    if SAFETY.contains(&name) {
+        return Role::Safety;
+    }
+    match SOMETIMES.iter().find(|(sometimes, _)| *sometimes == name) {
+        Some(&(_, role)) => role,
+        None => panic!("property '{name}' is in neither SAFETY nor SOMETIMES"),
+    }
+}
+
 /// No record's effect was applied more than once in any group.
 pub fn no_duplicate(state: &State) -> bool {
     state.groups.iter().all(|group| group.ghost.applied.iter().flatten().all(|&count| count <= 1))
@@ -224,5 +267,21 @@ pub fn is_discovery(model: &ConsumerModel, property: &Property<ConsumerModel>, s
     match property.expectation {
         Expectation::Always | Expectation::Eventually => !satisfied,
         Expectation::Sometimes => satisfied,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Strategy;
+
+    #[test]
+    fn every_property_of_every_row_has_a_role() {
+        for strategy in Strategy::ALL {
+            for property in properties_for(&Config::new(strategy)) {
+                let role = role_of(property.name);
+                assert_eq!(role == Role::Safety, is_safety(&property), "{strategy} / {}", property.name);
+            }
+        }
     }
 }

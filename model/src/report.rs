@@ -3,7 +3,7 @@
 use anyhow::Context;
 use model::check::{CheckReport, Verdict};
 use model::expected::ExpectedTable;
-use model::properties::SAFETY;
+use model::properties::{Role, SAFETY};
 use model::trace::Trace;
 use model::ConsumerModel;
 use std::fmt::Write;
@@ -18,14 +18,15 @@ pub struct Outcome {
     pub compared_with: String,
 }
 
-/// Exit 0 when everything agrees, 1 on a mismatch, violation or unreached `sometimes`, and 3
+/// Exit 0 when everything agrees, 1 on a mismatch, violation or unreached fault witness, and 3
 /// when a single-strategy search was incomplete and found nothing (nothing proven either way).
 pub fn judge(reports: &[CheckReport], expected: Option<&ExpectedTable>) -> Outcome {
     let mut problems = Vec::new();
     for report in reports {
         for name in report.unreached() {
             problems.push(format!(
-                "{}: sometimes '{name}' was never reached, so the check is vacuous",
+                "{}: fault witness '{name}' was never reached (the fault never struck where it matters), \
+                 so the check is vacuous",
                 report.config.strategy
             ));
         }
@@ -101,12 +102,20 @@ pub fn text(reports: &[CheckReport], outcome: &Outcome) -> String {
             out.push_str(&numbered_steps(&model, &property.actions));
         }
     }
+    for report in reports.iter().filter(|r| r.complete && !r.not_observed().is_empty()) {
+        let names = report.not_observed().join(", ");
+        let _ = writeln!(
+            out,
+            "\n{}: not observed: {names} (an observation is reported, never a failure)",
+            report.config.strategy
+        );
+    }
     let _ = writeln!(out, "\ncompared with {}", outcome.compared_with);
     for problem in &outcome.problems {
         let _ = writeln!(out, "MISMATCH {problem}");
     }
     let summary = match outcome.exit_code {
-        0 => "OK: every verdict as expected, every sometimes property reached",
+        0 => "OK: every verdict as expected, every fault witness reached",
         1 if outcome.problems.is_empty() => "FAILED: a safety property is violated",
         1 => "FAILED",
         _ => "INCONCLUSIVE: the search did not finish and found no violation",
@@ -118,7 +127,7 @@ pub fn text(reports: &[CheckReport], outcome: &Outcome) -> String {
 fn table(reports: &[CheckReport]) -> String {
     let mut header = vec!["strategy".to_string()];
     header.extend(SAFETY.iter().map(|s| s.to_string()));
-    header.extend(["sometimes", "states", "unique", "depth", "seconds"].map(String::from));
+    header.extend(["witnesses", "observed", "states", "unique", "depth", "seconds"].map(String::from));
     // Seconds are shown as exploration + counterexample shortening.
     let mut rows = vec![header];
     for report in reports {
@@ -130,9 +139,11 @@ fn table(reports: &[CheckReport]) -> String {
                 None => "-".to_string(),
             });
         }
-        let sometimes: Vec<_> = report.properties.iter().filter(|p| p.expectation == "sometimes").collect();
-        let reached = sometimes.iter().filter(|p| p.verdict == Verdict::Reached).count();
-        row.push(format!("{reached}/{}", sometimes.len()));
+        for role in [Role::FaultWitness, Role::Observation] {
+            let of_role: Vec<_> = report.properties.iter().filter(|p| p.role == role).collect();
+            let reached = of_role.iter().filter(|p| p.verdict == Verdict::Reached).count();
+            row.push(format!("{reached}/{}", of_role.len()));
+        }
         row.push(report.states.to_string());
         row.push(report.unique_states.to_string());
         row.push(report.max_depth.to_string());
@@ -199,4 +210,50 @@ pub fn write_traces(dir: &Path, report: &CheckReport) -> anyhow::Result<()> {
         eprintln!("  wrote {}", path.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::check::{PropertyOutcome, Search};
+    use model::properties::Role;
+    use model::{Config, Strategy};
+
+    fn report_with(unreached: &str, role: Role) -> CheckReport {
+        let outcome = |name: &str, role, verdict| PropertyOutcome {
+            name: name.to_string(),
+            role,
+            expectation: "sometimes".to_string(),
+            verdict,
+            actions: Vec::new(),
+        };
+        CheckReport {
+            config: Config { groups: 1, ..Config::new(Strategy::Atomic) },
+            search: Search::Bfs,
+            threads: 1,
+            symmetry: false,
+            complete: true,
+            states: 1,
+            unique_states: 1,
+            max_depth: 0,
+            seconds: 0.0,
+            counterexample_seconds: 0.0,
+            properties: vec![
+                outcome("log-end", Role::FaultWitness, Verdict::Reached),
+                outcome(unreached, role, Verdict::Unreached),
+            ],
+        }
+    }
+
+    /// The rule of spec.md §6.2: an unreached fault witness fails the check (nothing was
+    /// proven under that fault), an unobserved outcome never does.
+    #[test]
+    fn only_an_unreached_fault_witness_fails_a_check() {
+        let cases = [("crash-after-write", Role::FaultWitness, 1), ("replay", Role::Observation, 0)];
+        for (name, role, exit_code) in cases {
+            let outcome = judge(&[report_with(name, role)], None);
+            assert_eq!(outcome.exit_code, exit_code, "{name}: {:?}", outcome.problems);
+            assert_eq!(outcome.problems.iter().any(|p| p.contains(name)), exit_code == 1, "{:?}", outcome.problems);
+        }
+    }
 }

@@ -237,3 +237,20 @@ fn an_unfinished_search_that_finds_nothing_is_inconclusive() {
     let all = model_check(&["--groups", "1", "--records", "2", "--search", "simulation", "--timeout", "1"]);
     assert_eq!(all.status.code(), Some(3), "{}{}", stdout(&all), stderr(&all));
 }
+
+/// Crash-only runs of the strategies that prevent replays: a replay (or a skipped duplicate)
+/// is what they prevent, so not observing one is the good outcome and never fails the check;
+/// every fault witness (the crash after a write, the log end, ...) must still be reached.
+#[test]
+fn safe_crash_only_runs_exit_0_with_their_unobserved_outcomes_reported() {
+    let cases: [(&str, &str); 3] =
+        [("atomic", "replay"), ("atomic-fenced", "replay"), ("atomic-cas", "replay, duplicate-skipped")];
+    for (strategy, not_observed) in cases {
+        let output = model_check(&["--strategy", strategy, "--crashes", "2", "--rebalances", "0"]);
+        let text = stdout(&output);
+        assert_eq!(output.status.code(), Some(0), "{strategy}: {text}{}", stderr(&output));
+        assert!(text.contains(&format!("{strategy}: not observed: {not_observed}")), "{strategy}: {text}");
+        assert!(text.contains("OK: every verdict as expected, every fault witness reached"), "{text}");
+        assert!(!text.contains("MISMATCH"), "{text}");
+    }
+}
