@@ -7,7 +7,10 @@ use consumer::log::{encode_delta, Log, Producer};
 use consumer::owner::{Mutation, Outcome, Settings};
 use consumer::store::{Journal, Location, Store, StoreOptions};
 use consumer::strategy::{OutOfRange, Step, StepKind, Strategy as RealStrategy};
-use model::state::{Ghost, Group, Lease, Owner, PartitionRow, ProducerState, Stage, State, Store as ModelStore};
+use model::state::{
+    Ghost, Group, Lease, Owner, PartitionRow, ProducerState, Stage, State, Store as ModelStore, Witness,
+};
+use model::strategy::OutOfRangePolicy;
 use model::{Action, Config};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -64,6 +67,10 @@ pub struct Harness {
     appended: Vec<Vec<i64>>,
     /// The last observed state, for the ghost bookkeeping of the next step.
     last: Option<State>,
+    /// The `sometimes` witness bits the harness observed in the real system (spec.md §11),
+    /// restricted to those the model's configuration reads (`witness_mask`).
+    witnessed: u16,
+    witness_mask: u16,
 }
 
 pub fn group_name(group: u8) -> String {
@@ -184,6 +191,8 @@ impl Harness {
             ack_losses_used: 0,
             appended: vec![Vec::new(); usize::from(config.partitions)],
             last: None,
+            witnessed: 0,
+            witness_mask: model::ConsumerModel::new(config.clone()).witness_mask(),
         };
         for group in 0..config.groups {
             let mut row = Vec::new();
@@ -216,21 +225,64 @@ impl Harness {
     }
 
     /// Performs one model action on the real system and returns the observed state after it.
-    /// `witnessed` (the model's `sometimes` bits) is not observable and is copied through.
     /// `Err`: the real system refused or failed a step the model took.
-    pub fn apply(&mut self, action: &Action, witnessed: u16) -> Result<State, Error> {
+    pub fn apply(&mut self, action: &Action) -> Result<State, Error> {
         let before = match self.last.take() {
             Some(state) => state,
-            None => self.observe(witnessed)?,
+            None => self.observe()?,
         };
+        self.witness_before(&before, *action);
         self.perform(*action)?;
-        let mut after = self.observe(witnessed)?;
+        let mut after = self.observe()?;
         self.record_ghosts(&before, &after, action);
         for (group, ghost) in after.groups.iter_mut().zip(&self.ghosts) {
             group.ghost = ghost.clone();
         }
         self.last = Some(after.clone());
         Ok(after)
+    }
+
+    fn witness(&mut self, witness: Witness) {
+        self.witnessed |= (1 << witness as u16) & self.witness_mask;
+    }
+
+    /// The witnesses a step shows by where it falls, classified on the observed state before
+    /// it with the model's own definitions: a crash between two writes or after progress, a
+    /// write by a stale owner, a fetch of an applied record, a completion overtaking a lower
+    /// record, a blind commit to the log start. (What a step *did*, fenced, skipped,
+    /// dead-lettered, reset, failed, is witnessed from the real outcome in `owner_step`.)
+    fn witness_before(&mut self, before: &State, action: Action) {
+        let rules = self.config.strategy.rules();
+        if let Action::Crash { group, owner } = action {
+            let (mid_record, after_write) = model::step::crash_witnesses(&self.config, before, group, owner);
+            if mid_record {
+                self.witness(Witness::CrashMidRecord);
+            }
+            if after_write {
+                self.witness(Witness::CrashAfterWrite);
+            }
+        }
+        let Some((group, owner, partition)) = action.lease_step() else { return };
+        let (g, p) = (usize::from(group), usize::from(partition));
+        let Some(lease) = before.lease(group, owner, partition) else { return };
+        if action.is_owner_write() && lease.epoch != before.groups[g].store.partitions[p].epoch {
+            self.witness(Witness::ZombieWrite);
+        }
+        if let Action::Fetch { offset, .. } = action {
+            if before.groups[g].ghost.applied[p][usize::from(offset)] > 0 {
+                self.witness(Witness::Replay);
+            }
+        }
+        if let Action::ApplyEffect { offset, .. } = action {
+            if rules.is_parallel() && lease.records.keys().any(|&pending| pending < offset) {
+                self.witness(Witness::OutOfOrder);
+            }
+        }
+        if let Action::CommitOffset { next_offset, .. } = action {
+            if rules.out_of_range == OutOfRangePolicy::Silent && before.log_start[p] == next_offset {
+                self.witness(Witness::OutOfRange);
+            }
+        }
     }
 
     /// What the real system does for each model action (spec.md §11's table).
@@ -322,6 +374,7 @@ impl Harness {
             }
             Delivery::Retry => {
                 let send = self.producer[p].unacked.take().ok_or(Error::NothingToRetry { partition })?;
+                self.witness(Witness::AppendRetried);
                 let sequence = match self.row.producer_retry {
                     ProducerRetry::SameSequence => {
                         self.unacked_sequence[p].take().ok_or(Error::NothingToRetry { partition })?
@@ -370,25 +423,29 @@ impl Harness {
     fn owner_step(&mut self, group: u8, owner: u8, kind: StepKind, partition: u8, offset: u64) -> Result<(), Error> {
         let step = Step { kind, partition: u32::from(partition), offset };
         match self.handle(group, owner)?.step(step)? {
-            Outcome::Applied { applied, .. } => {
+            Outcome::Applied { applied, skipped } => {
                 let offset = usize::try_from(offset).expect("offsets are 8-bit in traces");
                 let count = &mut self.ghosts[usize::from(group)].applied[usize::from(partition)][offset];
                 *count += narrow(applied, "applied count")?;
+                if skipped > 0 {
+                    self.witness(Witness::DuplicateSkipped);
+                }
             }
             Outcome::Failed { .. } => {
                 // A failed effect attempt on a poison record, capped as the model caps it.
                 let failures = &mut self.ghosts[usize::from(group)].failures[usize::from(partition)];
                 *failures = (*failures + 1).min(self.config.max_attempts + 1);
+                self.witness(Witness::PoisonFailed);
             }
-            // What these did shows in the store, observed after the step.
-            Outcome::Fetched { .. }
-            | Outcome::Recorded
-            | Outcome::Committed
-            | Outcome::Fenced { .. }
-            | Outcome::Exhausted
-            | Outcome::DeadLettered { .. }
-            | Outcome::Reset { .. }
-            | Outcome::OutOfRange { .. } => {}
+            Outcome::Fenced { .. } => self.witness(Witness::ZombieFenced),
+            Outcome::DeadLettered { .. } => self.witness(Witness::DeadLettered),
+            Outcome::Reset { .. } => {
+                self.witness(Witness::OutOfRange);
+                self.witness(Witness::ResetRecorded);
+            }
+            Outcome::OutOfRange { .. } => self.witness(Witness::OutOfRange),
+            // What these did shows in the store and the leases, observed after the step.
+            Outcome::Fetched { .. } | Outcome::Recorded | Outcome::Committed | Outcome::Exhausted => {}
         }
         Ok(())
     }
@@ -418,8 +475,8 @@ impl Harness {
     }
 
     /// The abstraction function: the real log, store and owners' reported leases as a model
-    /// `State`. Ghost history is the harness's own observation; `witnessed` is copied.
-    pub fn observe(&mut self, witnessed: u16) -> Result<State, Error> {
+    /// `State`. Ghost history and witness bits are the harness's own observations.
+    pub fn observe(&mut self) -> Result<State, Error> {
         let mut log = Vec::new();
         for partition in 0..u32::from(self.config.partitions) {
             let (start, end) = (self.log.start(partition)?, self.log.end(partition)?);
@@ -468,7 +525,7 @@ impl Harness {
             groups,
             crashes_used: self.crashes_used,
             rebalances_used: self.rebalances_used,
-            witnessed,
+            witnessed: self.witnessed,
         })
     }
 

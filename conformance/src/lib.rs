@@ -1,6 +1,7 @@
 //! Conformance: replays the model's traces against the real consumer step by step and checks
 //! that states and verdicts agree. The only crate that sees both `model` and `consumer`.
 
+pub mod batch;
 pub mod corpus;
 pub mod diff;
 pub mod driver;

@@ -3,16 +3,17 @@
 
 use anyhow::bail;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use conformance::batch::{self, Generated};
 use conformance::corpus;
 use conformance::driver::{self, Mode};
 use conformance::generate;
 use conformance::harness::Options;
 use conformance::replay::replay;
-use conformance::Error;
 use consumer::crash::CrashPlan;
 use consumer::log::Log;
 use consumer::owner::{Mutation, Owner, Settings};
 use consumer::store::{Store, StoreOptions};
+use model::config::defaults;
 use model::trace::Trace;
 use model::{Config, ConsumerModel, Strategy};
 use std::path::PathBuf;
@@ -92,22 +93,35 @@ struct ReplayArgs {
 struct TestArgs {
     #[arg(long)]
     strategy: Strategy,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = defaults::GROUPS)]
     groups: u8,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = defaults::OWNERS)]
     owners: u8,
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = defaults::PARTITIONS)]
     partitions: u8,
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = defaults::RECORDS)]
     records: u8,
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = defaults::CRASHES)]
     crashes: u8,
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = defaults::REBALANCES)]
     rebalances: u8,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = defaults::COMMIT_EVERY)]
     commit_every: u8,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = defaults::INFLIGHT)]
     inflight: u8,
+    #[arg(long, default_value_t = defaults::DELTA, allow_hyphen_values = true)]
+    delta: i64,
+    /// Offset of the poison record, or `none` (default: the row's, as in `model check`).
+    #[arg(long)]
+    poison: Option<String>,
+    #[arg(long, default_value_t = defaults::MAX_ATTEMPTS)]
+    max_attempts: u8,
+    /// Lost acknowledgements (default: the row's).
+    #[arg(long)]
+    ack_losses: Option<u8>,
+    /// Retention steps (default: the row's).
+    #[arg(long)]
+    retentions: Option<u8>,
     /// Replay every model path of this many steps (and shorter ones that end).
     #[arg(long, conflicts_with = "walks")]
     depth: Option<usize>,
@@ -126,6 +140,36 @@ struct TestArgs {
     out: PathBuf,
     #[command(flatten)]
     run: RunArgs,
+}
+
+impl TestArgs {
+    /// The model configuration these flags name (the same flags as `model check`).
+    fn config(&self) -> anyhow::Result<Config> {
+        let row = Config::new(self.strategy);
+        let poison = match self.poison.as_deref() {
+            None => row.poison,
+            Some("none") => None,
+            Some(offset) => {
+                Some(offset.parse().map_err(|_| anyhow::anyhow!("--poison '{offset}' is neither an offset nor none"))?)
+            }
+        };
+        Ok(Config {
+            groups: self.groups,
+            owners: self.owners,
+            partitions: self.partitions,
+            records: self.records,
+            crashes: self.crashes,
+            rebalances: self.rebalances,
+            commit_every: self.commit_every,
+            inflight: self.inflight,
+            delta: self.delta,
+            poison,
+            max_attempts: self.max_attempts,
+            ack_losses: self.ack_losses.unwrap_or(row.ack_losses),
+            retentions: self.retentions.unwrap_or(row.retentions),
+            ..row
+        })
+    }
 }
 
 #[derive(Args)]
@@ -225,59 +269,25 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_test(args: TestArgs) -> anyhow::Result<ExitCode> {
-    let config = Config {
-        strategy: args.strategy,
-        groups: args.groups,
-        owners: args.owners,
-        partitions: args.partitions,
-        records: args.records,
-        crashes: args.crashes,
-        rebalances: args.rebalances,
-        commit_every: args.commit_every,
-        inflight: args.inflight,
-        // Poison records, lost acknowledgements and retention: each row's defaults.
-        ..Config::new(args.strategy)
-    };
+    let config = args.config()?;
     config.validate().map_err(anyhow::Error::msg)?;
     let options = args.run.options()?;
     let model = ConsumerModel::new(config.clone());
-    let (paths, what) = match (args.depth, args.walks, args.seed) {
+    let paths = match (args.depth, args.walks, args.seed) {
         (Some(depth), None, _) => {
             let (paths, cut) = generate::paths_to_depth(&model, depth, args.paths_max);
             let note = if cut { format!(" (stopped at --paths-max {})", args.paths_max) } else { String::new() };
-            (paths, format!("every path to depth {depth}{note}"))
+            Generated::Paths { paths, what: format!("every path to depth {depth}{note}") }
         }
         (None, Some(walks), Some(seed)) => {
-            (generate::walks(&model, walks, seed, args.steps_max), format!("{walks} random walks from seed {seed}"))
+            Generated::Walks { walks: generate::walks(&model, walks, seed, args.steps_max), seed }
         }
         _ => bail!("give either --depth D or --walks N --seed SEED"),
     };
-    println!("{}: {what}: {} traces", config.strategy, paths.len());
-    let started = Instant::now();
-    let (mut steps, mut divergences) = (0, 0);
-    for (index, actions) in paths.iter().enumerate() {
-        let trace = Trace::new(config.clone(), None, None, format!("generated path {index}: {what}"), actions.clone());
-        steps += actions.len();
-        if let Err(failure) = replay(&trace, &options) {
-            divergences += 1;
-            std::fs::create_dir_all(&args.out).map_err(Error::io(&args.out, "create"))?;
-            let path = args.out.join(format!("{}--path-{index}.json", config.strategy));
-            std::fs::write(&path, trace.to_json()).map_err(Error::io(&path, "write"))?;
-            println!(
-                "DIVERGES  path {index}, saved as {}\n{failure}\nreproduce: {}",
-                path.display(),
-                corpus::reproduce_command(&path, &options)
-            );
-        }
-    }
-    let seconds = started.elapsed().as_secs_f64();
-    println!(
-        "{} passed, {divergences} failed ({steps} steps in {seconds:.2} s: {:.1} traces/s, {:.0} steps/s)",
-        paths.len() - divergences,
-        paths.len() as f64 / seconds.max(1e-9),
-        steps as f64 / seconds.max(1e-9)
-    );
-    Ok(ExitCode::from(u8::from(divergences > 0)))
+    let summary =
+        batch::replay_generated(&config, &paths, &options, &args.out, args.steps_max, &mut |line| println!("{line}"))?;
+    println!("{summary}");
+    Ok(ExitCode::from(u8::from(summary.divergences > 0)))
 }
 
 fn run_regenerate(args: RegenerateArgs) -> anyhow::Result<ExitCode> {

@@ -88,12 +88,11 @@ pub fn replay(trace: &Trace, options: &Options) -> Result<ReplayReport, ReplayFa
     })?;
     let fail = |step, action, error| ReplayFailure::RealFailed { step, action, error: Box::new(error) };
     let mut harness = Harness::new(&trace.config, options).map_err(|error| fail(0, None, error))?;
-    let mut observed = vec![harness.observe(expected[0].witnessed).map_err(|error| fail(0, None, error))?];
+    let mut observed = vec![harness.observe().map_err(|error| fail(0, None, error))?];
     compare(0, None, &expected[0], &observed[0])?;
     for (index, action) in trace.actions.iter().enumerate() {
         let step = index + 1;
-        let state =
-            harness.apply(action, expected[step].witnessed).map_err(|error| fail(step, Some(*action), error))?;
+        let state = harness.apply(action).map_err(|error| fail(step, Some(*action), error))?;
         compare(step, Some(*action), &expected[step], &state)?;
         observed.push(state);
     }

@@ -58,6 +58,12 @@ impl ConsumerModel {
         ConsumerModel { config, witness_mask }
     }
 
+    /// The witness bits some `sometimes` property of this configuration reads; the others
+    /// are never set in its states.
+    pub fn witness_mask(&self) -> u16 {
+        self.witness_mask
+    }
+
     /// Describes what `action` does in `state`, with the values it reads and writes.
     pub fn describe_step(&self, state: &State, action: &Action) -> String {
         let next = step::next_state(&self.config, state, *action);

@@ -227,13 +227,7 @@ fn fetch(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Off
 }
 
 fn crash(config: &Config, state: &mut State, group: u8, owner: u8) {
-    let group_state = &state.groups[usize::from(group)];
-    let leases = &group_state.owners[usize::from(owner)].leases;
-    let mid_record = leases.iter().flatten().any(|lease| is_mid_record(config, lease));
-    // After a write: the crash falls on a partition with durable progress behind it, so the
-    // restart has a checkpoint to resume from rather than the beginning of the log.
-    let after_write =
-        leases.iter().zip(&group_state.store.partitions).any(|(lease, row)| lease.is_some() && row.next_offset > 0);
+    let (mid_record, after_write) = crash_witnesses(config, state, group, owner);
     if mid_record {
         state.witness(Witness::CrashMidRecord);
     }
@@ -244,6 +238,20 @@ fn crash(config: &Config, state: &mut State, group: u8, owner: u8) {
     owner.alive = false;
     owner.leases.iter_mut().for_each(|lease| *lease = None);
     state.crashes_used += 1;
+}
+
+/// Where a crash of `owner` in `state` falls: (between two durable writes of a record, on a
+/// partition with durable progress behind it). The conformance harness classifies the real
+/// crashes it makes with the same definition, on the state it observes.
+pub fn crash_witnesses(config: &Config, state: &State, group: u8, owner: u8) -> (bool, bool) {
+    let group_state = &state.groups[usize::from(group)];
+    let leases = &group_state.owners[usize::from(owner)].leases;
+    let mid_record = leases.iter().flatten().any(|lease| is_mid_record(config, lease));
+    // After a write: the crash falls on a partition with durable progress behind it, so the
+    // restart has a checkpoint to resume from rather than the beginning of the log.
+    let after_write =
+        leases.iter().zip(&group_state.store.partitions).any(|(lease, row)| lease.is_some() && row.next_offset > 0);
+    (mid_record, after_write)
 }
 
 /// Whether a crash now falls between two durable writes of a record: a record past its first
