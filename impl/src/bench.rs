@@ -5,7 +5,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use consumer::crash::CrashPlan;
 use consumer::log::{encode_delta, Log};
-use consumer::owner::{Outcome, Owner, Settings};
+use consumer::owner::{Outcome, Owner, Settings, FIRST_OWNER};
 use consumer::store::{Journal, Store, StoreOptions};
 use consumer::strategy::{Step, StepKind, Strategy};
 use std::fs::{File, OpenOptions};
@@ -40,7 +40,7 @@ pub struct BenchArgs {
 /// Checkpoint interval of the periodic strategies, fixed so that runs compare.
 const COMMIT_EVERY: u64 = 10;
 /// Records one parallel owner may hold at once: the consumer's default.
-const INFLIGHT: usize = 2;
+const INFLIGHT: usize = Settings::INFLIGHT_DEFAULT;
 /// The two batch sizes compared.
 const BATCHES: [usize; 2] = [1, 100];
 /// More records than this would hold the payloads of a whole run in memory for no gain.
@@ -148,7 +148,7 @@ fn cases(plan: &Plan) -> Vec<Case> {
         for batch in BATCHES {
             let records = if batch == 1 { plan.records_batch1 } else { plan.records_batch100 };
             for &strategy in &plan.strategies {
-                if batch == 1 || !strategy.is_parallel() {
+                if batch == 1 || !strategy.rules().checkpoint.is_parallel() {
                     cases.push(Case { journal, batch, strategy, records });
                 }
             }
@@ -185,7 +185,7 @@ fn measure(dir: &Path, case: Case) -> anyhow::Result<(f64, f64)> {
     let settings =
         Settings { batch: case.batch, commit_every: COMMIT_EVERY, inflight: INFLIGHT, ..Settings::new(case.strategy) };
     let started = Instant::now();
-    let mut owner = Owner::start(store, log, GROUP, "o0", settings, CrashPlan::none())
+    let mut owner = Owner::start(store, log, GROUP, FIRST_OWNER, settings, CrashPlan::none())
         .with_context(|| format!("{label}: start"))?;
     let steps = owner.run_to_end().with_context(|| format!("{label}: run_to_end"))?;
     let seconds = started.elapsed().as_secs_f64();
@@ -314,16 +314,26 @@ fn print_table(measured: &[Measured], fsync_rate: f64) {
             rate / fsync_rate
         );
     }
-    println!("(x fsync = records/s divided by the raw fsync rate below; writes/rec = durable writes, steps other than fetch, per record)");
-    println!("(parallel strategies fetch one record at a time, up to --inflight {INFLIGHT}: batch does not apply, measured at batch 1 only)");
-    println!("(periodic-commit and offset-stamp fetch at most --commit-every {COMMIT_EVERY} records at once: their batch 100 acts as 10)");
+    println!(
+        "(x fsync = records/s divided by the raw fsync rate below; \
+         writes/rec = durable writes, steps other than fetch, per record)"
+    );
+    println!(
+        "(parallel strategies fetch one record at a time, up to --inflight {INFLIGHT}: \
+         batch does not apply, measured at batch 1 only)"
+    );
+    println!(
+        "(periodic-commit and offset-stamp fetch at most --commit-every {COMMIT_EVERY} records at once: \
+         their batch 100 acts as 10)"
+    );
 }
 
 fn print_fsync_line(samples: &[f64], fsync_rate: f64, per_phase: usize) {
     let format = |rates: &[f64]| rates.iter().map(|rate| format!("{rate:.0}")).collect::<Vec<_>>().join(" ");
     let (before, after) = samples.split_at(per_phase.min(samples.len()));
     println!(
-        "raw fsync rate: {fsync_rate:.0} fsyncs/s (4 KiB rewrite + sync_data, median of {} samples of {:.1} s; before: {}; after: {})",
+        "raw fsync rate: {fsync_rate:.0} fsyncs/s (4 KiB rewrite + sync_data, \
+         median of {} samples of {:.1} s; before: {}; after: {})",
         samples.len(),
         FSYNC_SAMPLE.as_secs_f64(),
         format(before),
@@ -341,7 +351,7 @@ fn print_batch_ratios(measured: &[Measured]) {
         let (journal, strategy) = (entry.case.journal, entry.case.strategy);
         let ratio = match find(journal, 100, strategy) {
             Some(batched) => format!("{:.1}x", batched.records_per_second() / entry.records_per_second()),
-            None if strategy.is_parallel() => "batch does not apply".to_string(),
+            None if strategy.rules().checkpoint.is_parallel() => "batch does not apply".to_string(),
             None => continue,
         };
         lines.push(format!("  {:<11}  {:<18}  {ratio}", journal_name(journal), strategy.name()));
@@ -365,7 +375,8 @@ fn print_summary(measured: &[Measured], fsync_rate: f64) {
     let ratio = rate / fsync_rate;
     let verdict = if ratio * TARGET_FACTOR >= 1.0 { "met" } else { "not met" };
     println!(
-        "batch-1 atomic in WAL+FULL: {rate:.0} records/s = {ratio:.2} x the fsync rate (target: within {TARGET_FACTOR}x of one fsync per record): {verdict}"
+        "batch-1 atomic in WAL+FULL: {rate:.0} records/s = {ratio:.2} x the fsync rate \
+         (target: within {TARGET_FACTOR}x of one fsync per record): {verdict}"
     );
 }
 
@@ -393,7 +404,8 @@ fn print_paired_target(plan: &Plan) -> anyhow::Result<()> {
         let ratio = median(ratios);
         let verdict = if ratio * TARGET_FACTOR >= 1.0 { "met" } else { "not met" };
         println!(
-            "paired batch-1 atomic in WAL+FULL: median {ratio:.2} x the adjacent {label} rate over {} pairs (target: within {TARGET_FACTOR}x): {verdict}",
+            "paired batch-1 atomic in WAL+FULL: median {ratio:.2} x the adjacent {label} rate over {} pairs \
+             (target: within {TARGET_FACTOR}x): {verdict}",
             ratios.len()
         );
     }

@@ -5,6 +5,7 @@
 use anyhow::{bail, Context};
 use clap::Args;
 use consumer::log::{encode_delta, Log};
+use consumer::owner::FIRST_OWNER;
 use consumer::store::{Location, Store, StoreOptions};
 use consumer::strategy::Strategy;
 use std::path::PathBuf;
@@ -92,7 +93,11 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
     }
     drop(log);
     let exact = (per_partition * u64::from(args.partitions)) as i64;
-    println!("{} records of +1 on {} partitions; {} groups x {} owner processes per strategy; rebalance every {} ms, SIGKILL every {} ms", exact, args.partitions, args.groups, args.owners, args.rebalance_ms, args.kill_ms);
+    println!(
+        "{} records of +1 on {} partitions; {} groups x {} owner processes per strategy; \
+         rebalance every {} ms, SIGKILL every {} ms",
+        exact, args.partitions, args.groups, args.owners, args.rebalance_ms, args.kill_ms
+    );
     let mut failed = false;
     for &strategy in &args.strategies {
         let outcome = run_strategy(&args, &mut store, strategy)?;
@@ -119,7 +124,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
 fn run_strategy(args: &LoadArgs, store: &mut Store, strategy: Strategy) -> anyhow::Result<Outcome> {
     let groups: Vec<String> = (0..args.groups).map(|g| format!("{strategy}-g{g}")).collect();
     for group in &groups {
-        store.ensure_group(group, "o0")?;
+        store.ensure_group(group, FIRST_OWNER)?;
     }
     let mut owners: Vec<Vec<Child>> = Vec::new();
     for group in &groups {

@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use consumer::crash::CrashPlan;
 use consumer::log::{encode_delta, Log};
-use consumer::owner::{Outcome, Owner, Settings};
+use consumer::owner::{Outcome, Owner, Settings, FIRST_OWNER};
 use consumer::store::{Journal, Location, Store, StoreOptions};
 use consumer::strategy::{OutOfRange, Strategy};
 use std::path::PathBuf;
@@ -18,6 +18,7 @@ use std::time::Duration;
 #[derive(Parser)]
 #[command(
     name = "consumer",
+    version,
     about = "A real log consumer: a checksummed retained log and an SQLite or PostgreSQL effect/progress store."
 )]
 struct Cli {
@@ -61,7 +62,7 @@ struct DirArgs {
     #[arg(long, default_value = "onceproof-data")]
     dir: PathBuf,
     /// Seconds a write waits for another process's transaction before failing.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = StoreOptions::default().busy_timeout.as_secs_f64())]
     busy_timeout: f64,
     /// The store: a PostgreSQL URL (postgres://...) or an SQLite file; default `store.db` in
     /// --dir. The log lives in --dir/log either way.
@@ -137,25 +138,25 @@ struct OwnerArgs {
     #[arg(long)]
     group: String,
     /// The owner's name; `o0` owns every partition of a new group at epoch 1.
-    #[arg(long, default_value = "o0")]
+    #[arg(long, default_value = FIRST_OWNER)]
     owner: String,
     #[arg(long)]
     strategy: Strategy,
     /// Checkpoint interval of periodic-commit and offset-stamp, in records.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = Settings::COMMIT_EVERY_DEFAULT)]
     commit_every: u64,
     /// Records one owner may hold at once (parallel strategies).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = Settings::INFLIGHT_DEFAULT)]
     inflight: usize,
     /// Records fetched and written together by the serial strategies.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = Settings::BATCH_DEFAULT)]
     batch: usize,
     /// Failed attempts after which atomic-dlq dead-letters a poison record.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = Settings::MAX_ATTEMPTS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..))]
     max_attempts: u64,
     /// When retention removed the next record: fail (stop with an error, skip nothing) or
     /// earliest (skip to the log start, recording the reset).
-    #[arg(long, default_value = "fail", value_name = "fail|earliest")]
+    #[arg(long, default_value_t = OutOfRange::default(), value_name = "fail|earliest")]
     on_out_of_range: OutOfRange,
     /// Crash points, STEP:WHEN[@OFFSET] (e.g. apply-effect:after@49); the process exits with 9.
     #[arg(long = "crash-at")]
@@ -425,11 +426,18 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
             );
         }
         if let Outcome::Reset { from, to } = outcome {
-            println!("reset: partition {} from offset {from} to the log start {to} (retention removed the records in between)", step.partition);
+            println!(
+                "reset: partition {} from offset {from} to the log start {to} \
+                 (retention removed the records in between)",
+                step.partition
+            );
         }
     }
     if let Some((partition, held, current)) = fenced {
-        println!("fenced: partition {partition} moved on to epoch {current} (this owner held {held}); it stopped working on it");
+        println!(
+            "fenced: partition {partition} moved on to epoch {current} (this owner held {held}); \
+             it stopped working on it"
+        );
         return Ok(ExitCode::from(FENCED_EXIT_CODE));
     }
     Ok(ExitCode::SUCCESS)
@@ -455,8 +463,8 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
             .map(|reset| serde_json::json!({"partition": reset.partition, "from": reset.from, "to": reset.to}))
             .collect();
         groups.push(serde_json::json!({
-            "group": group, "total": store.total(&group)?, "progress": rows, "processed": processed, "dead_letters": dead_letters,
-            "resets": resets
+            "group": group, "total": store.total(&group)?, "progress": rows, "processed": processed,
+            "dead_letters": dead_letters, "resets": resets
         }));
     }
     if args.json {

@@ -4,7 +4,11 @@
 use crate::crash::{CrashPlan, When};
 use crate::log::{decode_delta, Log, LogError};
 use crate::store::{FailurePolicy, Guard, Item, PoisonAttempt, Store, StoreError};
-use crate::strategy::{OutOfRange, Step, StepKind, Strategy};
+pub use crate::strategy::Stage;
+use crate::strategy::{
+    BatchWrite, Checkpointing, GuardKind, OutOfRange, ParallelCommit, PoisonPolicy, Rules, Sequence, Step, StepKind,
+    Strategy,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -28,14 +32,27 @@ pub struct Settings {
 }
 
 /// Deliberate bugs in the real code path, selected only by tests (the hidden `--mutation`
-/// flag), so that the conformance harness can be shown to detect a broken consumer.
+/// flag), so that the conformance harness can be shown to detect a broken consumer. Each one
+/// weakens the guard the strategy's rules give `apply-atomic`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mutation {
-    /// atomic-fenced's transaction does not check the epoch.
+    /// A fenced `apply-atomic` does not check the epoch (it writes blindly). The poison
+    /// writes stay fenced.
     NoFence,
-    /// atomic-cas's transaction does not compare with the stored next offset.
+    /// A CAS `apply-atomic` does not compare with the stored next offset (it writes blindly).
     NoCas,
+}
+
+impl Mutation {
+    /// The guard `apply-atomic` uses under this mutation instead of `guard`.
+    fn weaken(self, guard: GuardKind) -> GuardKind {
+        match (self, guard) {
+            (Mutation::NoFence, GuardKind::Fenced) | (Mutation::NoCas, GuardKind::Cas) => GuardKind::Blind,
+            (Mutation::NoFence, GuardKind::Blind | GuardKind::Cas)
+            | (Mutation::NoCas, GuardKind::Blind | GuardKind::Fenced) => guard,
+        }
+    }
 }
 
 impl std::str::FromStr for Mutation {
@@ -51,29 +68,32 @@ impl std::str::FromStr for Mutation {
 }
 
 impl Settings {
+    /// The defaults of `new`, which the command line's flags share (spec.md §4's defaults).
+    pub const COMMIT_EVERY_DEFAULT: u64 = 2;
+    pub const INFLIGHT_DEFAULT: usize = 2;
+    pub const BATCH_DEFAULT: usize = 1;
+    pub const MAX_ATTEMPTS_DEFAULT: u64 = 2;
+
     pub fn new(strategy: Strategy) -> Settings {
         Settings {
             strategy,
-            commit_every: 2,
-            inflight: 2,
-            batch: 1,
-            max_attempts: 2,
-            on_out_of_range: OutOfRange::Fail,
+            commit_every: Settings::COMMIT_EVERY_DEFAULT,
+            inflight: Settings::INFLIGHT_DEFAULT,
+            batch: Settings::BATCH_DEFAULT,
+            max_attempts: Settings::MAX_ATTEMPTS_DEFAULT,
+            on_out_of_range: OutOfRange::default(),
             mutation: None,
         }
     }
-}
 
-/// Where a fetched batch is inside its strategy's sequence of writes (the model's `Stage`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Stage {
-    Fetched,
-    Committed,
-    EffectApplied,
-    Recorded,
-    /// A poison record the owner gave up on: it is dead-lettered (atomic-dlq) or skipped next.
-    Exhausted,
+    /// The strategy's rules, with the guard the test-only mutation leaves it.
+    pub fn rules(&self) -> Rules {
+        let rules = self.strategy.rules();
+        match self.mutation {
+            Some(mutation) => Rules { guard: mutation.weaken(rules.guard), ..rules },
+            None => rules,
+        }
+    }
 }
 
 /// A fetched, unfinished batch of records `[offset, end)` with their deltas. A poison record
@@ -99,6 +119,9 @@ pub const POISON_ERROR: &str = "payload is not an 8-byte delta";
 /// Consecutive failed attempts on one record after which `run_to_end` gives up on a
 /// retry-forever owner, which would otherwise spin for ever.
 pub const STUCK_AFTER: u64 = 100;
+
+/// The owner that holds every partition of a new group at epoch 1 (spec.md §2.4's owner 0).
+pub const FIRST_OWNER: &str = "o0";
 
 /// The owner's in-memory view of one partition it believes it owns (the model's `Lease`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -218,14 +241,16 @@ impl fmt::Display for OwnerError {
             OwnerError::Log(error) => write!(f, "{error}"),
             OwnerError::NotEnabled { step, enabled } => {
                 let enabled: Vec<String> = enabled.iter().map(Step::to_string).collect();
-                write!(f, "step '{step}' is not enabled (enabled: {})", if enabled.is_empty() { "none".to_string() } else { enabled.join(", ") })
+                let enabled = if enabled.is_empty() { "none".to_string() } else { enabled.join(", ") };
+                write!(f, "step '{step}' is not enabled (enabled: {enabled})")
             }
             OwnerError::BadPayload { partition, offset } => {
                 write!(f, "record {offset} of partition {partition} is not an 8-byte delta")
             }
             OwnerError::Stuck { partition, offset, failures } => write!(
                 f,
-                "stuck: partition {partition} offset {offset} failed {failures} times in a row (retry-forever never gives up)"
+                "stuck: partition {partition} offset {offset} failed {failures} times in a row \
+                 (retry-forever never gives up)"
             ),
             OwnerError::OutOfRange { partition, offset, start } => write!(
                 f,
@@ -282,7 +307,7 @@ impl Owner {
         settings: Settings,
         crash: CrashPlan,
     ) -> Result<Owner, OwnerError> {
-        store.ensure_group(group, "o0")?;
+        store.ensure_group(group, FIRST_OWNER)?;
         let mut leases = BTreeMap::new();
         for partition in 0..store.partitions() {
             let row = store.progress(group, partition)?;
@@ -373,7 +398,10 @@ impl Owner {
             StepKind::DeadLetter => self.dead_letter(step.partition, step.offset),
             StepKind::ResetOffset => self.reset_offset(step.partition, step.offset),
             StepKind::FailOutOfRange => self.fail_out_of_range(step.partition, step.offset),
-            _ => self.apply(step),
+            StepKind::ApplyEffect => self.apply(step, Effect::Plain),
+            StepKind::ApplyStamped => self.apply(step, Effect::Stamped),
+            StepKind::ApplyDeduped => self.apply(step, Effect::Deduped),
+            StepKind::ApplyAtomic => self.apply(step, Effect::Atomic),
         }?;
         self.crash.at(step.kind, When::After, span);
         Ok(outcome)
@@ -386,7 +414,15 @@ impl Owner {
             StepKind::Fetch | StepKind::CommitOffset | StepKind::ResetOffset | StepKind::FailOutOfRange => {
                 step.offset..step.offset + 1
             }
-            _ => step.offset..lease.records.get(&step.offset).map_or(step.offset + 1, |record| record.end),
+            // The writes of a batch in flight concern the whole batch.
+            StepKind::ApplyEffect
+            | StepKind::InsertProcessed
+            | StepKind::ApplyStamped
+            | StepKind::ApplyDeduped
+            | StepKind::ApplyAtomic
+            | StepKind::DeadLetter => {
+                step.offset..lease.records.get(&step.offset).map_or(step.offset + 1, |record| record.end)
+            }
         }
     }
 
@@ -442,10 +478,15 @@ impl Owner {
         let mut draining = false;
         // The record that failed last and how many times in a row.
         let mut failing: Option<(Step, u64)> = None;
+        let rules = self.settings.rules();
+        let retries_forever = match rules.poison {
+            PoisonPolicy::RetryForever => true,
+            PoisonPolicy::NotHandled | PoisonPolicy::DeadLetter | PoisonPolicy::Skip => false,
+        };
         loop {
             let steps = self.enabled_steps()?;
             let kind_of = |kind| steps.iter().find(|s| s.kind == kind);
-            let choice = if self.settings.strategy.is_parallel() {
+            let choice = if rules.checkpoint.is_parallel() {
                 let fetch = kind_of(StepKind::Fetch).filter(|_| !draining);
                 let highest = steps.iter().rfind(|s| s.kind == StepKind::ApplyEffect);
                 let policy = steps.iter().find(|s| matches!(s.kind, StepKind::ResetOffset | StepKind::FailOutOfRange));
@@ -475,7 +516,7 @@ impl Owner {
                 _ => None,
             };
             if let Some((step, failures)) = failing {
-                if self.settings.strategy == Strategy::RetryForever && failures >= STUCK_AFTER {
+                if retries_forever && failures >= STUCK_AFTER {
                     return Err(OwnerError::Stuck { partition: step.partition, offset: step.offset, failures });
                 }
             }
@@ -494,7 +535,7 @@ impl Owner {
     fn fetch(&mut self, partition: u32) -> Result<Outcome, OwnerError> {
         let lease = &self.leases[&partition];
         let (position, limit) = (lease.position, fetch_count(&self.settings, lease, self.log.end(partition)?));
-        let tolerates_poison = self.settings.strategy.handles_poison();
+        let tolerates_poison = self.settings.rules().poison.is_handled();
         let mut deltas = Vec::with_capacity(limit as usize);
         for offset in position..position + limit {
             let record = self.log.read(partition, offset)?;
@@ -527,35 +568,43 @@ impl Owner {
         record.deltas.iter().enumerate().map(|(i, &d)| Item { offset: offset + i as u64, delta: delta(d) }).collect()
     }
 
-    /// The effect writes: apply-effect, apply-stamped, apply-deduped, apply-atomic.
-    fn apply(&mut self, step: Step) -> Result<Outcome, OwnerError> {
+    /// The effect writes: apply-effect, apply-stamped, apply-deduped, apply-atomic (`effect`
+    /// is `step.kind`'s).
+    fn apply(&mut self, step: Step, effect: Effect) -> Result<Outcome, OwnerError> {
         let (partition, offset) = (step.partition, step.offset);
         if self.leases[&partition].records[&offset].is_poison() {
             return self.apply_poison(partition, offset);
         }
         let items = self.items(partition, offset);
-        let (group, strategy, epoch) = (self.group.clone(), self.settings.strategy, self.leases[&partition].epoch);
+        let (group, rules, epoch) = (self.group.clone(), self.settings.rules(), self.leases[&partition].epoch);
         let crash = self.crash.clone();
         let span = offset..offset + items.len() as u64;
         let mut inside = || crash.at(step.kind, When::Inside, span.clone());
-        let result = match step.kind {
-            StepKind::ApplyEffect => {
-                let unless_processed = strategy == Strategy::DedupSeparate;
+        let result = match effect {
+            Effect::Plain => {
+                // Dedup-separate's effect is skipped for ids already processed; the sequences
+                // that never apply a plain effect have no ids to look at either.
+                let unless_processed = match rules.sequence {
+                    Sequence::EffectRecordCommit => true,
+                    Sequence::CommitThenEffect
+                    | Sequence::EffectThenCommit
+                    | Sequence::EffectOnly
+                    | Sequence::Stamped
+                    | Sequence::DedupedThenCommit
+                    | Sequence::Atomic => false,
+                };
                 self.store.add_effect(&group, partition, &items, unless_processed, &mut inside)
             }
-            StepKind::ApplyStamped => self.store.apply_stamped(&group, partition, &items, &mut inside),
-            StepKind::ApplyDeduped => self.store.apply_deduped(&group, partition, &items, &mut inside),
-            StepKind::ApplyAtomic => {
-                let mutation = self.settings.mutation;
-                let guard = match strategy {
-                    Strategy::AtomicFenced if mutation != Some(Mutation::NoFence) => Guard::Fenced { epoch },
-                    Strategy::AtomicDlq | Strategy::SkipPoison | Strategy::RetryForever => Guard::Fenced { epoch },
-                    Strategy::AtomicCas if mutation != Some(Mutation::NoCas) => Guard::Cas,
-                    _ => Guard::Blind,
+            Effect::Stamped => self.store.apply_stamped(&group, partition, &items, &mut inside),
+            Effect::Deduped => self.store.apply_deduped(&group, partition, &items, &mut inside),
+            Effect::Atomic => {
+                let guard = match rules.guard {
+                    GuardKind::Blind => Guard::Blind,
+                    GuardKind::Fenced => Guard::Fenced { epoch },
+                    GuardKind::Cas => Guard::Cas,
                 };
                 self.store.apply_atomic(&group, partition, &items, guard, &mut inside)
             }
-            other => unreachable!("{} is not an effect write", other.name()),
         };
         let applied = match result {
             Ok(applied) => applied,
@@ -569,38 +618,53 @@ impl Owner {
 
     /// Moves the batch to its next stage after its effect write (the model's bookkeeping).
     fn after_effect(&mut self, step: Step, applied: &[bool]) {
-        let strategy = self.settings.strategy;
+        let rules = self.settings.rules();
         let lease = self.lease_mut(step.partition);
         let offset = step.offset;
         let end = lease.records[&offset].end;
-        match (strategy, step.kind) {
-            (Strategy::EffectFirst | Strategy::DedupAtomic, _) => {
+        match rules.sequence {
+            Sequence::EffectThenCommit | Sequence::DedupedThenCommit => {
                 lease.records.get_mut(&offset).expect("in flight").stage = Stage::EffectApplied
             }
-            (Strategy::DedupSeparate, _) => {
+            Sequence::EffectRecordCommit => {
                 // Ids found processed mean effect and id both landed before: only the commit is left.
                 let all_processed = applied.iter().all(|&a| !a);
                 lease.records.get_mut(&offset).expect("in flight").stage =
                     if all_processed { Stage::Recorded } else { Stage::EffectApplied };
             }
-            (Strategy::ParallelMax | Strategy::ParallelWatermark, _) => {
+            // The effect is the batch's last write (commit-first committed before it).
+            Sequence::CommitThenEffect | Sequence::Stamped => {
                 lease.records.remove(&offset);
-                if offset >= lease.checkpoint {
-                    lease.done.insert(offset);
-                }
-                if strategy == Strategy::ParallelMax {
-                    let highest = lease.done.last().copied();
-                    lease.done.retain(|&done| Some(done) == highest);
+            }
+            Sequence::EffectOnly => {
+                lease.records.remove(&offset);
+                match rules.checkpoint {
+                    Checkpointing::Parallel(target) => {
+                        if offset >= lease.checkpoint {
+                            lease.done.insert(offset);
+                        }
+                        // Parallel-max keeps only the highest completion (spec.md §2.2).
+                        match target {
+                            ParallelCommit::Max => {
+                                let highest = lease.done.last().copied();
+                                lease.done.retain(|&done| Some(done) == highest);
+                            }
+                            ParallelCommit::Watermark => {}
+                        }
+                    }
+                    // The finished records count towards the next periodic checkpoint
+                    // (`Lease::finished`); `Rules::check` never pairs per-batch checkpointing
+                    // with a sequence that has no commit.
+                    Checkpointing::PerBatch | Checkpointing::Periodic => {}
                 }
             }
-            (strategy, _) if strategy.is_single_write() => {
+            // One transaction wrote the effect and the next offset (none when every record was
+            // skipped: the stored offset is already past them).
+            Sequence::Atomic => {
                 lease.records.remove(&offset);
                 if applied.iter().any(|&a| a) {
                     lease.checkpoint = end;
                 }
-            }
-            _ => {
-                lease.records.remove(&offset);
             }
         }
     }
@@ -615,12 +679,15 @@ impl Owner {
     /// in which the effect fails. atomic-dlq counts the attempt durably and gives up once
     /// `max_attempts` are counted; skip-poison gives up at once; retry-forever retries.
     fn apply_poison(&mut self, partition: u32, offset: u64) -> Result<Outcome, OwnerError> {
-        let (strategy, max_attempts, epoch) =
-            (self.settings.strategy, self.settings.max_attempts, self.leases[&partition].epoch);
-        let policy = match strategy {
-            Strategy::AtomicDlq => FailurePolicy::Count { max_attempts },
-            Strategy::SkipPoison | Strategy::RetryForever => FailurePolicy::Forget,
-            other => unreachable!("{other} never fetches a poison record"),
+        let (rules, max_attempts, epoch) =
+            (self.settings.rules(), self.settings.max_attempts, self.leases[&partition].epoch);
+        let policy = match rules.poison {
+            PoisonPolicy::DeadLetter => FailurePolicy::Count { max_attempts },
+            PoisonPolicy::Skip | PoisonPolicy::RetryForever => FailurePolicy::Forget,
+            PoisonPolicy::NotHandled => panic!(
+                "invariant: {} holds poison record {offset} of partition {partition}, but its fetch refuses them",
+                self.settings.strategy
+            ),
         };
         let crash = self.crash.clone();
         let mut inside = || crash.at(StepKind::ApplyAtomic, When::Inside, offset..offset + 1);
@@ -628,10 +695,10 @@ impl Owner {
             self.store.poison_attempt(&self.group, partition, offset, epoch, policy, POISON_ERROR, &mut inside);
         let (exhausted, outcome) = match result {
             Ok(PoisonAttempt::Failed { attempts }) => {
-                let exhausted = match strategy {
-                    Strategy::AtomicDlq => attempts >= max_attempts,
-                    Strategy::SkipPoison => true,
-                    _ => false,
+                let exhausted = match rules.poison {
+                    PoisonPolicy::DeadLetter => attempts >= max_attempts,
+                    PoisonPolicy::Skip => true,
+                    PoisonPolicy::RetryForever | PoisonPolicy::NotHandled => false,
                 };
                 (exhausted, Outcome::Failed { attempts })
             }
@@ -704,7 +771,7 @@ impl Owner {
         let crash = self.crash.clone();
         let mut inside = || crash.at(StepKind::CommitOffset, When::Inside, next_offset..next_offset + 1);
         self.store.commit_offset(&self.group, partition, next_offset, &mut inside)?;
-        let strategy = self.settings.strategy;
+        let rules = self.settings.rules();
         let lease = self.lease_mut(partition);
         // Every other commit covers records already fetched; only the silent reset
         // (`earliest-silent`) commits past the position, with nothing in flight.
@@ -716,41 +783,58 @@ impl Owner {
             lease.done.retain(|&offset| offset >= next_offset);
             return Ok(Outcome::Committed);
         }
-        match strategy {
-            // Commit-first commits before the effect: the batch stays in flight until applied.
-            Strategy::CommitFirst => {
-                let (_, record) = lease.records.iter_mut().next().expect("commit-first commits a fetched batch");
-                record.stage = Stage::Committed;
-            }
-            Strategy::ParallelMax | Strategy::ParallelWatermark => lease.done.retain(|&offset| offset >= next_offset),
-            Strategy::PeriodicCommit | Strategy::OffsetStamp => {}
-            _ => {
-                let first = *lease.records.keys().next().expect("the committed batch is in flight");
-                lease.records.remove(&first);
+        match rules.checkpoint {
+            Checkpointing::Parallel(_) => lease.done.retain(|&offset| offset >= next_offset),
+            // The commit covers finished records only: nothing in flight changes.
+            Checkpointing::Periodic => {}
+            // The commit is a write of the first batch's sequence. The batch stays in flight when
+            // its sequence writes on after the commit (commit-first: the effect is pending).
+            Checkpointing::PerBatch => {
+                let mut first = lease.records.first_entry().expect("the committed batch is in flight");
+                if rules.next_write(Stage::Committed).is_some() {
+                    first.get_mut().stage = Stage::Committed;
+                } else {
+                    first.remove();
+                }
             }
         }
         Ok(Outcome::Committed)
     }
 }
 
+/// The effect writes, as `perform_enabled` hands them to `apply`: one per effect step kind.
+#[derive(Clone, Copy, Debug)]
+enum Effect {
+    /// `apply-effect`.
+    Plain,
+    /// `apply-stamped`.
+    Stamped,
+    /// `apply-deduped`.
+    Deduped,
+    /// `apply-atomic`, under the rules' guard.
+    Atomic,
+}
+
 /// How many records the next fetch takes: one for the parallel strategies; otherwise up to
 /// `batch`, within the log and (periodic strategies) within the checkpoint interval.
 fn fetch_count(settings: &Settings, lease: &Lease, log_end: u64) -> u64 {
-    let available = log_end - lease.position;
-    if settings.strategy.is_parallel() {
-        return 1;
+    let count = (log_end - lease.position).min(settings.batch as u64);
+    match settings.rules().checkpoint {
+        Checkpointing::PerBatch => count,
+        Checkpointing::Periodic => count.min(settings.commit_every - lease.finished()),
+        // A parallel owner holds each record on its own and completes them in any order.
+        Checkpointing::Parallel(_) => 1,
     }
-    let mut count = available.min(settings.batch as u64);
-    if settings.strategy.is_periodic() {
-        count = count.min(settings.commit_every - lease.finished());
-    }
-    count
 }
 
 /// Whether `lease_steps` needs the log start: when the lease could fetch (a fetch must not
 /// read below it) or has nothing in flight (the out-of-range policy may be due).
 fn needs_log_start(settings: &Settings, lease: &Lease) -> bool {
-    let fetch_room = if settings.strategy.is_parallel() { settings.inflight } else { 1 };
+    let fetch_room = match settings.rules().checkpoint {
+        Checkpointing::Parallel(_) => settings.inflight,
+        // A serial owner fetches the next batch once nothing is in flight.
+        Checkpointing::PerBatch | Checkpointing::Periodic => 1,
+    };
     lease.records.len() < fetch_room
 }
 
@@ -766,83 +850,94 @@ fn out_of_range_step(settings: &Settings, partition: u32, lease: &Lease, log_sta
     Step { kind, partition, offset }
 }
 
-/// The model's `lease_actions`: the steps one lease allows under the strategy. `log_start`
-/// is only looked at when `needs_log_start` holds. Under every strategy, a lease with nothing
-/// in flight whose position retention passed allows only its out-of-range policy's step.
-fn lease_steps(
+/// The model's `lease_actions`: the steps one lease allows under the strategy's rules.
+/// `log_start` is only looked at when `needs_log_start` holds. Under every strategy, a lease
+/// with nothing in flight whose position retention passed allows only its out-of-range
+/// policy's step.
+fn lease_steps(settings: &Settings, partition: u32, lease: &Lease, bounds: (u64, u64), steps: &mut Vec<Step>) {
+    match settings.rules().checkpoint {
+        Checkpointing::PerBatch => serial_steps(settings, None, partition, lease, bounds, steps),
+        Checkpointing::Periodic => serial_steps(settings, Some(settings.commit_every), partition, lease, bounds, steps),
+        Checkpointing::Parallel(target) => parallel_steps(settings, target, partition, lease, bounds, steps),
+    }
+}
+
+/// A serial lease holds at most one batch: its next write, or with nothing in flight the
+/// out-of-range policy, the next fetch and (with a checkpoint interval `commit_every`) the
+/// periodic commit.
+fn serial_steps(
     settings: &Settings,
+    commit_every: Option<u64>,
     partition: u32,
     lease: &Lease,
     (log_start, log_end): (u64, u64),
     steps: &mut Vec<Step>,
 ) {
-    let step = |kind, offset| Step { kind, partition, offset };
-    let strategy = settings.strategy;
-    let out_of_range = lease.records.is_empty() && lease.position < log_start;
-    if strategy.is_parallel() {
-        if let Some(next_offset) = parallel_commit_target(strategy, lease) {
-            steps.push(step(StepKind::CommitOffset, next_offset));
-            return;
-        }
-        if out_of_range {
-            steps.push(out_of_range_step(settings, partition, lease, log_start));
-            return;
-        }
-        // Records fetched before retention are completed; nothing is fetched below the start.
-        if log_start <= lease.position && lease.position < log_end && lease.records.len() < settings.inflight {
-            steps.push(step(StepKind::Fetch, lease.position));
-        }
-        steps.extend(lease.records.keys().map(|&offset| step(StepKind::ApplyEffect, offset)));
-        return;
+    if let Some((&offset, record)) = lease.records.first_key_value() {
+        return steps.push(batch_step(settings, partition, offset, record));
     }
-    if out_of_range {
+    if lease.position < log_start {
         // The next record was retained away: the out-of-range policy decides.
-        steps.push(out_of_range_step(settings, partition, lease, log_start));
-        return;
+        return steps.push(out_of_range_step(settings, partition, lease, log_start));
     }
-    let Some((&offset, record)) = lease.records.iter().next() else {
-        let finished = lease.finished();
-        if strategy.is_periodic() {
-            if finished > 0 && (finished >= settings.commit_every || lease.position == log_end) {
-                steps.push(step(StepKind::CommitOffset, lease.position));
-            }
-            if finished < settings.commit_every && lease.position < log_end {
-                steps.push(step(StepKind::Fetch, lease.position));
-            }
-        } else if lease.position < log_end {
-            steps.push(step(StepKind::Fetch, lease.position));
+    let fetch = Step { kind: StepKind::Fetch, partition, offset: lease.position };
+    let Some(commit_every) = commit_every else {
+        if lease.position < log_end {
+            steps.push(fetch);
         }
         return;
     };
-    let kind = match (strategy, record.stage) {
-        (Strategy::CommitFirst, Stage::Fetched) => return steps.push(step(StepKind::CommitOffset, record.end)),
-        (Strategy::CommitFirst, Stage::Committed) => StepKind::ApplyEffect,
-        (Strategy::EffectFirst | Strategy::PeriodicCommit | Strategy::DedupSeparate, Stage::Fetched) => {
-            StepKind::ApplyEffect
-        }
-        (Strategy::EffectFirst | Strategy::DedupAtomic, Stage::EffectApplied) => {
-            return steps.push(step(StepKind::CommitOffset, record.end))
-        }
-        (Strategy::DedupSeparate, Stage::EffectApplied) => StepKind::InsertProcessed,
-        (Strategy::DedupSeparate, Stage::Recorded) => return steps.push(step(StepKind::CommitOffset, record.end)),
-        (Strategy::OffsetStamp, Stage::Fetched) => StepKind::ApplyStamped,
-        (Strategy::DedupAtomic, Stage::Fetched) => StepKind::ApplyDeduped,
-        (Strategy::Atomic | Strategy::AtomicFenced | Strategy::AtomicCas, Stage::Fetched) => StepKind::ApplyAtomic,
-        (strategy, Stage::Fetched) if strategy.handles_poison() => StepKind::ApplyAtomic,
-        (Strategy::AtomicDlq, Stage::Exhausted) => StepKind::DeadLetter,
-        // The trap: the checkpoint moves past the failing record with no trace of it.
-        (Strategy::SkipPoison, Stage::Exhausted) => return steps.push(step(StepKind::CommitOffset, record.end)),
-        (strategy, stage) => unreachable!("{strategy} never leaves a batch in stage {stage:?}"),
-    };
-    steps.push(step(kind, offset));
+    let finished = lease.finished();
+    if finished > 0 && (finished >= commit_every || lease.position == log_end) {
+        steps.push(Step { kind: StepKind::CommitOffset, partition, offset: lease.position });
+    }
+    if finished < commit_every && lease.position < log_end {
+        steps.push(fetch);
+    }
+}
+
+/// A parallel lease: a commit whenever the target moved (before anything else), else the
+/// out-of-range policy, a fetch while fewer than `inflight` records are held, and the next
+/// write of every record held.
+fn parallel_steps(
+    settings: &Settings,
+    target: ParallelCommit,
+    partition: u32,
+    lease: &Lease,
+    (log_start, log_end): (u64, u64),
+    steps: &mut Vec<Step>,
+) {
+    if let Some(next_offset) = parallel_commit_target(target, lease) {
+        return steps.push(Step { kind: StepKind::CommitOffset, partition, offset: next_offset });
+    }
+    if lease.records.is_empty() && lease.position < log_start {
+        return steps.push(out_of_range_step(settings, partition, lease, log_start));
+    }
+    // Records fetched before retention are completed; nothing is fetched below the start.
+    if log_start <= lease.position && lease.position < log_end && lease.records.len() < settings.inflight {
+        steps.push(Step { kind: StepKind::Fetch, partition, offset: lease.position });
+    }
+    steps.extend(lease.records.iter().map(|(&offset, record)| batch_step(settings, partition, offset, record)));
+}
+
+/// The next write of the batch in flight at `offset`, as the rules' sequence says.
+fn batch_step(settings: &Settings, partition: u32, offset: u64, record: &InFlight) -> Step {
+    let write: Option<BatchWrite> = settings.rules().next_write(record.stage);
+    let write = write.unwrap_or_else(|| {
+        panic!(
+            "invariant: {} never leaves a batch in stage {:?} (partition {partition}, offset {offset})",
+            settings.strategy, record.stage
+        )
+    });
+    write.step(partition, offset, record.end)
 }
 
 /// The model's `parallel_commit_target`: highest completion + 1 (parallel-max) or the end of
 /// the contiguous completed prefix (parallel-watermark), when above the checkpoint.
-fn parallel_commit_target(strategy: Strategy, lease: &Lease) -> Option<u64> {
-    let target = match strategy {
-        Strategy::ParallelMax => lease.done.iter().next_back().map_or(lease.checkpoint, |&max| max + 1),
-        _ => {
+fn parallel_commit_target(target: ParallelCommit, lease: &Lease) -> Option<u64> {
+    let next_offset = match target {
+        ParallelCommit::Max => lease.done.iter().next_back().map_or(lease.checkpoint, |&max| max + 1),
+        ParallelCommit::Watermark => {
             let mut next = lease.checkpoint;
             while lease.done.contains(&next) {
                 next += 1;
@@ -850,5 +945,5 @@ fn parallel_commit_target(strategy: Strategy, lease: &Lease) -> Option<u64> {
             next
         }
     };
-    (target > lease.checkpoint).then_some(target)
+    (next_offset > lease.checkpoint).then_some(next_offset)
 }

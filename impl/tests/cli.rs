@@ -163,3 +163,10 @@ fn bad_input_exits_2_with_one_error_line_and_changes_nothing() {
         run_bad_input(case);
     }
 }
+
+#[test]
+fn version_prints_the_package_version_and_exits_0() {
+    let output = std::process::Command::new(common::BIN).arg("--version").output().expect("the consumer binary starts");
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    assert_eq!(stdout(&output), format!("consumer {}\n", env!("CARGO_PKG_VERSION")));
+}
