@@ -104,6 +104,10 @@ pub struct InFlight {
     pub end: u64,
     pub stage: Stage,
     pub deltas: Vec<Option<i64>>,
+    /// A poison record's payload, kept from its fetch: its dead letter stores it, and by then
+    /// retention may have removed the record from the log (found by the conformance walks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poison_payload: Option<Vec<u8>>,
 }
 
 impl InFlight {
@@ -537,6 +541,7 @@ impl Owner {
         let (position, limit) = (lease.position, fetch_count(&self.settings, lease, self.log.end(partition)?));
         let tolerates_poison = self.settings.rules().poison.is_handled();
         let mut deltas = Vec::with_capacity(limit as usize);
+        let mut poison_payload = None;
         for offset in position..position + limit {
             let record = self.log.read(partition, offset)?;
             let delta = decode_delta(&record.payload);
@@ -550,12 +555,13 @@ impl Owner {
             }
             deltas.push(delta);
             if delta.is_none() {
+                poison_payload = Some(record.payload);
                 break;
             }
         }
         let count = deltas.len() as u64;
         let lease = self.lease_mut(partition);
-        lease.records.insert(position, InFlight { end: position + count, stage: Stage::Fetched, deltas });
+        lease.records.insert(position, InFlight { end: position + count, stage: Stage::Fetched, deltas, poison_payload });
         lease.position = position + count;
         Ok(Outcome::Fetched { count })
     }
@@ -714,7 +720,8 @@ impl Owner {
     /// `dead-letter` (atomic-dlq): one fenced transaction moving the exhausted record to the
     /// dead-letter table, with its attempts, error and payload, and the next offset past it.
     fn dead_letter(&mut self, partition: u32, offset: u64) -> Result<Outcome, OwnerError> {
-        let payload = self.log.read(partition, offset)?.payload;
+        let record = &self.leases[&partition].records[&offset];
+        let payload = record.poison_payload.clone().expect("invariant: only a fetched poison record is dead-lettered");
         let epoch = self.leases[&partition].epoch;
         let crash = self.crash.clone();
         let mut inside = || crash.at(StepKind::DeadLetter, When::Inside, offset..offset + 1);
