@@ -343,7 +343,7 @@ fn scenarios_of_retries_epochs_and_sequences() {
     }
 }
 
-/// The byte length of a frame of `payload_len` bytes, as documented in `src/log.rs`.
+/// The byte length of a frame of `payload_len` bytes, as documented in `src/log/mod.rs`.
 fn frame_len(payload_len: usize) -> u64 {
     36 + payload_len as u64
 }
