@@ -5,7 +5,6 @@
 pub mod crash;
 pub mod log;
 pub mod owner;
-pub mod pgstore;
 pub mod store;
 pub mod strategy;
 pub mod worker;

@@ -32,7 +32,7 @@ struct BadInput {
 
 /// Bytes before the first frame of a partition file, and frame bytes before a payload
 /// (crc32c, length, offset, producer id, epoch, sequence, batch length), as documented at the
-/// top of `src/log.rs`.
+/// top of `src/log/mod.rs`.
 const HEADER: usize = 8;
 const FRAME_HEAD: usize = 36;
 /// A delta's payload is 8 bytes.

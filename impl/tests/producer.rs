@@ -343,7 +343,7 @@ fn scenarios_of_retries_epochs_and_sequences() {
     }
 }
 
-/// The byte length of a frame of `payload_len` bytes, as documented in `src/log.rs`.
+/// The byte length of a frame of `payload_len` bytes, as documented in `src/log/mod.rs`.
 fn frame_len(payload_len: usize) -> u64 {
     36 + payload_len as u64
 }
@@ -479,7 +479,9 @@ proptest! {
             // A retry of one of the last five batches of the producer's current epoch must
             // be a duplicate, whatever came before.
             let must_be_duplicate = match (call.kind, history.last()) {
-                (Kind::Retry(back), Some(last)) => back < 5 && history.iter().rev().nth(back).is_some_and(|a| a.0 == last.0),
+                (Kind::Retry(back), Some(last)) => {
+                    back < 5 && history.iter().rev().nth(back).is_some_and(|a| a.0 == last.0)
+                }
                 _ => false,
             };
             let payloads = batch(i, count);
@@ -496,15 +498,26 @@ proptest! {
                     }
                 }
                 (Ok(Appended { offsets, duplicate: true }), _) => {
-                    let original = history.iter().rev().take(5).find(|(e, b, c, _)| (*e, *b, *c) == (producer.epoch, base, count));
-                    prop_assert_eq!(original.map(|a| a.3.clone()), Some(offsets.clone()), "call {}: a duplicate of no recent batch", i);
+                    let original =
+                        history.iter().rev().take(5).find(|(e, b, c, _)| (*e, *b, *c) == (producer.epoch, base, count));
+                    prop_assert_eq!(
+                        original.map(|a| a.3.clone()),
+                        Some(offsets.clone()),
+                        "call {}: a duplicate of no recent batch",
+                        i
+                    );
                 }
                 (Err(error), _) => prop_assert!(
                     matches!(error, LogError::OutOfOrderSequence { .. } | LogError::ProducerFenced { .. }),
                     "call {}: {}", i, error
                 ),
             }
-            prop_assert!(!must_be_duplicate || matches!(answer, Ok(Appended { duplicate: true, .. })), "call {}: {:?}", i, answer);
+            prop_assert!(
+                !must_be_duplicate || matches!(answer, Ok(Appended { duplicate: true, .. })),
+                "call {}: {:?}",
+                i,
+                answer
+            );
             // Only a new batch moves the end.
             let grew = match &answer {
                 Ok(Appended { offsets, duplicate: false }) => offsets.end - offsets.start,

@@ -11,7 +11,7 @@
 //! before COMMIT: a crash there closes the connection without COMMIT and the server rolls the
 //! transaction back. The schema version is the `schema_version` row of `meta`.
 
-use crate::store::{
+use super::types::{
     DeadLetter, FailurePolicy, Guard, InsideHook, Item, PoisonAttempt, ProgressRow, Reset, StoreError, StoreOptions,
     SCHEMA_VERSION,
 };
@@ -21,7 +21,8 @@ use postgres::{Client, Config, IsolationLevel, NoTls, Row, Transaction};
 use std::cell::RefCell;
 use std::str::FromStr;
 
-const SCHEMA: &str = "
+/// The store's tables, created once by `PgStore::create`; `table_names` reads their names back.
+pub(super) const SCHEMA: &str = "
     CREATE TABLE meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
     CREATE TABLE effect (grp TEXT PRIMARY KEY, total BIGINT NOT NULL);
     CREATE TABLE progress (
@@ -44,8 +45,11 @@ const SCHEMA: &str = "
         PRIMARY KEY (grp, part, from_offset, to_offset));
 ";
 
-/// The store's tables; `init` refuses a database that holds any of them.
-const TABLES: &[&str] = &["meta", "effect", "progress", "processed", "attempts", "dead_letters", "resets"];
+/// The names of the tables a schema creates, in order: the word after each `CREATE TABLE`.
+/// `init` refuses a database that holds any of `SCHEMA`'s, so the list cannot drift from it.
+pub(super) fn table_names(schema: &str) -> Vec<&str> {
+    schema.split("CREATE TABLE ").skip(1).filter_map(|create| create.split_whitespace().next()).collect()
+}
 
 type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 
@@ -167,8 +171,9 @@ impl PgStore {
                 .isolation_level(IsolationLevel::ReadCommitted)
                 .start()
                 .map_err(fail(&target, "BEGIN"))?;
-            let sql = "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ANY($1)";
-            let found: i64 = one(&mut tx, &target, sql, &[&TABLES])?.get(0);
+            let sql = "SELECT count(*) FROM information_schema.tables \
+                       WHERE table_schema = current_schema() AND table_name = ANY($1)";
+            let found: i64 = one(&mut tx, &target, sql, &[&table_names(SCHEMA)])?.get(0);
             if found > 0 {
                 return Err(StoreError::PgAlreadyInitialised { target });
             }
@@ -241,7 +246,8 @@ impl PgStore {
             let sql = "INSERT INTO effect (grp, total) VALUES ($1, 0) ON CONFLICT DO NOTHING";
             exec(&mut tx, target, sql, &[&group])?;
             for partition in 0..partitions {
-                let sql = "INSERT INTO progress (grp, part, next_offset, epoch, owner) VALUES ($1, $2, 0, 1, $3) ON CONFLICT DO NOTHING";
+                let sql = "INSERT INTO progress (grp, part, next_offset, epoch, owner) \
+                           VALUES ($1, $2, 0, 1, $3) ON CONFLICT DO NOTHING";
                 exec(&mut tx, target, sql, &[&group, &i64::from(partition), &initial_owner])?;
             }
             tx.commit().map_err(fail(target, "COMMIT"))
@@ -484,9 +490,11 @@ impl PgStore {
                 return Ok(PoisonAttempt::Exhausted { attempts: counted });
             }
             let sql = "INSERT INTO attempts (grp, part, log_offset, attempts, error) VALUES ($1, $2, $3, 1, $4)
-                       ON CONFLICT (grp, part, log_offset) DO UPDATE SET attempts = attempts.attempts + 1, error = excluded.error
+                       ON CONFLICT (grp, part, log_offset) DO UPDATE SET attempts = attempts.attempts + 1, \
+                       error = excluded.error
                        RETURNING attempts";
-            let attempts: i64 = one(&mut tx, target, sql, &[&group, &i64::from(partition), &(offset as i64), &error])?.get(0);
+            let attempts: i64 =
+                one(&mut tx, target, sql, &[&group, &i64::from(partition), &(offset as i64), &error])?.get(0);
             finish(tx, inside, target)?;
             Ok(PoisonAttempt::Failed { attempts: attempts as u64 })
         })
@@ -507,9 +515,16 @@ impl PgStore {
     ) -> Result<u64, StoreError> {
         self.write(|mut tx, target| {
             lock_and_check_epoch(&mut tx, target, group, partition, epoch)?;
-            let (attempts, error) = read_attempts(&mut tx, target, group, partition, offset)?.unwrap_or((0, error.to_string()));
-            let sql = "INSERT INTO dead_letters (grp, part, log_offset, error, attempts, payload) VALUES ($1, $2, $3, $4, $5, $6)";
-            exec(&mut tx, target, sql, &[&group, &i64::from(partition), &(offset as i64), &error, &(attempts as i64), &payload])?;
+            let (attempts, error) =
+                read_attempts(&mut tx, target, group, partition, offset)?.unwrap_or((0, error.to_string()));
+            let sql = "INSERT INTO dead_letters (grp, part, log_offset, error, attempts, payload) \
+                       VALUES ($1, $2, $3, $4, $5, $6)";
+            exec(
+                &mut tx,
+                target,
+                sql,
+                &[&group, &i64::from(partition), &(offset as i64), &error, &(attempts as i64), &payload],
+            )?;
             exec(&mut tx, target, SET_NEXT_SQL, &[&group, &i64::from(partition), &((offset + 1) as i64)])?;
             finish(tx, inside, target)?;
             Ok(attempts)

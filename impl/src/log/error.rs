@@ -1,0 +1,117 @@
+//! `LogError`: every way a log operation fails, each naming the file or partition concerned.
+
+use super::header::is_other_version;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Every way a log operation fails; each names the file or partition concerned.
+#[derive(Debug)]
+pub enum LogError {
+    Io {
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// Damaged data. In a partition file, `offset` is the record that should have been at
+    /// byte `position`. In a start file, `offset` is the start value as stored (0 if unreadable)
+    /// and `position` the byte where the check failed.
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        position: u64,
+        reason: String,
+    },
+    OffsetOutOfRange {
+        partition: u32,
+        offset: u64,
+        start: u64,
+        end: u64,
+    },
+    NoSuchPartition {
+        partition: u32,
+        partitions: u32,
+    },
+    Locked {
+        path: PathBuf,
+    },
+    /// The file does not start with `ONCELOG2`; `found` holds its first bytes (up to 8). An
+    /// `ONCELOG` header of another version is a log format this build does not support.
+    BadHeader {
+        path: PathBuf,
+        found: Vec<u8>,
+    },
+    /// An idempotent batch does not start at the sequence the producer must send next: a gap,
+    /// a reordering, or a retry of a batch older than the recent ones kept.
+    OutOfOrderSequence {
+        partition: u32,
+        producer: u64,
+        expected: u32,
+        found: u32,
+    },
+    /// An idempotent batch from an epoch below the producer's recorded one: a fenced instance.
+    ProducerFenced {
+        partition: u32,
+        producer: u64,
+        epoch: u32,
+        current: u32,
+    },
+}
+
+impl fmt::Display for LogError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LogError::Io { path, source } => {
+                write!(f, "log I/O error on {}: {source}", path.display())
+            }
+            LogError::Corrupt { path, offset, position, reason } => {
+                write!(f, "log {} is corrupt at offset {offset} (byte {position}): {reason}", path.display())
+            }
+            LogError::OffsetOutOfRange { partition, offset, start, end } => {
+                write!(f, "offset {offset} of partition {partition} is out of range: the log holds {start}..{end}")
+            }
+            LogError::NoSuchPartition { partition, partitions } => {
+                write!(f, "partition {partition} does not exist: the log has {partitions} partitions (0..{partitions})")
+            }
+            LogError::Locked { path } => {
+                write!(f, "log lock {} is held by another writer: only one writer per log directory", path.display())
+            }
+            LogError::BadHeader { path, found } if is_other_version(found) => write!(
+                f,
+                "log {} has header {}: that log format version is not supported \
+                 (this build reads only ONCELOG2 and converts nothing)",
+                path.display(),
+                found.escape_ascii()
+            ),
+            LogError::BadHeader { path, found } => write!(
+                f,
+                "{} is not a log file: its first 8 bytes are not ONCELOG2 (found \"{}\")",
+                path.display(),
+                found.escape_ascii()
+            ),
+            LogError::OutOfOrderSequence { partition, producer, expected, found } => write!(
+                f,
+                "out-of-order sequence from producer {producer} on partition {partition}: \
+                 expected base sequence {expected}, got {found}"
+            ),
+            LogError::ProducerFenced { partition, producer, epoch, current } => write!(
+                f,
+                "producer {producer} is fenced on partition {partition}: \
+                 its epoch {epoch} is below the current epoch {current}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LogError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LogError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Wraps an I/O error with the path it concerns.
+pub(super) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> LogError + '_ {
+    move |source| LogError::Io { path: path.to_path_buf(), source }
+}

@@ -1,0 +1,260 @@
+//! The store: per group the effect, per (group, partition) progress, epoch and stamp, the
+//! processed-id table, the failed attempts and dead letters of poison records, and the recorded
+//! resets past retained records. Two backends: SQLite (`sqlite::SqliteStore`, the default),
+//! where every write is one explicit `BEGIN IMMEDIATE` transaction, and PostgreSQL
+//! (`postgres::PgStore`); `Store` dispatches to either.
+//!
+//! Files, a DAG: `types.rs` (what both backends share) <- `sqlite.rs`, `postgres.rs` <- this
+//! file (the front: `Location` and `Store`).
+
+pub mod postgres;
+pub mod sqlite;
+mod types;
+
+pub use self::postgres::PgStore;
+pub use sqlite::SqliteStore;
+pub use types::{
+    DeadLetter, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset, StoreError,
+    StoreOptions, SCHEMA_VERSION,
+};
+
+use std::path::{Path, PathBuf};
+
+/// Where a store lives: an SQLite file (the default, `store.db` in the data directory) or a
+/// PostgreSQL database named by a `postgres://` or `postgresql://` URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl Location {
+    /// A `--store` argument: a PostgreSQL URL, or else the path of an SQLite file.
+    pub fn parse(text: &str) -> Location {
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            Location::Postgres(text.to_string())
+        } else {
+            Location::Sqlite(PathBuf::from(text))
+        }
+    }
+}
+
+/// The store of either backend.
+///
+/// An enum rather than a trait object: the set of backends is closed (two), `Owner`, the CLI
+/// and the conformance harness name one concrete type `Store`, nothing is boxed, and each
+/// method is a two-armed `match` that the compiler checks for exhaustiveness.
+/// `Store::create` and `Store::open` take an SQLite path, `create_at` / `open_at` a
+/// `Location`.
+pub enum Store {
+    Sqlite(SqliteStore),
+    Postgres(PgStore),
+}
+
+/// Runs the same call on whichever backend the store is.
+macro_rules! dispatch {
+    ($store:expr, $backend:ident => $call:expr) => {
+        match $store {
+            Store::Sqlite($backend) => $call,
+            Store::Postgres($backend) => $call,
+        }
+    };
+}
+
+impl Store {
+    /// Creates an SQLite store (see `SqliteStore::create`).
+    pub fn create(path: &Path, partitions: u32, options: StoreOptions) -> Result<Store, StoreError> {
+        SqliteStore::create(path, partitions, options).map(Store::Sqlite)
+    }
+
+    /// Opens an SQLite store (see `SqliteStore::open`).
+    pub fn open(path: &Path, options: StoreOptions) -> Result<Store, StoreError> {
+        SqliteStore::open(path, options).map(Store::Sqlite)
+    }
+
+    /// Creates a store of either backend; PostgreSQL ignores the journal mode.
+    pub fn create_at(location: &Location, partitions: u32, options: StoreOptions) -> Result<Store, StoreError> {
+        match location {
+            Location::Sqlite(path) => Store::create(path, partitions, options),
+            Location::Postgres(url) => PgStore::create(url, partitions, options).map(Store::Postgres),
+        }
+    }
+
+    /// Opens a store of either backend.
+    pub fn open_at(location: &Location, options: StoreOptions) -> Result<Store, StoreError> {
+        match location {
+            Location::Sqlite(path) => Store::open(path, options),
+            Location::Postgres(url) => PgStore::open(url, options).map(Store::Postgres),
+        }
+    }
+
+    /// One line naming the store: the SQLite path and journal mode, or the PostgreSQL target.
+    pub fn describe(&self) -> String {
+        match self {
+            Store::Sqlite(store) => format!("{} (journal {:?})", store.path().display(), store.journal()),
+            Store::Postgres(store) => format!("{} (postgres)", store.target()),
+        }
+    }
+
+    pub fn partitions(&self) -> u32 {
+        dispatch!(self, s => s.partitions())
+    }
+
+    pub fn ensure_group(&mut self, group: &str, initial_owner: &str) -> Result<(), StoreError> {
+        dispatch!(self, s => s.ensure_group(group, initial_owner))
+    }
+
+    pub fn groups(&self) -> Result<Vec<String>, StoreError> {
+        dispatch!(self, s => s.groups())
+    }
+
+    pub fn total(&self, group: &str) -> Result<i64, StoreError> {
+        dispatch!(self, s => s.total(group))
+    }
+
+    pub fn progress(&self, group: &str, partition: u32) -> Result<ProgressRow, StoreError> {
+        dispatch!(self, s => s.progress(group, partition))
+    }
+
+    pub fn processed(&self, group: &str) -> Result<Vec<(u32, u64)>, StoreError> {
+        dispatch!(self, s => s.processed(group))
+    }
+
+    pub fn claim(&mut self, group: &str, partition: u32, owner: &str) -> Result<i64, StoreError> {
+        dispatch!(self, s => s.claim(group, partition, owner))
+    }
+
+    pub fn add_effect(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        unless_processed: bool,
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
+        dispatch!(self, s => s.add_effect(group, partition, items, unless_processed, inside))
+    }
+
+    pub fn insert_processed(
+        &mut self,
+        group: &str,
+        partition: u32,
+        offsets: &[u64],
+        inside: InsideHook<'_>,
+    ) -> Result<(), StoreError> {
+        dispatch!(self, s => s.insert_processed(group, partition, offsets, inside))
+    }
+
+    pub fn commit_offset(
+        &mut self,
+        group: &str,
+        partition: u32,
+        next_offset: u64,
+        inside: InsideHook<'_>,
+    ) -> Result<(), StoreError> {
+        dispatch!(self, s => s.commit_offset(group, partition, next_offset, inside))
+    }
+
+    pub fn apply_stamped(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
+        dispatch!(self, s => s.apply_stamped(group, partition, items, inside))
+    }
+
+    pub fn apply_deduped(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
+        dispatch!(self, s => s.apply_deduped(group, partition, items, inside))
+    }
+
+    pub fn apply_atomic(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        guard: Guard,
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
+        dispatch!(self, s => s.apply_atomic(group, partition, items, guard, inside))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn poison_attempt(
+        &mut self,
+        group: &str,
+        partition: u32,
+        offset: u64,
+        epoch: i64,
+        policy: FailurePolicy,
+        error: &str,
+        inside: InsideHook<'_>,
+    ) -> Result<PoisonAttempt, StoreError> {
+        dispatch!(self, s => s.poison_attempt(group, partition, offset, epoch, policy, error, inside))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn dead_letter(
+        &mut self,
+        group: &str,
+        partition: u32,
+        offset: u64,
+        epoch: i64,
+        payload: &[u8],
+        error: &str,
+        inside: InsideHook<'_>,
+    ) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.dead_letter(group, partition, offset, epoch, payload, error, inside))
+    }
+
+    pub fn reset_offset(
+        &mut self,
+        group: &str,
+        partition: u32,
+        epoch: i64,
+        to: u64,
+        inside: InsideHook<'_>,
+    ) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.reset_offset(group, partition, epoch, to, inside))
+    }
+
+    pub fn resets(&self, group: Option<&str>) -> Result<Vec<Reset>, StoreError> {
+        dispatch!(self, s => s.resets(group))
+    }
+
+    pub fn attempts(&self, group: &str, partition: u32, offset: u64) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.attempts(group, partition, offset))
+    }
+
+    pub fn dead_letters(&self, group: Option<&str>) -> Result<Vec<DeadLetter>, StoreError> {
+        dispatch!(self, s => s.dead_letters(group))
+    }
+
+    pub fn redrive(&mut self, group: &str, partition: u32, offset: u64, delta: i64) -> Result<i64, StoreError> {
+        dispatch!(self, s => s.redrive(group, partition, offset, delta))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::postgres::{table_names, SCHEMA as PG_SCHEMA};
+    use super::sqlite::SCHEMA as SQLITE_SCHEMA;
+
+    /// Both backends create the same tables, and `table_names` finds every one of them (the
+    /// PostgreSQL `init` refuses a database holding any of them).
+    #[test]
+    fn both_backends_create_the_same_tables() {
+        let expected = ["meta", "effect", "progress", "processed", "attempts", "dead_letters", "resets"];
+        assert_eq!(table_names(PG_SCHEMA), expected);
+        assert_eq!(table_names(SQLITE_SCHEMA), expected);
+        assert_eq!(PG_SCHEMA.matches("CREATE TABLE").count(), expected.len());
+        assert_eq!(SQLITE_SCHEMA.matches("CREATE TABLE").count(), expected.len());
+    }
+}

@@ -1,0 +1,640 @@
+//! The SQLite store (the default, `store.db` in the data directory). Every write is one
+//! explicit `BEGIN IMMEDIATE` transaction run by `SqliteStore::write`: the write's statements,
+//! then its `inside` crash hook, then COMMIT. `synchronous=FULL` makes every COMMIT durable
+//! before it returns; the journal mode (DELETE or WAL) is chosen at creation and kept.
+
+use super::types::{
+    DeadLetter, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset, StoreError,
+    StoreOptions, SCHEMA_VERSION,
+};
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The store's tables, created once by `SqliteStore::create`.
+pub(super) const SCHEMA: &str = "
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+    CREATE TABLE effect (grp TEXT PRIMARY KEY, total INTEGER NOT NULL);
+    CREATE TABLE progress (
+        grp TEXT NOT NULL, part INTEGER NOT NULL,
+        next_offset INTEGER NOT NULL, epoch INTEGER NOT NULL, owner TEXT NOT NULL, stamp INTEGER,
+        PRIMARY KEY (grp, part));
+    CREATE TABLE processed (
+        grp TEXT NOT NULL, part INTEGER NOT NULL, log_offset INTEGER NOT NULL,
+        PRIMARY KEY (grp, part, log_offset));
+    CREATE TABLE attempts (
+        grp TEXT NOT NULL, part INTEGER NOT NULL, log_offset INTEGER NOT NULL,
+        attempts INTEGER NOT NULL, error TEXT NOT NULL,
+        PRIMARY KEY (grp, part, log_offset));
+    CREATE TABLE dead_letters (
+        grp TEXT NOT NULL, part INTEGER NOT NULL, log_offset INTEGER NOT NULL,
+        error TEXT NOT NULL, attempts INTEGER NOT NULL, payload BLOB NOT NULL,
+        PRIMARY KEY (grp, part, log_offset));
+    CREATE TABLE resets (
+        grp TEXT NOT NULL, part INTEGER NOT NULL, from_offset INTEGER NOT NULL, to_offset INTEGER NOT NULL,
+        PRIMARY KEY (grp, part, from_offset, to_offset));
+";
+
+/// The effect: a record's delta added to its group's total.
+const ADD_EFFECT_SQL: &str = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
+const SET_NEXT_SQL: &str = "UPDATE progress SET next_offset = ?3 WHERE grp = ?1 AND part = ?2";
+const INSERT_PROCESSED_SQL: &str = "INSERT OR IGNORE INTO processed (grp, part, log_offset) VALUES (?1, ?2, ?3)";
+const PROCESSED_SQL: &str = "SELECT 1 FROM processed WHERE grp = ?1 AND part = ?2 AND log_offset = ?3";
+const ATTEMPTS_SQL: &str = "SELECT attempts, error FROM attempts WHERE grp = ?1 AND part = ?2 AND log_offset = ?3";
+
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+    busy_timeout: Duration,
+    partitions: u32,
+    journal: Journal,
+}
+
+/// A write's open transaction, with what its errors name: the database path and the busy
+/// timeout a blocked statement waited.
+struct Write<'a> {
+    tx: Transaction<'a>,
+    path: &'a Path,
+    waited: Duration,
+}
+
+/// How a write's transaction ends, after its `inside` hook has run.
+enum Ending<T> {
+    Commit(T),
+    /// Nothing of the transaction is kept (a poison record's attempt that is not counted).
+    RollBack(T),
+}
+
+impl SqliteStore {
+    /// Creates a store for `partitions` partitions (failing if one exists already).
+    pub fn create(path: &Path, partitions: u32, options: StoreOptions) -> Result<SqliteStore, StoreError> {
+        if path.exists() {
+            return Err(StoreError::AlreadyExists { path: path.to_path_buf() });
+        }
+        let conn = connect(path, options)?;
+        set_durability(&conn, path, options.journal, options.busy_timeout)?;
+        let sql = "schema and meta";
+        let fail = |source| StoreError::Sqlite { path: path.to_path_buf(), sql, source };
+        conn.execute_batch(SCHEMA).map_err(fail)?;
+        conn.execute("INSERT INTO meta (key, value) VALUES ('partitions', ?1)", params![partitions]).map_err(fail)?;
+        let wal = i64::from(options.journal == Journal::Wal);
+        conn.execute("INSERT INTO meta (key, value) VALUES ('wal', ?1)", params![wal]).map_err(fail)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(fail)?;
+        SqliteStore::open(path, options)
+    }
+
+    /// Opens an existing store, checking its schema version, in the journal mode chosen at
+    /// creation. Rolls back any transaction a crashed process left uncommitted (SQLite does so
+    /// on first access of a hot journal or WAL). Only `busy_timeout` is taken from `options`.
+    pub fn open(path: &Path, options: StoreOptions) -> Result<SqliteStore, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::NotInitialized { path: path.to_path_buf() });
+        }
+        let conn = connect(path, options)?;
+        let sql = "PRAGMA user_version";
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(|source| classify(path, sql, source, options.busy_timeout))?;
+        match version {
+            SCHEMA_VERSION => {}
+            0 => return Err(StoreError::NotInitialized { path: path.to_path_buf() }),
+            found => return Err(StoreError::SchemaVersion { path: path.to_path_buf(), found }),
+        }
+        let sql = "SELECT value FROM meta WHERE key = 'partitions'";
+        let partitions: u32 = conn
+            .query_row(sql, [], |row| row.get(0))
+            .map_err(|source| classify(path, sql, source, options.busy_timeout))?;
+        let sql = "SELECT value FROM meta WHERE key = 'wal'";
+        let wal: i64 = conn
+            .query_row(sql, [], |row| row.get(0))
+            .map_err(|source| classify(path, sql, source, options.busy_timeout))?;
+        let journal = if wal == 1 { Journal::Wal } else { Journal::Delete };
+        set_durability(&conn, path, journal, options.busy_timeout)?;
+        Ok(SqliteStore { conn, path: path.to_path_buf(), busy_timeout: options.busy_timeout, partitions, journal })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    pub fn journal(&self) -> Journal {
+        self.journal
+    }
+
+    fn fail(&self, sql: &'static str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        fail_with(&self.path, sql, self.busy_timeout)
+    }
+
+    /// Runs one write: `BEGIN IMMEDIATE`, `body` (the write's statements), the `inside` hook
+    /// (a crash point) with the transaction still open, then COMMIT. An error from `body`
+    /// drops the transaction, which rolls it back.
+    fn write<T>(
+        &mut self,
+        inside: InsideHook<'_>,
+        body: impl FnOnce(&Write<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.write_ending(inside, |write| body(write).map(Ending::Commit))
+    }
+
+    /// `write` whose `body` also chooses how the transaction ends: COMMIT, or ROLLBACK (still
+    /// after the `inside` hook).
+    fn write_ending<T>(
+        &mut self,
+        inside: InsideHook<'_>,
+        body: impl FnOnce(&Write<'_>) -> Result<Ending<T>, StoreError>,
+    ) -> Result<T, StoreError> {
+        let (path, waited) = (self.path.as_path(), self.busy_timeout);
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(fail_with(
+            path,
+            "BEGIN IMMEDIATE",
+            waited,
+        ))?;
+        let write = Write { tx, path, waited };
+        let ending = body(&write)?;
+        inside();
+        match ending {
+            Ending::Commit(value) => write.tx.commit().map_err(fail_with(path, "COMMIT", waited)).map(|()| value),
+            Ending::RollBack(value) => write.tx.rollback().map_err(fail_with(path, "ROLLBACK", waited)).map(|()| value),
+        }
+    }
+
+    /// Creates the group's rows if missing: total 0, and per partition next offset 0 at epoch 1
+    /// owned by `initial_owner` (spec.md §2.4). Idempotent.
+    pub fn ensure_group(&mut self, group: &str, initial_owner: &str) -> Result<(), StoreError> {
+        let partitions = self.partitions;
+        // No crash point names this write: its hook does nothing.
+        self.write(&mut || {}, |write| {
+            write.exec("INSERT OR IGNORE INTO effect (grp, total) VALUES (?1, 0)", params![group])?;
+            for partition in 0..partitions {
+                let sql = "INSERT OR IGNORE INTO progress (grp, part, next_offset, epoch, owner) \
+                           VALUES (?1, ?2, 0, 1, ?3)";
+                write.exec(sql, params![group, partition, initial_owner])?;
+            }
+            Ok(())
+        })
+    }
+
+    pub fn groups(&self) -> Result<Vec<String>, StoreError> {
+        let sql = "SELECT grp FROM effect ORDER BY grp";
+        let mut statement = self.conn.prepare(sql).map_err(self.fail(sql))?;
+        let rows = statement.query_map([], |row| row.get(0)).map_err(self.fail(sql))?;
+        rows.collect::<Result<_, _>>().map_err(self.fail(sql))
+    }
+
+    pub fn total(&self, group: &str) -> Result<i64, StoreError> {
+        let sql = "SELECT total FROM effect WHERE grp = ?1";
+        Ok(self.conn.query_row(sql, params![group], |row| row.get(0)).optional().map_err(self.fail(sql))?.unwrap_or(0))
+    }
+
+    pub fn progress(&self, group: &str, partition: u32) -> Result<ProgressRow, StoreError> {
+        self.check_partition(partition)?;
+        let sql = "SELECT next_offset, epoch, owner, stamp FROM progress WHERE grp = ?1 AND part = ?2";
+        let row = self
+            .conn
+            .query_row(sql, params![group, partition], |row| {
+                Ok(ProgressRow { next_offset: row.get(0)?, epoch: row.get(1)?, owner: row.get(2)?, stamp: row.get(3)? })
+            })
+            .optional()
+            .map_err(self.fail(sql))?;
+        Ok(row.unwrap_or(ProgressRow { next_offset: 0, epoch: 1, owner: String::new(), stamp: None }))
+    }
+
+    /// The processed-id table of a group, sorted: (partition, offset).
+    pub fn processed(&self, group: &str) -> Result<Vec<(u32, u64)>, StoreError> {
+        let sql = "SELECT part, log_offset FROM processed WHERE grp = ?1 ORDER BY part, log_offset";
+        let mut statement = self.conn.prepare(sql).map_err(self.fail(sql))?;
+        let rows = statement.query_map(params![group], |row| Ok((row.get(0)?, row.get(1)?))).map_err(self.fail(sql))?;
+        rows.collect::<Result<_, _>>().map_err(self.fail(sql))
+    }
+
+    fn check_partition(&self, partition: u32) -> Result<(), StoreError> {
+        if partition >= self.partitions {
+            return Err(StoreError::NoSuchPartition { partition, partitions: self.partitions });
+        }
+        Ok(())
+    }
+
+    /// The rebalance: assigns the partition to `owner` and bumps its epoch, in one
+    /// transaction. Returns the new epoch. The previous owner is not told.
+    pub fn claim(&mut self, group: &str, partition: u32, owner: &str) -> Result<i64, StoreError> {
+        self.check_partition(partition)?;
+        self.ensure_group(group, owner)?;
+        // No crash point names this write: its hook does nothing.
+        self.write(&mut || {}, |write| {
+            let sql = "UPDATE progress SET epoch = epoch + 1, owner = ?3 WHERE grp = ?1 AND part = ?2 RETURNING epoch";
+            write.row(sql, params![group, partition, owner], |row| row.get(0))
+        })
+    }
+
+    /// `apply-effect`: adds each item's delta to the total. With `unless_processed`
+    /// (dedup-separate) an item whose id is in the processed table is skipped. Returns, per
+    /// item, whether it was applied.
+    pub fn add_effect(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        unless_processed: bool,
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
+        self.write(inside, |write| {
+            let mut applied = Vec::with_capacity(items.len());
+            for item in items {
+                let skip = unless_processed && is_processed(write, group, partition, item.offset)?;
+                if !skip {
+                    write.exec(ADD_EFFECT_SQL, params![group, item.delta])?;
+                }
+                applied.push(!skip);
+            }
+            Ok(applied)
+        })
+    }
+
+    /// `insert-processed`: records the items' ids (dedup-separate's separate write).
+    pub fn insert_processed(
+        &mut self,
+        group: &str,
+        partition: u32,
+        offsets: &[u64],
+        inside: InsideHook<'_>,
+    ) -> Result<(), StoreError> {
+        self.write(inside, |write| {
+            for offset in offsets {
+                write.exec(INSERT_PROCESSED_SQL, params![group, partition, offset])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// `commit-offset`: writes the next offset blindly (no guard), as a plain consumer does.
+    pub fn commit_offset(
+        &mut self,
+        group: &str,
+        partition: u32,
+        next_offset: u64,
+        inside: InsideHook<'_>,
+    ) -> Result<(), StoreError> {
+        self.write(inside, |write| write.exec(SET_NEXT_SQL, params![group, partition, next_offset]).map(|_| ()))
+    }
+
+    /// `apply-stamped`: for each item, set-if-newer: the delta is added and the stamp moved only
+    /// when the offset is strictly above the stamp, in the same statement.
+    pub fn apply_stamped(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
+        self.write(inside, |write| {
+            let mut applied = Vec::with_capacity(items.len());
+            for item in items {
+                let sql =
+                    "UPDATE progress SET stamp = ?3 WHERE grp = ?1 AND part = ?2 AND (stamp IS NULL OR stamp < ?3)";
+                let newer = write.exec(sql, params![group, partition, item.offset])? == 1;
+                if newer {
+                    write.exec(ADD_EFFECT_SQL, params![group, item.delta])?;
+                }
+                applied.push(newer);
+            }
+            Ok(applied)
+        })
+    }
+
+    /// `apply-deduped`: per item, insert its id and add its delta, unless the id is present.
+    pub fn apply_deduped(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
+        self.write(inside, |write| {
+            let mut applied = Vec::with_capacity(items.len());
+            for item in items {
+                let fresh = write.exec(INSERT_PROCESSED_SQL, params![group, partition, item.offset])? == 1;
+                if fresh {
+                    write.exec(ADD_EFFECT_SQL, params![group, item.delta])?;
+                }
+                applied.push(fresh);
+            }
+            Ok(applied)
+        })
+    }
+
+    /// `apply-atomic`: the effects and the next offset in one transaction. `Fenced` aborts with
+    /// `StoreError::Fenced` when the stored epoch is not the owner's; `Cas` reads the stored next
+    /// offset and skips items below it. Returns, per item, whether it was applied.
+    pub fn apply_atomic(
+        &mut self,
+        group: &str,
+        partition: u32,
+        items: &[Item],
+        guard: Guard,
+        inside: InsideHook<'_>,
+    ) -> Result<Vec<bool>, StoreError> {
+        self.write(inside, |write| {
+            let sql = "SELECT next_offset, epoch FROM progress WHERE grp = ?1 AND part = ?2";
+            let (stored, epoch): (u64, i64) =
+                write.row(sql, params![group, partition], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            if let Guard::Fenced { epoch: held } = guard {
+                if held != epoch {
+                    // Returning the error rolls the transaction back: nothing of the zombie's lands.
+                    return Err(StoreError::Fenced { group: group.to_string(), partition, held, current: epoch });
+                }
+            }
+            let mut applied = Vec::with_capacity(items.len());
+            let mut next = stored;
+            for item in items {
+                let apply = match guard {
+                    Guard::Cas => {
+                        assert!(
+                            item.offset <= next,
+                            "an atomic-cas owner never runs ahead of the stored offset it serialises on"
+                        );
+                        item.offset == next
+                    }
+                    Guard::Blind | Guard::Fenced { .. } => true,
+                };
+                if apply {
+                    write.exec(ADD_EFFECT_SQL, params![group, item.delta])?;
+                    next = item.offset + 1;
+                }
+                applied.push(apply);
+            }
+            if applied.iter().any(|&a| a) {
+                write.exec(SET_NEXT_SQL, params![group, partition, next])?;
+            }
+            Ok(applied)
+        })
+    }
+
+    /// `apply-atomic` on a poison record, whose effect fails every time: one transaction that
+    /// checks the epoch first (`StoreError::Fenced` when `epoch` is stale), then attempts the
+    /// effect. Under `FailurePolicy::Count` the failure is counted in `attempts`, with `error`,
+    /// in the same transaction, unless `max_attempts` are counted already (then nothing is
+    /// attempted or written); under `FailurePolicy::Forget` the transaction rolls back.
+    #[allow(clippy::too_many_arguments)]
+    pub fn poison_attempt(
+        &mut self,
+        group: &str,
+        partition: u32,
+        offset: u64,
+        epoch: i64,
+        policy: FailurePolicy,
+        error: &str,
+        inside: InsideHook<'_>,
+    ) -> Result<PoisonAttempt, StoreError> {
+        self.write_ending(inside, |write| {
+            check_epoch(write, group, partition, epoch)?;
+            let max_attempts = match policy {
+                FailurePolicy::Count { max_attempts } => max_attempts,
+                // The effect failed and nothing of the attempt is kept.
+                FailurePolicy::Forget => return Ok(Ending::RollBack(PoisonAttempt::Failed { attempts: 0 })),
+            };
+            let counted = read_attempts(write, group, partition, offset)?.map_or(0, |(attempts, _)| attempts);
+            if counted >= max_attempts {
+                return Ok(Ending::RollBack(PoisonAttempt::Exhausted { attempts: counted }));
+            }
+            let sql = "INSERT INTO attempts (grp, part, log_offset, attempts, error) VALUES (?1, ?2, ?3, 1, ?4)
+                   ON CONFLICT (grp, part, log_offset) DO UPDATE SET attempts = attempts + 1, error = excluded.error
+                   RETURNING attempts";
+            let attempts = write.row(sql, params![group, partition, offset, error], |row| row.get(0))?;
+            Ok(Ending::Commit(PoisonAttempt::Failed { attempts }))
+        })
+    }
+
+    /// `dead-letter`: one transaction that checks the epoch first (`StoreError::Fenced` when
+    /// `epoch` is stale), inserts the record into the dead-letter table with its counted
+    /// attempts and last error (`error` when none was counted) and its payload, and sets the
+    /// next offset past it. Returns the attempts.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dead_letter(
+        &mut self,
+        group: &str,
+        partition: u32,
+        offset: u64,
+        epoch: i64,
+        payload: &[u8],
+        error: &str,
+        inside: InsideHook<'_>,
+    ) -> Result<u64, StoreError> {
+        self.write(inside, |write| {
+            check_epoch(write, group, partition, epoch)?;
+            let (attempts, error) = read_attempts(write, group, partition, offset)?.unwrap_or((0, error.to_string()));
+            let sql = "INSERT INTO dead_letters (grp, part, log_offset, error, attempts, payload) \
+                       VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+            write.exec(sql, params![group, partition, offset, error, attempts, payload])?;
+            write.exec(SET_NEXT_SQL, params![group, partition, offset + 1])?;
+            Ok(attempts)
+        })
+    }
+
+    /// `reset-offset` (`--on-out-of-range earliest`): one transaction that checks the epoch
+    /// first (`StoreError::Fenced` when `epoch` is stale), records the reset from the stored
+    /// next offset to `to` (the log start) and sets the next offset to `to`. Returns the
+    /// stored next offset it reset from.
+    pub fn reset_offset(
+        &mut self,
+        group: &str,
+        partition: u32,
+        epoch: i64,
+        to: u64,
+        inside: InsideHook<'_>,
+    ) -> Result<u64, StoreError> {
+        self.write(inside, |write| {
+            check_epoch(write, group, partition, epoch)?;
+            let sql = "SELECT next_offset FROM progress WHERE grp = ?1 AND part = ?2";
+            let from: u64 = write.row(sql, params![group, partition], |row| row.get(0))?;
+            // The table is a set, as the model's: recording the same reset twice keeps one row.
+            let sql = "INSERT OR IGNORE INTO resets (grp, part, from_offset, to_offset) VALUES (?1, ?2, ?3, ?4)";
+            write.exec(sql, params![group, partition, from, to])?;
+            write.exec(SET_NEXT_SQL, params![group, partition, to])?;
+            Ok(from)
+        })
+    }
+
+    /// The reset table, sorted by group, partition and offsets; only `group`'s if given.
+    pub fn resets(&self, group: Option<&str>) -> Result<Vec<Reset>, StoreError> {
+        let sql = "SELECT grp, part, from_offset, to_offset FROM resets
+                   WHERE ?1 IS NULL OR grp = ?1 ORDER BY grp, part, from_offset, to_offset";
+        let mut statement = self.conn.prepare_cached(sql).map_err(self.fail(sql))?;
+        let rows = statement
+            .query_map(params![group], |row| {
+                Ok(Reset { group: row.get(0)?, partition: row.get(1)?, from: row.get(2)?, to: row.get(3)? })
+            })
+            .map_err(self.fail(sql))?;
+        rows.collect::<Result<_, _>>().map_err(self.fail(sql))
+    }
+
+    /// The failed attempts counted for a record (atomic-dlq); 0 when none.
+    pub fn attempts(&self, group: &str, partition: u32, offset: u64) -> Result<u64, StoreError> {
+        self.check_partition(partition)?;
+        let sql = ATTEMPTS_SQL;
+        let mut statement = self.conn.prepare_cached(sql).map_err(self.fail(sql))?;
+        let row: Option<u64> = statement
+            .query_row(params![group, partition, offset], |row| row.get(0))
+            .optional()
+            .map_err(self.fail(sql))?;
+        Ok(row.unwrap_or(0))
+    }
+
+    /// The dead-letter table, sorted by group, partition and offset; only `group`'s if given.
+    pub fn dead_letters(&self, group: Option<&str>) -> Result<Vec<DeadLetter>, StoreError> {
+        let sql = "SELECT grp, part, log_offset, attempts, error, payload FROM dead_letters
+                   WHERE ?1 IS NULL OR grp = ?1 ORDER BY grp, part, log_offset";
+        let mut statement = self.conn.prepare_cached(sql).map_err(self.fail(sql))?;
+        let rows = statement
+            .query_map(params![group], |row| {
+                Ok(DeadLetter {
+                    group: row.get(0)?,
+                    partition: row.get(1)?,
+                    offset: row.get(2)?,
+                    attempts: row.get(3)?,
+                    error: row.get(4)?,
+                    payload: row.get(5)?,
+                })
+            })
+            .map_err(self.fail(sql))?;
+        rows.collect::<Result<_, _>>().map_err(self.fail(sql))
+    }
+
+    /// The operator's redrive of a dead letter: one transaction that deletes its row
+    /// (`StoreError::NoDeadLetter` when there is none) and adds the corrected `delta` to the
+    /// total, so a record counts once however often its redrive is repeated. Returns the total.
+    pub fn redrive(&mut self, group: &str, partition: u32, offset: u64, delta: i64) -> Result<i64, StoreError> {
+        self.check_partition(partition)?;
+        // No crash point names this write: its hook does nothing.
+        self.write(&mut || {}, |write| {
+            let sql = "DELETE FROM dead_letters WHERE grp = ?1 AND part = ?2 AND log_offset = ?3";
+            if write.exec(sql, params![group, partition, offset])? == 0 {
+                // Returning the error rolls the transaction back; nothing was written anyway.
+                return Err(StoreError::NoDeadLetter { group: group.to_string(), partition, offset });
+            }
+            let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1 RETURNING total";
+            write.row(sql, params![group, delta], |row| row.get(0))
+        })
+    }
+}
+
+impl Write<'_> {
+    /// Runs one cached statement of the transaction; returns the rows it changed. The error
+    /// names the SQL that failed.
+    fn exec(&self, sql: &'static str, params: impl rusqlite::Params) -> Result<usize, StoreError> {
+        self.tx.prepare_cached(sql).and_then(|mut statement| statement.execute(params)).map_err(fail_with(
+            self.path,
+            sql,
+            self.waited,
+        ))
+    }
+
+    /// Runs one cached statement of the transaction that returns exactly one row.
+    fn row<T>(
+        &self,
+        sql: &'static str,
+        params: impl rusqlite::Params,
+        map: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        self.tx.prepare_cached(sql).and_then(|mut statement| statement.query_row(params, map)).map_err(fail_with(
+            self.path,
+            sql,
+            self.waited,
+        ))
+    }
+}
+
+/// The error of a failed statement (see `classify`).
+fn fail_with<'a>(path: &'a Path, sql: &'static str, waited: Duration) -> impl Fn(rusqlite::Error) -> StoreError + 'a {
+    move |source| classify(path, sql, source, waited)
+}
+
+/// The fence of a transaction: `StoreError::Fenced` when the stored epoch is not `held`.
+/// Returning the error drops the transaction, which rolls it back.
+fn check_epoch(write: &Write<'_>, group: &str, partition: u32, held: i64) -> Result<(), StoreError> {
+    let sql = "SELECT epoch FROM progress WHERE grp = ?1 AND part = ?2";
+    let current = write.row(sql, params![group, partition], |row| row.get(0))?;
+    if current != held {
+        return Err(StoreError::Fenced { group: group.to_string(), partition, held, current });
+    }
+    Ok(())
+}
+
+/// A record's counted attempts and last error, if any attempt was counted.
+fn read_attempts(
+    write: &Write<'_>,
+    group: &str,
+    partition: u32,
+    offset: u64,
+) -> Result<Option<(u64, String)>, StoreError> {
+    write
+        .tx
+        .prepare_cached(ATTEMPTS_SQL)
+        .and_then(|mut statement| {
+            statement.query_row(params![group, partition, offset], |row| Ok((row.get(0)?, row.get(1)?))).optional()
+        })
+        .map_err(fail_with(write.path, ATTEMPTS_SQL, write.waited))
+}
+
+fn is_processed(write: &Write<'_>, group: &str, partition: u32, offset: u64) -> Result<bool, StoreError> {
+    write
+        .tx
+        .query_row(PROCESSED_SQL, params![group, partition, offset], |_| Ok(()))
+        .optional()
+        .map(|found| found.is_some())
+        .map_err(fail_with(write.path, PROCESSED_SQL, write.waited))
+}
+
+/// How long a blocked statement sleeps before trying again. SQLite's own busy handler backs off
+/// to 100 ms sleeps, and an owner committing in a tight loop then wins the lock back every
+/// time: a waiting `claim` starved for seconds. Polling this often lands in the gaps between
+/// another process's transactions.
+const BUSY_POLL: Duration = Duration::from_micros(250);
+
+/// The busy budget, in polls, of this process's connections (the handler is a plain `fn`, so
+/// it cannot capture the timeout; every store of a process uses the same one).
+static BUSY_POLLS_MAX: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+fn busy_poll(attempts: i32) -> bool {
+    if attempts >= BUSY_POLLS_MAX.load(std::sync::atomic::Ordering::Relaxed) {
+        return false;
+    }
+    std::thread::sleep(BUSY_POLL);
+    true
+}
+
+/// Opens a connection whose blocked statements wait up to `busy_timeout`, polling often, so
+/// competing owners wait rather than fail.
+fn connect(path: &Path, options: StoreOptions) -> Result<Connection, StoreError> {
+    let fail = |sql| move |source| classify(path, sql, source, options.busy_timeout);
+    let conn = Connection::open(path).map_err(fail("open"))?;
+    let polls = (options.busy_timeout.as_secs_f64() / BUSY_POLL.as_secs_f64()).ceil().min(f64::from(i32::MAX)) as i32;
+    BUSY_POLLS_MAX.store(polls, std::sync::atomic::Ordering::Relaxed);
+    conn.busy_handler(Some(busy_poll)).map_err(fail("busy_handler"))?;
+    Ok(conn)
+}
+
+/// Sets the journal mode and `synchronous=FULL`: every COMMIT is durable before it returns.
+fn set_durability(conn: &Connection, path: &Path, journal: Journal, waited: Duration) -> Result<(), StoreError> {
+    let fail = |sql| move |source| classify(path, sql, source, waited);
+    let mode = match journal {
+        Journal::Delete => "DELETE",
+        Journal::Wal => "WAL",
+    };
+    conn.pragma_update(None, "journal_mode", mode).map_err(fail("PRAGMA journal_mode"))?;
+    conn.pragma_update(None, "synchronous", "FULL").map_err(fail("PRAGMA synchronous = FULL"))?;
+    Ok(())
+}
+
+/// Turns SQLite's busy/locked errors into `Locked`, everything else into `Sqlite` with its SQL.
+fn classify(path: &Path, sql: &'static str, source: rusqlite::Error, waited: Duration) -> StoreError {
+    match source.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            StoreError::Locked { path: path.to_path_buf(), waited }
+        }
+        _ => StoreError::Sqlite { path: path.to_path_buf(), sql, source },
+    }
+}

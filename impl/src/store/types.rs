@@ -1,0 +1,236 @@
+//! The types both store backends share: options, errors, rows and the arguments of the
+//! writes. A leaf of `store`: it imports neither backend nor the front, so `sqlite.rs` and
+//! `postgres.rs` import it and `mod.rs` imports all three without a cycle.
+
+use serde::Serialize;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The schema version in `PRAGMA user_version`; a database with another one is refused.
+pub const SCHEMA_VERSION: i64 = 3;
+
+/// SQLite's journal mode: DELETE (the mission's scenario, the default) or WAL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Journal {
+    Delete,
+    Wal,
+}
+
+impl std::str::FromStr for Journal {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "delete" => Ok(Journal::Delete),
+            "wal" => Ok(Journal::Wal),
+            other => Err(format!("unknown journal mode '{other}' (expected delete or wal)")),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct StoreOptions {
+    pub journal: Journal,
+    /// How long a writer waits for another process's transaction before giving up.
+    pub busy_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { journal: Journal::Delete, busy_timeout: Duration::from_secs(5) }
+    }
+}
+
+#[derive(Debug)]
+pub enum StoreError {
+    /// A statement failed; carries the database path and the SQL.
+    Sqlite {
+        path: PathBuf,
+        sql: &'static str,
+        source: rusqlite::Error,
+    },
+    /// Another process held the database past the busy timeout.
+    Locked {
+        path: PathBuf,
+        waited: Duration,
+    },
+    SchemaVersion {
+        path: PathBuf,
+        found: i64,
+    },
+    NotInitialized {
+        path: PathBuf,
+    },
+    AlreadyExists {
+        path: PathBuf,
+    },
+    /// A fenced write found a newer epoch than the owner's: the owner is a zombie.
+    Fenced {
+        group: String,
+        partition: u32,
+        held: i64,
+        current: i64,
+    },
+    NoSuchPartition {
+        partition: u32,
+        partitions: u32,
+    },
+    /// A redrive named a record that is not in the dead-letter table.
+    NoDeadLetter {
+        group: String,
+        partition: u32,
+        offset: u64,
+    },
+    /// A PostgreSQL statement failed; carries the connection target (never the password) and
+    /// the SQL.
+    Postgres {
+        target: String,
+        sql: &'static str,
+        source: postgres::Error,
+    },
+    /// The PostgreSQL database has no store schema (run `consumer init --store URL`).
+    PgNotInitialized {
+        target: String,
+    },
+    /// `consumer init` found the store's tables in the PostgreSQL database.
+    PgAlreadyInitialised {
+        target: String,
+    },
+    PgSchemaVersion {
+        target: String,
+        found: i64,
+    },
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Sqlite { path, sql, source } => {
+                write!(
+                    f,
+                    "database {}: {source} (in: {})",
+                    path.display(),
+                    sql.split_whitespace().collect::<Vec<_>>().join(" ")
+                )
+            }
+            StoreError::Locked { path, waited } => {
+                write!(
+                    f,
+                    "database {} is locked by another process (waited {:.1} s)",
+                    path.display(),
+                    waited.as_secs_f64()
+                )
+            }
+            StoreError::SchemaVersion { path, found } => {
+                write!(
+                    f,
+                    "database {} has schema version {found}, this build reads version {SCHEMA_VERSION}",
+                    path.display()
+                )
+            }
+            StoreError::AlreadyExists { path } => write!(f, "database {} exists already", path.display()),
+            StoreError::NotInitialized { path } => {
+                write!(f, "database {} is not initialised (run `consumer init`)", path.display())
+            }
+            StoreError::Fenced { group, partition, held, current } => write!(
+                f,
+                "fenced: group {group} partition {partition} is at epoch {current}, this owner holds epoch {held}"
+            ),
+            StoreError::NoSuchPartition { partition, partitions } => {
+                write!(f, "partition {partition} does not exist (the store has {partitions})")
+            }
+            StoreError::NoDeadLetter { group, partition, offset } => {
+                write!(f, "no dead letter for group {group} partition {partition} offset {offset}")
+            }
+            StoreError::Postgres { target, sql, source } => {
+                // The driver's own text of a server error is only "db error"; the server's
+                // message and SQLSTATE say what went wrong.
+                let cause = match source.as_db_error() {
+                    Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+                    None => source.to_string(),
+                };
+                write!(f, "database {target}: {cause} (in: {})", sql.split_whitespace().collect::<Vec<_>>().join(" "))
+            }
+            StoreError::PgNotInitialized { target } => {
+                write!(f, "database {target} is not initialised (run `consumer init --store URL`)")
+            }
+            StoreError::PgAlreadyInitialised { target } => write!(f, "database {target} is already initialised"),
+            StoreError::PgSchemaVersion { target, found } => {
+                write!(f, "database {target} has schema version {found}, this build reads version {SCHEMA_VERSION}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// One (group, partition) row of `progress`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProgressRow {
+    pub next_offset: u64,
+    pub epoch: i64,
+    pub owner: String,
+    pub stamp: Option<u64>,
+}
+
+/// How a write guards itself: `atomic` writes blindly, `atomic-fenced` checks the epoch,
+/// `atomic-cas` serialises on the stored next offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guard {
+    Blind,
+    Fenced { epoch: i64 },
+    Cas,
+}
+
+/// A record a write concerns: its offset and its delta.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub offset: u64,
+    pub delta: i64,
+}
+
+/// What a poison record's transaction keeps of its failed attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// atomic-dlq: count the attempt durably, up to `max_attempts`; no attempt once counted.
+    Count { max_attempts: u64 },
+    /// skip-poison, retry-forever: keep nothing (the transaction rolls back).
+    Forget,
+}
+
+/// What a poison record's transaction did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoisonAttempt {
+    /// The effect was attempted and failed; `attempts` is the durable count after the
+    /// transaction (0 under `FailurePolicy::Forget`).
+    Failed { attempts: u64 },
+    /// `max_attempts` were already counted: nothing was attempted and nothing written.
+    Exhausted { attempts: u64 },
+}
+
+/// One row of the dead-letter table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DeadLetter {
+    pub group: String,
+    pub partition: u32,
+    pub offset: u64,
+    pub attempts: u64,
+    pub error: String,
+    pub payload: Vec<u8>,
+}
+
+/// One row of the reset table: the group's next offset of `partition` moved from `from` to
+/// `to` (the log start) because retention removed the records in between.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Reset {
+    pub group: String,
+    pub partition: u32,
+    pub from: u64,
+    pub to: u64,
+}
+
+/// The phases of a write a crash point can name; `Inside` runs after the statements and
+/// before COMMIT, so a crash there leaves an uncommitted transaction behind.
+pub type InsideHook<'a> = &'a mut dyn FnMut();
