@@ -561,7 +561,9 @@ impl Owner {
         }
         let count = deltas.len() as u64;
         let lease = self.lease_mut(partition);
-        lease.records.insert(position, InFlight { end: position + count, stage: Stage::Fetched, deltas, poison_payload });
+        lease
+            .records
+            .insert(position, InFlight { end: position + count, stage: Stage::Fetched, deltas, poison_payload });
         lease.position = position + count;
         Ok(Outcome::Fetched { count })
     }

@@ -296,6 +296,19 @@ fn spec_md_has_a_row_for_every_strategy_consistent_with_the_property_definitions
     }
 }
 
+/// spec.md §5 describes every strategy in a table row of its own (`| `name` | writes | aim |`),
+/// and no other: a new row of the verdict table needs its description.
+#[test]
+fn spec_md_describes_every_strategy_in_its_strategy_table() {
+    let spec = model::expected::SPEC;
+    let start = spec.find("## 5. Strategies").expect("spec.md has §5");
+    let end = start + spec[start..].find("\n## ").expect("§5 ends");
+    let described: Vec<&str> =
+        spec[start..end].lines().filter_map(|line| line.strip_prefix("| `")?.split('`').next()).collect();
+    let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
+    assert_eq!(described, names, "spec.md §5's strategy table must list Strategy::ALL, in order");
+}
+
 const BEGIN: &str = "<!-- expected-verdicts:begin -->";
 const END: &str = "<!-- expected-verdicts:end -->";
 const HEADER: &str = "| strategy | no-duplicate | contiguous-prefix | effectively-once | monotonic-checkpoint | group-isolation | fenced-writes | no-silent-skip | bounded-retries | no-duplicate-append | reset-accounted |";
