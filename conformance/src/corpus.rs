@@ -64,8 +64,8 @@ pub fn check_file(path: &Path, worker_exe: Option<PathBuf>) -> Result<Vec<Replay
     Ok(reports)
 }
 
-/// Rewrites `dir`: every counterexample of the default `model check` and every scenario of
-/// `scenarios::all`. Old `*.json` files are removed first so none is left stale.
+/// Rewrites `dir`: every counterexample and every example (the witness of each reached
+/// `sometimes` property) of the default `model check`, and every scenario of `scenarios::all`. Old `*.json` files are removed first so none is left stale.
 pub fn regenerate(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<usize, Error> {
     std::fs::create_dir_all(dir).map_err(Error::io(dir, "create"))?;
     for old in expand(&[dir.to_path_buf()])? {
@@ -76,6 +76,7 @@ pub fn regenerate(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<usize, E
         progress(&format!("checking {strategy}"));
         let report = run(&ConsumerModel::new(Config::new(strategy)), &CheckOptions::default(), &mut |_| {});
         traces.extend(Trace::counterexamples(&report).into_iter().map(|t| (t.file_name(), t)));
+        traces.extend(Trace::examples(&report).into_iter().map(|t| (t.file_name(), t)));
     }
     for (name, trace) in crate::scenarios::all() {
         check_in_model(&trace).map_err(|source| Error::Scenario { name: name.clone(), source })?;

@@ -31,6 +31,9 @@ pub enum ReplayFailure {
     Divergence { step: usize, action: Option<Action>, diff: String },
     /// The property verdicts differ between model and real system, or from the trace's record.
     VerdictMismatch { property: String, model: bool, real: bool, recorded: Option<Verdict> },
+    /// The trace records a `sometimes` property as reached (a fault struck, a defence fired),
+    /// and the model or the real system did not reach it.
+    NotReached { property: String, model: bool, real: bool },
 }
 
 impl fmt::Display for ReplayFailure {
@@ -56,6 +59,12 @@ impl fmt::Display for ReplayFailure {
                 word(*real),
                 recorded.as_ref().map_or("nothing", Verdict::word)
             ),
+            ReplayFailure::NotReached { property, model, real } => write!(
+                f,
+                "{property}: the trace records it reached; the model {} it, the real system {} it",
+                if *model { "reached" } else { "never reached" },
+                if *real { "reached" } else { "never reached" }
+            ),
         }
     }
 }
@@ -66,7 +75,8 @@ impl std::error::Error for ReplayFailure {
             ReplayFailure::RealFailed { error, .. } => Some(error.as_ref()),
             ReplayFailure::ModelUnreachable { .. }
             | ReplayFailure::Divergence { .. }
-            | ReplayFailure::VerdictMismatch { .. } => None,
+            | ReplayFailure::VerdictMismatch { .. }
+            | ReplayFailure::NotReached { .. } => None,
         }
     }
 }
@@ -133,6 +143,19 @@ fn verdicts(
             });
         }
         violated.push((property.name.to_string(), in_real));
+    }
+    if trace.verdict == Some(Verdict::Reached) {
+        let name = trace.property.as_deref().unwrap_or("");
+        let property = model::check::property_named(model, name).ok_or_else(|| ReplayFailure::NotReached {
+            property: name.to_string(),
+            model: false,
+            real: false,
+        })?;
+        let reaches = |states: &[State]| states.iter().any(|state| (property.condition)(model, state));
+        let (in_model, in_real) = (reaches(expected), reaches(observed));
+        if !(in_model && in_real) {
+            return Err(ReplayFailure::NotReached { property: name.to_string(), model: in_model, real: in_real });
+        }
     }
     let last = observed.last().expect("at least the initial state");
     let evidence = trace.property.as_deref().map(|property| evidence(property, last));

@@ -3,6 +3,7 @@
 use crate::action::Action;
 use crate::check::Verdict;
 use crate::config::Config;
+use crate::properties::Role;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -127,7 +128,41 @@ impl Trace {
             .collect()
     }
 
-    /// The file name a counterexample is saved under: `STRATEGY--PROPERTY.json`.
+    /// One trace per reached `sometimes` property of a check report: the shortest example of
+    /// each fault witness (the fault struck where it matters) and each observation (a defence
+    /// at work: a zombie fenced, a duplicate skipped, a record dead-lettered, ...). Replayed
+    /// against the real consumer, they witness the `holds` cells.
+    pub fn examples(report: &crate::check::CheckReport) -> Vec<Trace> {
+        report
+            .properties
+            .iter()
+            .filter(|p| p.verdict == Verdict::Reached)
+            .filter_map(|property| {
+                let kind = match property.role {
+                    Role::FaultWitness => "fault witness",
+                    Role::Observation => "observation",
+                    // Only a `sometimes` property is reached; a safety one holds or is violated.
+                    Role::Safety => return None,
+                };
+                let description = format!(
+                    "{} reaches {} ({kind}) in {} steps (found by model check, shortest)",
+                    report.config.strategy,
+                    property.name,
+                    property.actions.len()
+                );
+                let actions = property.actions.clone();
+                Some(Trace::new(
+                    report.config.clone(),
+                    Some(&property.name),
+                    Some(Verdict::Reached),
+                    description,
+                    actions,
+                ))
+            })
+            .collect()
+    }
+
+    /// The file name a trace is saved under: `STRATEGY--PROPERTY.json`.
     pub fn file_name(&self) -> String {
         format!("{}--{}.json", self.config.strategy, self.property.as_deref().unwrap_or("run"))
     }
