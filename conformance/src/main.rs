@@ -93,8 +93,9 @@ struct ReplayArgs {
 struct TestArgs {
     #[arg(long)]
     strategy: Strategy,
-    #[arg(long, default_value_t = defaults::GROUPS)]
-    groups: u8,
+    /// Consumer groups (default: the row's, as in `model check`).
+    #[arg(long)]
+    groups: Option<u8>,
     #[arg(long, default_value_t = defaults::OWNERS)]
     owners: u8,
     #[arg(long, default_value_t = defaults::PARTITIONS)]
@@ -122,6 +123,12 @@ struct TestArgs {
     /// Retention steps (default: the row's).
     #[arg(long)]
     retentions: Option<u8>,
+    /// Second incarnations of an owner (default: the row's).
+    #[arg(long)]
+    pauses: Option<u8>,
+    /// Log losses (default: the row's).
+    #[arg(long)]
+    log_losses: Option<u8>,
     /// Replay every model path of this many steps (and shorter ones that end).
     #[arg(long, conflicts_with = "walks")]
     depth: Option<usize>,
@@ -154,7 +161,7 @@ impl TestArgs {
             }
         };
         Ok(Config {
-            groups: self.groups,
+            groups: self.groups.unwrap_or(row.groups),
             owners: self.owners,
             partitions: self.partitions,
             records: self.records,
@@ -167,6 +174,8 @@ impl TestArgs {
             max_attempts: self.max_attempts,
             ack_losses: self.ack_losses.unwrap_or(row.ack_losses),
             retentions: self.retentions.unwrap_or(row.retentions),
+            pauses: self.pauses.unwrap_or(row.pauses),
+            log_losses: self.log_losses.unwrap_or(row.log_losses),
             ..row
         })
     }

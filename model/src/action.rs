@@ -51,6 +51,16 @@ pub enum Action {
     /// The coordinator moves a partition to another owner and bumps its epoch; the old owner
     /// is not told.
     Rebalance { group: u8, partition: u8, to_owner: u8 },
+    /// Owner `owner` is started again while its current incarnation still runs (a paused
+    /// process presumed dead, a supervisor's restart, an operator's second copy): the running
+    /// one moves to a paused slot and keeps its leases; the new one starts as after a crash.
+    Pause { group: u8, owner: u8 },
+    /// The log of `partition` loses its acknowledged records from `keep` on (a truncated or
+    /// deleted file): the store may now be ahead of the log.
+    LoseTail { partition: u8, keep: Offset },
+    /// The owner finds its group's checkpoint (or its own position) ahead of the log and
+    /// refuses to go on with the partition: no write.
+    RefuseAhead { group: u8, owner: u8, partition: u8 },
 }
 
 impl Action {
@@ -60,8 +70,11 @@ impl Action {
             Action::Append { .. }
             | Action::AppendAckLost { .. }
             | Action::RetryAppend { .. }
-            | Action::Retain { .. } => None,
+            | Action::Retain { .. }
+            | Action::LoseTail { .. } => None,
             Action::Fetch { group, .. }
+            | Action::Pause { group, .. }
+            | Action::RefuseAhead { group, .. }
             | Action::ApplyEffect { group, .. }
             | Action::InsertProcessed { group, .. }
             | Action::CommitOffset { group, .. }
@@ -81,9 +94,12 @@ impl Action {
     pub fn actor(&self) -> Actor {
         match *self {
             Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => Actor::Producer,
-            Action::Retain { .. } | Action::Rebalance { .. } => Actor::Coordinator,
-            Action::Crash { group, owner } | Action::Restart { group, owner } => Actor::Owner { group, owner },
+            Action::Retain { .. } | Action::Rebalance { .. } | Action::LoseTail { .. } => Actor::Coordinator,
+            Action::Crash { group, owner } | Action::Restart { group, owner } | Action::Pause { group, owner } => {
+                Actor::Owner { group, owner }
+            }
             Action::Fetch { group, owner, .. }
+            | Action::RefuseAhead { group, owner, .. }
             | Action::FailOutOfRange { group, owner, .. }
             | Action::ApplyEffect { group, owner, .. }
             | Action::InsertProcessed { group, owner, .. }
@@ -99,9 +115,9 @@ impl Action {
     /// The (group, owner, partition) of an owner step that works on a lease.
     pub fn lease_step(&self) -> Option<(u8, u8, u8)> {
         match *self {
-            Action::Fetch { group, owner, partition, .. } | Action::FailOutOfRange { group, owner, partition } => {
-                Some((group, owner, partition))
-            }
+            Action::Fetch { group, owner, partition, .. }
+            | Action::FailOutOfRange { group, owner, partition }
+            | Action::RefuseAhead { group, owner, partition } => Some((group, owner, partition)),
             Action::ApplyEffect { .. }
             | Action::InsertProcessed { .. }
             | Action::CommitOffset { .. }
@@ -116,7 +132,9 @@ impl Action {
             | Action::Retain { .. }
             | Action::Crash { .. }
             | Action::Restart { .. }
-            | Action::Rebalance { .. } => None,
+            | Action::Rebalance { .. }
+            | Action::Pause { .. }
+            | Action::LoseTail { .. } => None,
         }
     }
 
@@ -156,7 +174,10 @@ impl Action {
             | Action::FailOutOfRange { .. }
             | Action::Crash { .. }
             | Action::Restart { .. }
-            | Action::Rebalance { .. } => None,
+            | Action::Rebalance { .. }
+            | Action::Pause { .. }
+            | Action::LoseTail { .. }
+            | Action::RefuseAhead { .. } => None,
         }
     }
 
@@ -247,6 +268,15 @@ impl fmt::Display for Action {
             Action::Restart { group, owner } => write!(f, "g{group}/o{owner} restarts"),
             Action::Rebalance { group, partition, to_owner } => {
                 write!(f, "rebalance g{group} p{partition} to o{to_owner}")
+            }
+            Action::Pause { group, owner } => {
+                write!(f, "g{group}/o{owner} is started again while its current incarnation still runs")
+            }
+            Action::LoseTail { partition, keep } => {
+                write!(f, "the log of p{partition} loses its records from offset {keep} on")
+            }
+            Action::RefuseAhead { group, owner, partition } => {
+                write!(f, "g{group}/o{owner} refuses p{partition}: its checkpoint is ahead of the log")
             }
         }
     }

@@ -36,6 +36,15 @@ pub struct Config {
     /// Retention steps (the log start moves forward) allowed in a run.
     #[serde(default)]
     pub retentions: u8,
+    /// Second incarnations allowed in a run (all groups together): an owner is started again
+    /// while its earlier incarnation still runs (a paused process presumed dead, a supervisor's
+    /// restart, an operator's second copy). Absent from traces written before it existed: 0.
+    #[serde(default)]
+    pub pauses: u8,
+    /// Log losses allowed in a run: a partition loses its tail of acknowledged records (a
+    /// truncated or deleted file), so the store may be ahead of the log.
+    #[serde(default)]
+    pub log_losses: u8,
 }
 
 /// spec.md §4's default bounds: the only place they are written in this crate (the CLI's
@@ -51,6 +60,8 @@ pub mod defaults {
     pub const INFLIGHT: u8 = 2;
     pub const DELTA: i64 = 5;
     pub const MAX_ATTEMPTS: u8 = 2;
+    /// A second live incarnation is the most common zombie: every row admits one.
+    pub const PAUSES: u8 = 1;
 }
 
 /// The largest bounds accepted. Past them the state space no longer fits in memory on the
@@ -62,6 +73,8 @@ pub const RECORDS_MAX: u8 = 8;
 /// Crashes and rebalances share one limit.
 pub const CRASHES_MAX: u8 = 4;
 pub const REBALANCES_MAX: u8 = CRASHES_MAX;
+/// The other fault budgets (retentions, lost acknowledgements, pauses, log losses).
+pub const BUDGET_MAX: u8 = 2;
 
 fn default_max_attempts() -> u8 {
     defaults::MAX_ATTEMPTS
@@ -84,7 +97,7 @@ impl Config {
         let row = strategy.rules().defaults;
         Config {
             strategy,
-            groups: defaults::GROUPS,
+            groups: row.groups,
             owners: defaults::OWNERS,
             partitions: defaults::PARTITIONS,
             records: defaults::RECORDS,
@@ -99,6 +112,8 @@ impl Config {
             max_attempts: defaults::MAX_ATTEMPTS,
             ack_losses: row.ack_losses,
             retentions: row.retentions,
+            pauses: defaults::PAUSES,
+            log_losses: row.log_losses,
         }
     }
 
@@ -154,17 +169,16 @@ impl Config {
                 ));
             }
         }
-        if self.retentions > 2 {
-            return Err(format!(
-                "--retentions {} is out of range: accepted values are 0..=2{too_big}",
-                self.retentions
-            ));
-        }
-        if self.ack_losses > 2 {
-            return Err(format!(
-                "--ack-losses {} is out of range: accepted values are 0..=2{too_big}",
-                self.ack_losses
-            ));
+        let budgets: [(&str, u8); 4] = [
+            ("--retentions", self.retentions),
+            ("--ack-losses", self.ack_losses),
+            ("--pauses", self.pauses),
+            ("--log-losses", self.log_losses),
+        ];
+        for (flag, value) in budgets {
+            if value > BUDGET_MAX {
+                return Err(format!("{flag} {value} is out of range: accepted values are 0..={BUDGET_MAX}{too_big}"));
+            }
         }
         if self.max_attempts == 0 || self.max_attempts > 3 {
             return Err(format!(
@@ -182,7 +196,8 @@ impl Config {
     pub fn flags(&self) -> String {
         format!(
             "--strategy {} --groups {} --owners {} --partitions {} --records {} --crashes {} \
-             --rebalances {} --commit-every {} --inflight {} --delta {} --poison {} --max-attempts {} --ack-losses {} --retentions {}",
+             --rebalances {} --commit-every {} --inflight {} --delta {} --poison {} --max-attempts {} --ack-losses {} --retentions {} \
+             --pauses {} --log-losses {}",
             self.strategy,
             self.groups,
             self.owners,
@@ -196,7 +211,9 @@ impl Config {
             self.poison.map_or("none".to_string(), |p| p.to_string()),
             self.max_attempts,
             self.ack_losses,
-            self.retentions
+            self.retentions,
+            self.pauses,
+            self.log_losses
         )
     }
 }

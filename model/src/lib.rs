@@ -21,7 +21,7 @@ pub use action::Action;
 pub use config::{Config, Strategy};
 pub use state::State;
 
-use action::OwnerWrite;
+use action::{Actor, OwnerWrite};
 use state::Witness;
 use stateright::{Model, Property};
 use strategy::Write;
@@ -68,6 +68,7 @@ impl ConsumerModel {
     pub fn describe_step(&self, state: &State, action: &Action) -> String {
         let next = step::next_state(&self.config, state, *action);
         let row = |s: &State, g: u8, p: u8| s.groups[usize::from(g)].store.partitions[usize::from(p)].clone();
+        let who = self.who(state, action);
         match *action {
             Action::Append { partition, .. } => {
                 let p = usize::from(partition);
@@ -87,21 +88,39 @@ impl ConsumerModel {
                 )
             }
             Action::FailOutOfRange { group, owner, partition } => format!(
-                "g{group}/o{owner} stops on p{partition}: offset {} is below the log start {} (--on-out-of-range fail)",
+                "{who} stops on p{partition}: offset {} is below the log start {} (--on-out-of-range fail)",
                 state.lease(group, owner, partition).map_or(0, |l| l.position),
                 state.log_start[usize::from(partition)]
             ),
-            Action::ResetOffset { group, owner, partition } => {
+            Action::ResetOffset { group, partition, .. } => {
                 let (before, after) =
                     (row(state, group, partition).next_offset, row(&next, group, partition).next_offset);
                 format!(
-                    "g{group}/o{owner} records a reset of p{partition} from {before} to {after} and resumes there{}",
+                    "{who} records a reset of p{partition} from {before} to {after} and resumes there{}",
                     self.epoch_note(state, action)
                 )
             }
-            Action::Crash { .. } | Action::Restart { .. } => {
-                let resumed = self.describe_restart(&next, action);
-                format!("{action}{resumed}")
+            Action::Crash { .. } => format!("{who} crashes"),
+            Action::Restart { group, owner } => {
+                format!("{who} restarts{}", self.describe_start(state, &next, group, owner))
+            }
+            Action::Pause { group, owner } => format!(
+                "{who} is started again while its current incarnation runs on as {}{}",
+                self.who(&next, &Action::Crash { group, owner: self.paused_slot(state, &next, group) }),
+                self.describe_start(state, &next, group, owner)
+            ),
+            Action::LoseTail { partition, keep } => {
+                let end = state.log[usize::from(partition)].len();
+                format!("the log of p{partition} loses offsets {keep}..{end} (acknowledged): it now ends at {keep}")
+            }
+            Action::RefuseAhead { group, owner, partition } => {
+                let p = usize::from(partition);
+                let stored = row(state, group, partition).next_offset;
+                let position = state.lease(group, owner, partition).map_or(0, |l| l.position);
+                format!(
+                    "{who} refuses p{partition}: next offset {stored} (position {position}) but the log ends at {}",
+                    state.log[p].len()
+                )
             }
             Action::Rebalance { group, partition, to_owner } => {
                 let (before, after) = (row(state, group, partition), row(&next, group, partition));
@@ -110,14 +129,14 @@ impl ConsumerModel {
                     before.owner, before.epoch, after.epoch
                 )
             }
-            Action::Fetch { group, owner, partition, offset } => {
+            Action::Fetch { partition, offset, .. } => {
                 let delta = state.log[usize::from(partition)][usize::from(offset)];
-                format!("g{group}/o{owner} fetches p{partition} offset {offset} (+{delta})")
+                format!("{who} fetches p{partition} offset {offset} (+{delta})")
             }
-            Action::CommitOffset { group, owner, partition, next_offset } => {
+            Action::CommitOffset { group, partition, next_offset, .. } => {
                 let before = row(state, group, partition).next_offset;
                 format!(
-                    "g{group}/o{owner} commits p{partition}: next offset {before} -> {next_offset}{}",
+                    "{who} commits p{partition}: next offset {before} -> {next_offset}{}",
                     self.epoch_note(state, action)
                 )
             }
@@ -166,7 +185,7 @@ impl ConsumerModel {
         } else {
             String::new()
         };
-        format!("g{group}/o{owner} {what}{checkpoint}{}", self.epoch_note(state, action))
+        format!("{} {what}{checkpoint}{}", self.who(state, action), self.epoch_note(state, action))
     }
 
     fn describe_retry(&self, state: &State, next: &State, partition: u8, delta: i64) -> String {
@@ -195,14 +214,39 @@ impl ConsumerModel {
         }
     }
 
-    fn describe_restart(&self, next: &State, action: &Action) -> String {
-        let Action::Restart { group, owner } = *action else { return String::new() };
-        let resumed: Vec<String> = next.groups[usize::from(group)].owners[usize::from(owner)]
+    /// Who takes an owner step: `gG/oO`, or `gG/oO'` for the earlier incarnation of owner O
+    /// still running in a paused slot; the producer and coordinator otherwise.
+    pub fn who(&self, state: &State, action: &Action) -> String {
+        match action.actor() {
+            Actor::Producer => "producer".to_string(),
+            Actor::Coordinator => "coordinator".to_string(),
+            Actor::Owner { group, owner } => match state.groups[usize::from(group)].slot(owner).incarnation_of {
+                Some(of) => format!("g{group}/o{of}'"),
+                None => format!("g{group}/o{owner}"),
+            },
+        }
+    }
+
+    /// The paused slot a pause fills: the one free before it and in use after it.
+    fn paused_slot(&self, state: &State, next: &State, group: u8) -> u8 {
+        let (before, after) = (&state.groups[usize::from(group)], &next.groups[usize::from(group)]);
+        let filled = before.paused.iter().zip(&after.paused).position(|(b, a)| b != a).unwrap_or(0);
+        (before.owners.len() + filled) as u8
+    }
+
+    /// What a start loaded: each partition's offset and epoch (a claim shows the epoch moving).
+    fn describe_start(&self, state: &State, next: &State, group: u8, owner: u8) -> String {
+        let g = usize::from(group);
+        let resumed: Vec<String> = next.groups[g].owners[usize::from(owner)]
             .leases
             .iter()
             .enumerate()
             .filter_map(|(p, lease)| {
-                lease.as_ref().map(|l| format!("p{p} from offset {} (epoch {})", l.position, l.epoch))
+                let before = state.groups[g].store.partitions[p].epoch;
+                lease.as_ref().map(|l| match l.epoch == before {
+                    true => format!("p{p} from offset {} (epoch {})", l.position, l.epoch),
+                    false => format!("p{p} from offset {} (claims epoch {before} -> {})", l.position, l.epoch),
+                })
             })
             .collect();
         if resumed.is_empty() {

@@ -33,9 +33,10 @@ enum Command {
 /// The bounds of the model; every default is spec.md's default configuration.
 #[derive(Args, Clone, Debug)]
 struct Bounds {
-    /// Consumer groups, each with its own effect and progress.
-    #[arg(long, default_value_t = defaults::GROUPS)]
-    groups: u8,
+    /// Consumer groups, each with its own effect and progress (default: 2; 1 for the rows
+    /// where a second group adds nothing, spec.md §4).
+    #[arg(long)]
+    groups: Option<u8>,
     /// Competing owner processes per group.
     #[arg(long, default_value_t = defaults::OWNERS)]
     owners: u8,
@@ -74,6 +75,14 @@ struct Bounds {
     /// Retention steps allowed in a run (default: 1 for the reset rows, 0 for the others).
     #[arg(long)]
     retentions: Option<u8>,
+    /// Second incarnations allowed in a run: an owner started again while its earlier
+    /// incarnation still runs.
+    #[arg(long, default_value_t = defaults::PAUSES)]
+    pauses: u8,
+    /// Log losses allowed in a run: a partition loses acknowledged records from its tail
+    /// (default: 1 for the log-loss rows, 0 for the others).
+    #[arg(long)]
+    log_losses: Option<u8>,
 }
 
 /// `--poison`: an offset, or none.
@@ -93,7 +102,7 @@ impl Bounds {
     fn config(&self, strategy: Strategy) -> Config {
         Config {
             strategy,
-            groups: self.groups,
+            groups: self.groups.unwrap_or(Config::new(strategy).groups),
             owners: self.owners,
             partitions: self.partitions,
             records: self.records,
@@ -106,6 +115,8 @@ impl Bounds {
             max_attempts: self.max_attempts,
             ack_losses: self.ack_losses.unwrap_or(Config::new(strategy).ack_losses),
             retentions: self.retentions.unwrap_or(Config::new(strategy).retentions),
+            pauses: self.pauses,
+            log_losses: self.log_losses.unwrap_or(Config::new(strategy).log_losses),
         }
     }
 }

@@ -74,12 +74,11 @@ pub fn judge(reports: &[CheckReport], expected: Option<&ExpectedTable>) -> Outco
 pub fn text(reports: &[CheckReport], outcome: &Outcome) -> String {
     let mut out = String::new();
     if let Some(first) = reports.first() {
-        let c = &first.config;
-        let _ = writeln!(
-            out,
-            "bounds: groups {} owners {} partitions {} records {} crashes {} rebalances {} commit-every {} inflight {}",
-            c.groups, c.owners, c.partitions, c.records, c.crashes, c.rebalances, c.commit_every, c.inflight
-        );
+        let _ = writeln!(out, "bounds: {}", shared_bounds(&first.config));
+        // Rows whose shared bounds differ (fewer groups where a second adds nothing, say).
+        for report in reports.iter().filter(|r| shared_bounds(&r.config) != shared_bounds(&first.config)) {
+            let _ = writeln!(out, "  {}: {}", report.config.strategy, shared_bounds(&report.config));
+        }
         let _ = writeln!(
             out,
             "search: {:?}, {} thread(s){}\n",
@@ -122,6 +121,14 @@ pub fn text(reports: &[CheckReport], outcome: &Outcome) -> String {
     };
     let _ = writeln!(out, "{summary}");
     out
+}
+
+/// The bounds every row has (the per-row fault budgets show in the properties checked).
+fn shared_bounds(c: &model::Config) -> String {
+    format!(
+        "groups {} owners {} partitions {} records {} crashes {} rebalances {} pauses {} commit-every {} inflight {}",
+        c.groups, c.owners, c.partitions, c.records, c.crashes, c.rebalances, c.pauses, c.commit_every, c.inflight
+    )
 }
 
 fn table(reports: &[CheckReport]) -> String {

@@ -24,6 +24,11 @@ pub struct State {
     /// Fault budget spent so far (bounded by `Config::crashes` and `Config::rebalances`).
     pub crashes_used: u8,
     pub rebalances_used: u8,
+    pub pauses_used: u8,
+    pub log_losses_used: u8,
+    /// Durable: per partition, whether the log lost acknowledged records (a `lose-tail`). A
+    /// log that knows its acknowledged end refuses appends from then on (`LogCheck`).
+    pub damaged: Vec<bool>,
     /// Ghost: one bit per `Witness` reached so far, for the `sometimes` properties.
     pub witnessed: u16,
 }
@@ -39,8 +44,40 @@ pub struct ProducerState {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Group {
     pub store: Store,
+    /// The owner slots: `owners[o]` is the current incarnation of owner `o`.
     pub owners: Vec<Owner>,
+    /// One slot per `--pauses`: an earlier incarnation still running after its owner was
+    /// started again (`incarnation_of` names the owner), or free. Owner steps address slot `i`
+    /// as owner `owners.len() + i`.
+    pub paused: Vec<Owner>,
     pub ghost: Ghost,
+}
+
+impl Group {
+    /// The owner slot an owner step addresses: a current incarnation, or a paused one.
+    pub fn slot(&self, owner: u8) -> &Owner {
+        let o = usize::from(owner);
+        self.owners.get(o).unwrap_or_else(|| &self.paused[o - self.owners.len()])
+    }
+
+    pub fn slot_mut(&mut self, owner: u8) -> &mut Owner {
+        let (o, current) = (usize::from(owner), self.owners.len());
+        if o < current {
+            &mut self.owners[o]
+        } else {
+            &mut self.paused[o - current]
+        }
+    }
+
+    /// Every slot, current incarnations first, with the owner index its steps use.
+    pub fn slots(&self) -> impl Iterator<Item = (u8, &Owner)> {
+        self.owners.iter().chain(&self.paused).enumerate().map(|(o, owner)| (o as u8, owner))
+    }
+
+    /// The owner whose identity (store `owner` column, process name) a slot runs as.
+    pub fn identity(&self, owner: u8) -> u8 {
+        self.slot(owner).incarnation_of.unwrap_or(owner)
+    }
 }
 
 /// Durable per group: what the database holds. Never touched by a crash.
@@ -88,6 +125,9 @@ pub struct Owner {
     pub alive: bool,
     /// Per partition, what the owner believes it owns (`None`: not its partition as far as it knows).
     pub leases: Vec<Option<Lease>>,
+    /// A paused slot in use: the owner this earlier incarnation runs as. `None` in current
+    /// slots and in free paused slots.
+    pub incarnation_of: Option<u8>,
 }
 
 /// An owner's in-memory view of one partition it believes it owns.
@@ -133,6 +173,11 @@ pub struct Ghost {
     pub foreign_write: bool,
     /// Per partition: failed effect attempts on the poison record (capped at max_attempts + 1).
     pub failures: Vec<u8>,
+    /// The deltas applied of records the log has since lost (their `applied` counts are reset
+    /// so that new records at the same offsets count afresh): `group-isolation` adds them.
+    pub lost_sum: i64,
+    /// An owner refused to go on while its group was not ahead of the log.
+    pub unjustified_refusal: bool,
 }
 
 /// Situations the `sometimes` properties must see reached, one bit each in `State::witnessed`.
@@ -162,6 +207,12 @@ pub enum Witness {
     OutOfRange = 10,
     /// A reset past retained records was recorded.
     ResetRecorded = 11,
+    /// An earlier incarnation attempted a durable write after its owner was started again.
+    PausedWrite = 12,
+    /// A group's stored checkpoint was above the end of the log (the log lost records).
+    StoreAhead = 13,
+    /// An owner refused to go on because its group was ahead of the log.
+    Refused = 14,
 }
 
 impl Stage {
@@ -190,14 +241,18 @@ impl State {
                 .map(|owner| Owner {
                     alive: true,
                     leases: vec![if owner == 0 { Some(Lease::fresh(1, 0)) } else { None }; partitions],
+                    incarnation_of: None,
                 })
                 .collect(),
+            paused: vec![Owner::free_slot(partitions); usize::from(config.pauses)],
             ghost: Ghost {
                 applied: vec![vec![0; records]; partitions],
                 high_water: vec![0; partitions],
                 stale_write_landed: false,
                 foreign_write: false,
                 failures: vec![0; partitions],
+                lost_sum: 0,
+                unjustified_refusal: false,
             },
         };
         State {
@@ -210,6 +265,9 @@ impl State {
             groups: vec![group; usize::from(config.groups)],
             crashes_used: 0,
             rebalances_used: 0,
+            pauses_used: 0,
+            log_losses_used: 0,
+            damaged: vec![false; partitions],
             witnessed: 0,
         }
     }
@@ -223,7 +281,14 @@ impl State {
     }
 
     pub fn lease(&self, group: u8, owner: u8, partition: u8) -> Option<&Lease> {
-        self.groups[usize::from(group)].owners[usize::from(owner)].leases[usize::from(partition)].as_ref()
+        self.groups[usize::from(group)].slot(owner).leases[usize::from(partition)].as_ref()
+    }
+}
+
+impl Owner {
+    /// A paused slot nobody uses.
+    pub fn free_slot(partitions: usize) -> Owner {
+        Owner { alive: false, leases: vec![None; partitions], incarnation_of: None }
     }
 }
 
@@ -260,6 +325,12 @@ impl Representative for State {
             for row in &mut group.store.partitions {
                 row.owner = renamed[usize::from(row.owner)];
             }
+            // Paused slots run as a current owner: rename them alike, then sort them among
+            // themselves (they are interchangeable with each other, never with current slots).
+            for slot in &mut group.paused {
+                slot.incarnation_of = slot.incarnation_of.map(|of| renamed[usize::from(of)]);
+            }
+            group.paused.sort();
         }
         state.groups.sort();
         state

@@ -3,12 +3,19 @@
 use crate::action::{Action, OwnerWrite};
 use crate::config::Config;
 use crate::state::{Lease, Offset, Stage, State, Witness};
-use crate::strategy::{Checkpointing, Guard, OutOfRangePolicy, PoisonPolicy, ProducerRetry, Sequence, Write};
+use crate::strategy::{
+    Checkpointing, Guard, LogCheck, OutOfRangePolicy, PoisonPolicy, ProducerRetry, Sequence, StartPolicy, Write,
+};
 
 /// Appends every action enabled in `state`, in a fixed order (log, owners, coordinator).
 pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>) {
     for (partition, producer) in state.producer.iter().enumerate() {
         let (partition, delta) = (partition as u8, config.delta);
+        // A log that knows its acknowledged end refuses appends once it lost some of them.
+        let refused = state.damaged[usize::from(partition)];
+        if refused {
+            continue;
+        }
         if producer.unacked.is_some() {
             actions.push(Action::RetryAppend { partition, delta });
         } else if producer.sent < config.records {
@@ -19,22 +26,36 @@ pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>
         }
     }
     for (g, group) in state.groups.iter().enumerate() {
-        for (o, owner) in group.owners.iter().enumerate() {
-            let (g, o) = (g as u8, o as u8);
+        let g = g as u8;
+        let free_paused_slot = group.paused.iter().any(|slot| slot.incarnation_of.is_none());
+        for (o, owner) in group.slots() {
+            let current = usize::from(o) < group.owners.len();
             if !owner.alive {
-                actions.push(Action::Restart { group: g, owner: o });
+                // A dead current owner can be started again; a dead paused slot is free.
+                if current {
+                    actions.push(Action::Restart { group: g, owner: o });
+                }
                 continue;
             }
             for (p, lease) in owner.leases.iter().enumerate() {
                 if let Some(lease) = lease {
-                    let bounds = (state.log_start[p], state.log[p].len() as Offset);
-                    lease_actions(config, lease, bounds, (g, o, p as u8), actions);
+                    let log = LogView {
+                        start: state.log_start[p],
+                        end: state.log[p].len() as Offset,
+                        damaged: state.damaged[p],
+                        stored_next: group.store.partitions[p].next_offset,
+                    };
+                    lease_actions(config, lease, log, (g, o, p as u8), actions);
                 }
             }
-            // Only an owner holding a partition has anything to lose; crashing an idle standby
-            // would only add states.
-            if state.crashes_used < config.crashes && owner.leases.iter().any(Option::is_some) {
+            // Only an owner holding a partition has anything to lose; crashing or pausing an
+            // idle standby would only add states.
+            let holds = owner.leases.iter().any(Option::is_some);
+            if state.crashes_used < config.crashes && holds {
                 actions.push(Action::Crash { group: g, owner: o });
+            }
+            if current && holds && free_paused_slot && state.pauses_used < config.pauses {
+                actions.push(Action::Pause { group: g, owner: o });
             }
         }
     }
@@ -42,6 +63,13 @@ pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>
         for (partition, log) in state.log.iter().enumerate() {
             for before in state.log_start[partition] + 1..=log.len() as Offset {
                 actions.push(Action::Retain { partition: partition as u8, before });
+            }
+        }
+    }
+    if state.log_losses_used < config.log_losses {
+        for (partition, log) in state.log.iter().enumerate() {
+            for keep in state.log_start[partition]..log.len() as Offset {
+                actions.push(Action::LoseTail { partition: partition as u8, keep });
             }
         }
     }
@@ -56,21 +84,31 @@ pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>
     }
 }
 
+/// What an owner sees of one partition's log and of its group's checkpoint there.
+#[derive(Clone, Copy, Debug)]
+struct LogView {
+    start: Offset,
+    end: Offset,
+    /// The log lost acknowledged records (only a log that knows its acknowledged end says so).
+    damaged: bool,
+    /// The group's stored next offset.
+    stored_next: Offset,
+}
+
 /// The owner steps a lease allows under the configured strategy (its `Rules`).
-fn lease_actions(
-    config: &Config,
-    lease: &Lease,
-    (log_start, log_end): (Offset, Offset),
-    (group, owner, partition): (u8, u8, u8),
-    actions: &mut Vec<Action>,
-) {
+fn lease_actions(config: &Config, lease: &Lease, log: LogView, (group, owner, partition): (u8, u8, u8), actions: &mut Vec<Action>) {
     let rules = config.strategy.rules();
+    let (log_start, log_end) = (log.start, log.end);
     let fetch = Action::Fetch { group, owner, partition, offset: lease.position };
     let commit = |next_offset| Action::CommitOffset { group, owner, partition, next_offset };
     if let Some(next_offset) = parallel_commit_target(rules.checkpoint, lease) {
         // A parallel owner commits as soon as a completion moves its commit target, before it
         // fetches or completes anything else; other owners, groups and faults still interleave.
         actions.push(commit(next_offset));
+        return;
+    }
+    if lease.records.is_empty() && refuses(rules.log_check, lease, log) {
+        actions.push(Action::RefuseAhead { group, owner, partition });
         return;
     }
     if lease.records.is_empty() && lease.position < log_start {
@@ -121,6 +159,21 @@ fn lease_actions(
     actions.push(Action::of_write(OwnerWrite { write, lease: (group, owner, partition), value }));
 }
 
+/// Whether the group's checkpoint or the owner's own position is past the end of the log: the
+/// log lost records the group had already read.
+fn is_ahead(lease: &Lease, log: LogView) -> bool {
+    log.stored_next > log.end || lease.position > log.end
+}
+
+/// Whether an owner with nothing in flight refuses to go on with the partition.
+fn refuses(check: LogCheck, lease: &Lease, log: LogView) -> bool {
+    match check {
+        LogCheck::RefuseAhead => is_ahead(lease, log),
+        LogCheck::RefuseAll => log.damaged,
+        LogCheck::Unchecked => false,
+    }
+}
+
 /// The next offset a parallel owner would commit now, if it is above its last checkpoint.
 /// `parallel-max` takes the highest completed offset + 1 (the trap: lower records may still be
 /// pending); `parallel-watermark` takes the end of the contiguous completed prefix. `None` for
@@ -154,11 +207,14 @@ pub fn next_state(config: &Config, state: &State, action: Action) -> State {
         }
         Action::FailOutOfRange { group, owner, partition } => {
             next.witness(Witness::OutOfRange);
-            next.groups[usize::from(group)].owners[usize::from(owner)].leases[usize::from(partition)] = None;
+            next.groups[usize::from(group)].slot_mut(owner).leases[usize::from(partition)] = None;
         }
         Action::Crash { group, owner } => crash(config, &mut next, group, owner),
-        Action::Restart { group, owner } => restart(&mut next, group, owner),
+        Action::Restart { group, owner } => restart(config, &mut next, group, owner),
         Action::Rebalance { group, partition, to_owner } => rebalance(&mut next, group, partition, to_owner),
+        Action::Pause { group, owner } => pause(config, &mut next, group, owner),
+        Action::LoseTail { partition, keep } => lose_tail(config, &mut next, partition, keep),
+        Action::RefuseAhead { group, owner, partition } => refuse_ahead(&mut next, (group, owner, partition)),
         Action::ApplyEffect { .. }
         | Action::InsertProcessed { .. }
         | Action::CommitOffset { .. }
@@ -173,8 +229,78 @@ pub fn next_state(config: &Config, state: &State, action: Action) -> State {
     }
     if let Some(acting) = action.group() {
         record_foreign_writes(state, &mut next, acting);
+        free_idle_paused_slots(&mut next.groups[usize::from(acting)]);
+    }
+    let ahead = next.groups.iter().any(|group| {
+        group.store.partitions.iter().zip(&next.log).any(|(row, log)| usize::from(row.next_offset) > log.len())
+    });
+    if ahead {
+        next.witness(Witness::StoreAhead);
     }
     next
+}
+
+/// A paused incarnation that holds no lease any more (fenced, refused, out of range) can do
+/// nothing: its slot is freed, so that equal futures are equal states.
+fn free_idle_paused_slots(group: &mut crate::state::Group) {
+    let partitions = group.store.partitions.len();
+    for slot in &mut group.paused {
+        if slot.alive && slot.leases.iter().all(Option::is_none) {
+            *slot = crate::state::Owner::free_slot(partitions);
+        }
+    }
+}
+
+/// The owner is started again while its current incarnation runs on: that one moves, leases
+/// and all, to a free paused slot (it still runs as the same owner); the new incarnation
+/// starts as a restart does.
+fn pause(config: &Config, state: &mut State, group: u8, owner: u8) {
+    state.pauses_used += 1;
+    let group_state = &mut state.groups[usize::from(group)];
+    let slot = group_state.paused.iter().position(|slot| slot.incarnation_of.is_none());
+    let slot = slot.expect("a pause needs a free paused slot");
+    let mut earlier = group_state.owners[usize::from(owner)].clone();
+    earlier.incarnation_of = Some(owner);
+    group_state.paused[slot] = earlier;
+    let partitions = group_state.store.partitions.len();
+    group_state.owners[usize::from(owner)] = crate::state::Owner::free_slot(partitions);
+    restart(config, state, group, owner);
+}
+
+/// The log of `partition` loses its records from `keep` on. Their applications move to the
+/// ghost's `lost_sum`, so that records appended later at the same offsets count afresh. A log
+/// that knows its acknowledged end marks itself damaged (and refuses appends).
+fn lose_tail(config: &Config, state: &mut State, partition: u8, keep: Offset) {
+    state.log_losses_used += 1;
+    let p = usize::from(partition);
+    for group in &mut state.groups {
+        for offset in usize::from(keep)..state.log[p].len() {
+            let applied = &mut group.ghost.applied[p][offset];
+            group.ghost.lost_sum += state.log[p][offset] * i64::from(*applied);
+            *applied = 0;
+        }
+    }
+    state.log[p].truncate(usize::from(keep));
+    state.sends[p].truncate(usize::from(keep));
+    match config.strategy.rules().log_check {
+        LogCheck::RefuseAhead | LogCheck::RefuseAll => state.damaged[p] = true,
+        LogCheck::Unchecked => {}
+    }
+}
+
+/// The owner stops working on the partition without writing anything. The refusal is
+/// justified when its group's checkpoint or its own position is past the end of the log.
+fn refuse_ahead(state: &mut State, (group, owner, partition): (u8, u8, u8)) {
+    let p = usize::from(partition);
+    let end = state.log[p].len() as Offset;
+    let stored_next = state.groups[usize::from(group)].store.partitions[p].next_offset;
+    let lease = state.lease(group, owner, partition).expect("a refusal needs the lease");
+    let log = LogView { start: state.log_start[p], end, damaged: state.damaged[p], stored_next };
+    if !is_ahead(lease, log) {
+        state.groups[usize::from(group)].ghost.unjustified_refusal = true;
+    }
+    state.witness(Witness::Refused);
+    state.groups[usize::from(group)].slot_mut(owner).leases[p] = None;
 }
 
 /// The producer's three ways of sending.
@@ -234,9 +360,15 @@ fn crash(config: &Config, state: &mut State, group: u8, owner: u8) {
     if after_write {
         state.witness(Witness::CrashAfterWrite);
     }
-    let owner = &mut state.groups[usize::from(group)].owners[usize::from(owner)];
-    owner.alive = false;
-    owner.leases.iter_mut().for_each(|lease| *lease = None);
+    let group = &mut state.groups[usize::from(group)];
+    let partitions = group.store.partitions.len();
+    let slot = group.slot_mut(owner);
+    // A crashed paused incarnation is gone: its slot is free again.
+    *slot = if slot.incarnation_of.is_some() {
+        crate::state::Owner::free_slot(partitions)
+    } else {
+        crate::state::Owner { alive: false, leases: vec![None; partitions], incarnation_of: None }
+    };
     state.crashes_used += 1;
 }
 
@@ -245,7 +377,7 @@ fn crash(config: &Config, state: &mut State, group: u8, owner: u8) {
 /// crashes it makes with the same definition, on the state it observes.
 pub fn crash_witnesses(config: &Config, state: &State, group: u8, owner: u8) -> (bool, bool) {
     let group_state = &state.groups[usize::from(group)];
-    let leases = &group_state.owners[usize::from(owner)].leases;
+    let leases = &group_state.slot(owner).leases;
     let mid_record = leases.iter().flatten().any(|lease| is_mid_record(config, lease));
     // After a write: the crash falls on a partition with durable progress behind it, so the
     // restart has a checkpoint to resume from rather than the beginning of the log.
@@ -266,15 +398,19 @@ fn is_mid_record(config: &Config, lease: &Lease) -> bool {
     past_first_write || applied_uncommitted
 }
 
-fn restart(state: &mut State, group: u8, owner: u8) {
+fn restart(config: &Config, state: &mut State, group: u8, owner: u8) {
     let group = &mut state.groups[usize::from(group)];
-    let rows = &group.store.partitions;
     let owner_state = &mut group.owners[usize::from(owner)];
     owner_state.alive = true;
-    for (partition, row) in rows.iter().enumerate() {
-        // The coordinator hands the restarted owner its assignment at the current epoch; it
-        // resumes from the committed checkpoint.
+    for (partition, row) in group.store.partitions.iter_mut().enumerate() {
+        // The coordinator hands the started owner its assignment; it resumes from the
+        // committed checkpoint, at a new epoch it claims (so that an earlier incarnation still
+        // running is a zombie), or at the stored one (the trap).
         if row.owner == owner {
+            match config.strategy.rules().start {
+                StartPolicy::ClaimEpoch => row.epoch += 1,
+                StartPolicy::StoredEpoch => {}
+            }
             owner_state.leases[partition] = Some(Lease::fresh(row.epoch, row.next_offset));
         }
     }
@@ -303,6 +439,9 @@ fn owner_write(config: &Config, state: &mut State, write: OwnerWrite) {
     let stale = lease_mut(state, group, owner, partition).epoch != stored_epoch;
     if stale {
         state.witness(Witness::ZombieWrite);
+    }
+    if state.groups[usize::from(group)].slot(owner).incarnation_of.is_some() {
+        state.witness(Witness::PausedWrite);
     }
     let store_before = state.groups[usize::from(group)].store.clone();
     let value = write.value;
@@ -462,7 +601,7 @@ fn apply_deduped(state: &mut State, (group, owner, partition): (u8, u8, u8), off
 /// The fenced transaction aborted: the owner, told its epoch is stale, drops the partition.
 fn fence(state: &mut State, (group, owner, partition): (u8, u8, u8)) {
     state.witness(Witness::ZombieFenced);
-    state.groups[usize::from(group)].owners[usize::from(owner)].leases[usize::from(partition)] = None;
+    state.groups[usize::from(group)].slot_mut(owner).leases[usize::from(partition)] = None;
 }
 
 /// A poison record's transaction: its effect fails. atomic-dlq counts the failed attempt in the
@@ -592,7 +731,7 @@ fn record_foreign_writes(before: &State, after: &mut State, acting: u8) {
 }
 
 fn lease_mut(state: &mut State, group: u8, owner: u8, partition: u8) -> &mut Lease {
-    state.groups[usize::from(group)].owners[usize::from(owner)].leases[usize::from(partition)]
+    state.groups[usize::from(group)].slot_mut(owner).leases[usize::from(partition)]
         .as_mut()
         .expect("an owner step needs the owner's lease on the partition")
 }

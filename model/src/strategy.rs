@@ -76,6 +76,18 @@ strategies! {
     ResetSilent => "reset-silent",
     /// atomic-fenced; retention past the checkpoint stops the owner.
     ResetFail => "reset-fail",
+    /// The trap: atomic-fenced whose owners resume at the stored epoch when they start, so a
+    /// second live incarnation of an owner is never fenced.
+    FencedStoredEpoch => "fenced-stored-epoch",
+    /// atomic-fenced on a log that knows its acknowledged end: after a loss, appends are
+    /// refused and an owner whose group is ahead of the log refuses to go on.
+    LogLossRefuse => "log-loss-refuse",
+    /// The trap: a log that grows again after losing its tail, read by a consumer that never
+    /// compares its checkpoint with the log: the new records below the checkpoint are skipped.
+    LogLossUnchecked => "log-loss-unchecked",
+    /// The trap: a consumer that refuses whenever the log lost records, even when its group is
+    /// behind the loss and nothing of its own is at stake.
+    LogLossRefuseAll => "log-loss-refuse-all",
 }
 
 /// The durable writes of one record after its fetch, in order (the checkpoint of the periodic
@@ -171,13 +183,39 @@ pub enum ProducerRetry {
     NewSequence,
 }
 
-/// The fault budgets a row enables by default (spec.md §4); the others default to none.
+/// What an owner's epoch is when it starts (or restarts) and takes the partitions the store
+/// assigns to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartPolicy {
+    /// Every start claims a new epoch for the partitions it takes (one transaction per start),
+    /// so an earlier incarnation still running is a zombie its next fenced write finds out.
+    ClaimEpoch,
+    /// The trap: the owner resumes at the stored epoch, the same as its earlier incarnation's.
+    StoredEpoch,
+}
+
+/// How an owner treats a log that lost acknowledged records (spec.md §3.1, log losses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogCheck {
+    /// The log knows its acknowledged end: after a loss it refuses appends, and an owner whose
+    /// group (or own position) is ahead of the log refuses to go on, writing nothing.
+    RefuseAhead,
+    /// The trap: the log grows again at its new end and the owner compares nothing.
+    Unchecked,
+    /// The trap: as `RefuseAhead`, but the owner also refuses when its group is behind the loss.
+    RefuseAll,
+}
+
+/// The row's default bounds where they differ from spec.md §4's (the fault budgets of the
+/// mechanism it is about, and fewer groups where a second adds nothing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RowDefaults {
     /// The offset of the poison record in every partition.
     pub poison: Option<u8>,
     pub ack_losses: u8,
     pub retentions: u8,
+    pub log_losses: u8,
+    pub groups: u8,
 }
 
 /// One row's entry in the strategy table.
@@ -189,10 +227,13 @@ pub struct Rules {
     pub poison: PoisonPolicy,
     pub out_of_range: OutOfRangePolicy,
     pub producer: ProducerRetry,
+    pub start: StartPolicy,
+    pub log_check: LogCheck,
     pub defaults: RowDefaults,
 }
 
-const NO_FAULTS: RowDefaults = RowDefaults { poison: None, ack_losses: 0, retentions: 0 };
+const NO_FAULTS: RowDefaults =
+    RowDefaults { poison: None, ack_losses: 0, retentions: 0, log_losses: 0, groups: crate::config::defaults::GROUPS };
 
 /// A plain consumer: per-record checkpoints, no poison, `--on-out-of-range fail`, an
 /// idempotent producer, no extra faults by default.
@@ -204,6 +245,8 @@ const fn consumer(sequence: Sequence, guard: Guard, checkpoint: Checkpointing) -
         poison: PoisonPolicy::Unhandled,
         out_of_range: OutOfRangePolicy::Fail,
         producer: ProducerRetry::SameSequence,
+        start: StartPolicy::ClaimEpoch,
+        log_check: LogCheck::RefuseAhead,
         defaults: NO_FAULTS,
     }
 }
@@ -219,6 +262,8 @@ impl Strategy {
         let poison = RowDefaults { poison: Some(1), ..NO_FAULTS };
         let ack_loss = RowDefaults { ack_losses: 1, ..NO_FAULTS };
         let retention = RowDefaults { retentions: 1, ..NO_FAULTS };
+        // One group: a second, alike, adds states and nothing to what a log loss shows.
+        let log_loss = RowDefaults { log_losses: 1, groups: 1, ..NO_FAULTS };
         match self {
             Strategy::CommitFirst => consumer(CommitThenEffect, Guard::Blind, PerRecord),
             Strategy::EffectFirst => consumer(EffectThenCommit, Guard::Blind, PerRecord),
@@ -245,6 +290,10 @@ impl Strategy {
                 Rules { out_of_range: OutOfRangePolicy::Silent, defaults: retention, ..ATOMIC_FENCED }
             }
             Strategy::ResetFail => Rules { defaults: retention, ..ATOMIC_FENCED },
+            Strategy::FencedStoredEpoch => Rules { start: StartPolicy::StoredEpoch, ..ATOMIC_FENCED },
+            Strategy::LogLossRefuse => Rules { defaults: log_loss, ..ATOMIC_FENCED },
+            Strategy::LogLossUnchecked => Rules { log_check: LogCheck::Unchecked, defaults: log_loss, ..ATOMIC_FENCED },
+            Strategy::LogLossRefuseAll => Rules { log_check: LogCheck::RefuseAll, defaults: log_loss, ..ATOMIC_FENCED },
         }
     }
 
