@@ -182,7 +182,8 @@ impl Config {
     pub fn flags(&self) -> String {
         format!(
             "--strategy {} --groups {} --owners {} --partitions {} --records {} --crashes {} \
-             --rebalances {} --commit-every {} --inflight {} --delta {} --poison {} --max-attempts {} --ack-losses {} --retentions {}",
+             --rebalances {} --commit-every {} --inflight {} --delta {} --poison {} --max-attempts {} \
+             --ack-losses {} --retentions {}",
             self.strategy,
             self.groups,
             self.owners,
