@@ -21,7 +21,8 @@ pub fn timeline(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> Stri
     let width = lanes * LANE_WIDTH + LABEL_WIDTH;
     let height = (steps.len() + 2) * ROW_HEIGHT;
     let mut svg = format!(
-        "<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' font-family='monospace' font-size='11'>"
+        "<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' \
+         font-family='monospace' font-size='11'>"
     );
     let lane_x = |lane: usize| lane * LANE_WIDTH + LANE_WIDTH / 2;
     let mut headers = vec!["producer".to_string(), "coordinator".to_string()];
@@ -46,10 +47,29 @@ pub fn timeline(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> Stri
         let colour = if zombie { "#e67e00" } else { "#1f4e9c" };
         match action {
             Action::Crash { .. } => {
-                let _ =
-                    write!(svg, "<text x='{x}' y='{}' text-anchor='middle' fill='#c00' font-size='16'>✕</text>", y + 5);
+                let _ = write!(
+                    svg,
+                    "<text x='{x}' y='{}' text-anchor='middle' fill='#c00' \
+                     font-size='16'>✕</text>",
+                    y + 5
+                );
             }
-            _ => {
+            Action::Append { .. }
+            | Action::AppendAckLost { .. }
+            | Action::RetryAppend { .. }
+            | Action::Retain { .. }
+            | Action::Rebalance { .. }
+            | Action::Restart { .. }
+            | Action::Fetch { .. }
+            | Action::FailOutOfRange { .. }
+            | Action::ApplyEffect { .. }
+            | Action::InsertProcessed { .. }
+            | Action::CommitOffset { .. }
+            | Action::ApplyStamped { .. }
+            | Action::ApplyDeduped { .. }
+            | Action::ApplyAtomic { .. }
+            | Action::DeadLetter { .. }
+            | Action::ResetOffset { .. } => {
                 let fill = if durable { colour } else { "white" };
                 let _ =
                     write!(svg, "<circle cx='{x}' cy='{y}' r='5' fill='{fill}' stroke='{colour}' stroke-width='2'/>");
