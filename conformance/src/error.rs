@@ -53,6 +53,8 @@ pub enum Error {
     NothingToRetry { partition: u8 },
     /// The real state has no model counterpart: the abstraction function cannot map it.
     Unobservable(Unobservable),
+    /// The model took a step the harness cannot make happen in the real system.
+    Unsupported(&'static str),
 }
 
 impl Error {
@@ -83,6 +85,7 @@ impl fmt::Display for Error {
             Error::NoLease { group, owner, partition } => {
                 write!(f, "the owner {group}/{owner} holds no lease on partition {partition}")
             }
+            Error::Unsupported(what) => write!(f, "the harness cannot perform {what} on the real system"),
             Error::NothingToRetry { partition } => {
                 write!(f, "no unacknowledged send to partition {partition} to retry")
             }
@@ -108,7 +111,8 @@ impl StdError for Error {
             | Error::PostgresUrl
             | Error::NotRunning { .. }
             | Error::NoLease { .. }
-            | Error::NothingToRetry { .. } => None,
+            | Error::NothingToRetry { .. }
+            | Error::Unsupported(_) => None,
         }
     }
 }

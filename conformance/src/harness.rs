@@ -49,13 +49,20 @@ pub struct Harness {
     dir: ScratchDir,
     log: Log,
     store: Store,
-    /// Per group and owner, the running owner (`None`: crashed).
+    /// Per group, the owner slots as the model numbers them: each owner's current
+    /// incarnation, then the paused slots (`None`: crashed, or a free paused slot).
     owners: Vec<Vec<Option<Box<dyn OwnerHandle>>>>,
+    /// Per group and paused slot, the owner that earlier incarnation runs as.
+    paused_of: Vec<Vec<Option<u8>>>,
     /// Ghost history as observed in the real system (never copied from the model).
     ghosts: Vec<Ghost>,
     crashes_used: u8,
     rebalances_used: u8,
     retentions_used: u8,
+    pauses_used: u8,
+    log_losses_used: u8,
+    /// Per partition, whether the log lost acknowledged records (the harness made it lose them).
+    damaged: Vec<bool>,
     /// The harness is the producer: its per-partition state, the logical send of every record
     /// it appended (ghost), and the next sequence number of its idempotent appends.
     producer: Vec<ProducerState>,
@@ -132,6 +139,10 @@ pub fn real_row(strategy: model::Strategy) -> RealRow {
         Model::ResetEarliest => row(Real::AtomicFenced, Earliest, SameSequence),
         Model::ResetSilent => row(Real::AtomicFenced, EarliestSilent, SameSequence),
         Model::ResetFail => row(Real::AtomicFenced, Fail, SameSequence),
+        Model::FencedStoredEpoch => row(Real::AtomicFenced, Fail, SameSequence),
+        Model::LogLossRefuse => row(Real::AtomicFenced, Fail, SameSequence),
+        Model::LogLossUnchecked => row(Real::AtomicFenced, Fail, SameSequence),
+        Model::LogLossRefuseAll => row(Real::AtomicFenced, Fail, SameSequence),
     }
 }
 
@@ -183,6 +194,10 @@ impl Harness {
             ghosts: vec![ghost; usize::from(config.groups)],
             crashes_used: 0,
             rebalances_used: 0,
+            pauses_used: 0,
+            log_losses_used: 0,
+            damaged: vec![false; usize::from(config.partitions)],
+            paused_of: vec![vec![None; usize::from(config.pauses)]; usize::from(config.groups)],
             retentions_used: 0,
             producer: vec![ProducerState { sent: 0, unacked: None }; usize::from(config.partitions)],
             sends: vec![Vec::new(); usize::from(config.partitions)],
@@ -199,6 +214,7 @@ impl Harness {
             for owner in 0..config.owners {
                 row.push(Some(driver::start(options.mode, &harness.spec(group, owner))?));
             }
+            row.extend((0..config.pauses).map(|_| None));
             harness.owners.push(row);
         }
         Ok(harness)
@@ -233,6 +249,9 @@ impl Harness {
         };
         self.witness_before(&before, *action);
         self.perform(*action)?;
+        if let Some(group) = action.group() {
+            self.free_idle_paused_slots(group)?;
+        }
         let mut after = self.observe()?;
         self.record_ghosts(&before, &after, action);
         for (group, ghost) in after.groups.iter_mut().zip(&self.ghosts) {
@@ -329,6 +348,9 @@ impl Harness {
             Action::Crash { group, owner } => {
                 let handle = self.owners[usize::from(group)][usize::from(owner)].take();
                 handle.ok_or_else(|| not_running(group, owner))?.kill();
+                if let Some(paused) = self.paused_index(owner) {
+                    self.paused_of[usize::from(group)][paused] = None;
+                }
                 self.crashes_used += 1;
                 Ok(())
             }
@@ -338,12 +360,56 @@ impl Harness {
                 Ok(())
             }
             Action::Rebalance { group, partition, to_owner } => self.rebalance(group, partition, to_owner),
+            Action::Pause { group, owner } => self.pause(group, owner),
+            Action::LoseTail { .. } => Err(Error::Unsupported("lose-tail")),
+            Action::RefuseAhead { .. } => Err(Error::Unsupported("refuse-ahead")),
             Action::Retain { partition, before } => {
                 self.log.retain_before(u32::from(partition), u64::from(before))?;
                 self.retentions_used += 1;
                 Ok(())
             }
         }
+    }
+
+    /// The paused slot a model owner index names, if it names one.
+    fn paused_index(&self, owner: u8) -> Option<usize> {
+        usize::from(owner).checked_sub(usize::from(self.config.owners))
+    }
+
+    /// A second incarnation of `owner` starts while the running one goes on: the running
+    /// process moves to the first free paused slot (as the model's `pause` does) and a new one
+    /// starts, as after a crash.
+    fn pause(&mut self, group: u8, owner: u8) -> Result<(), Error> {
+        let g = usize::from(group);
+        let free = self.paused_of[g]
+            .iter()
+            .position(Option::is_none)
+            .ok_or(Error::Unsupported("a pause with no free paused slot"))?;
+        let running = self.owners[g][usize::from(owner)].take().ok_or_else(|| not_running(group, owner))?;
+        self.owners[g][usize::from(self.config.owners) + free] = Some(running);
+        self.paused_of[g][free] = Some(owner);
+        self.pauses_used += 1;
+        let handle = driver::start(self.options.mode, &self.spec(group, owner))?;
+        self.owners[g][usize::from(owner)] = Some(handle);
+        Ok(())
+    }
+
+    /// A paused incarnation that holds no lease any more can do nothing: the model frees its
+    /// slot, and so does the harness (ending its process).
+    fn free_idle_paused_slots(&mut self, group: u8) -> Result<(), Error> {
+        let g = usize::from(group);
+        for paused in 0..self.paused_of[g].len() {
+            let slot = usize::from(self.config.owners) + paused;
+            let idle = match &mut self.owners[g][slot] {
+                Some(handle) => handle.leases()?.is_empty(),
+                None => false,
+            };
+            if idle {
+                self.owners[g][slot].take().expect("an idle slot runs").kill();
+                self.paused_of[g][paused] = None;
+            }
+        }
+        Ok(())
     }
 
     /// The coordinator's rebalance: the store's claim, then the assignment to the new owner
@@ -509,7 +575,14 @@ impl Harness {
             for owner in 0..self.config.owners {
                 owners.push(self.observe_owner(group, owner)?);
             }
-            groups.push(Group { store, owners, ghost: self.ghosts[usize::from(group)].clone() });
+            let mut paused = Vec::new();
+            for index in 0..self.config.pauses {
+                let mut slot = self.observe_owner(group, self.config.owners + index)?;
+                slot.incarnation_of = self.paused_of[usize::from(group)][usize::from(index)];
+                paused.push(slot);
+            }
+            let ghost = self.ghosts[usize::from(group)].clone();
+            groups.push(Group { store, owners, paused, ghost });
         }
         let mut log_start = Vec::new();
         for partition in 0..u32::from(self.config.partitions) {
@@ -525,6 +598,9 @@ impl Harness {
             groups,
             crashes_used: self.crashes_used,
             rebalances_used: self.rebalances_used,
+            pauses_used: self.pauses_used,
+            log_losses_used: self.log_losses_used,
+            damaged: self.damaged.clone(),
             witnessed: self.witnessed,
         })
     }
@@ -581,7 +657,7 @@ impl Harness {
     fn observe_owner(&mut self, group: u8, owner: u8) -> Result<Owner, Error> {
         let partitions = usize::from(self.config.partitions);
         let Some(handle) = &mut self.owners[usize::from(group)][usize::from(owner)] else {
-            return Ok(Owner { alive: false, leases: vec![None; partitions] });
+            return Ok(Owner::free_slot(partitions));
         };
         let (group, owner) = (group_name(group), owner_name(owner));
         let mut leases = vec![None; partitions];
@@ -591,7 +667,7 @@ impl Harness {
             };
             *slot = Some(model_lease(&lease, &group, &owner)?);
         }
-        Ok(Owner { alive: true, leases })
+        Ok(Owner { alive: true, leases, incarnation_of: None })
     }
 }
 

@@ -212,7 +212,7 @@ fn prepare(path: &Path, case: Case) -> anyhow::Result<(Store, Log)> {
 
 /// Without a crash every strategy must be exact: a wrong total or offset is a bug, not a number.
 fn check(owner: &Owner, steps: &[(Step, Outcome)], records: u64) -> anyhow::Result<()> {
-    if let Some((step, outcome)) = steps.iter().find(|(_, outcome)| matches!(outcome, Outcome::Fenced { .. })) {
+    if let Some((step, outcome)) = steps.iter().find(|(_, outcome)| outcome.fenced().is_some()) {
         bail!("step '{step}' was fenced ({outcome}) though no other owner exists");
     }
     let store = owner.store();

@@ -411,10 +411,9 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let steps = owner.run_to_end()?;
-    let fenced = steps.iter().find_map(|(step, outcome)| match outcome {
-        Outcome::Fenced { held, current } => Some((step.partition, *held, *current)),
-        _ => None,
-    });
+    let fenced = steps
+        .iter()
+        .find_map(|(step, outcome)| outcome.fenced().map(|(held, current)| (step.partition, held, current)));
     let group = &args.owner.group;
     let total = owner.store().total(group)?;
     println!("{} steps; group {group} total {total}", steps.len());

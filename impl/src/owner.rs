@@ -210,6 +210,40 @@ impl fmt::Display for Outcome {
     }
 }
 
+impl Outcome {
+    /// The owner's stale epoch and the stored one, when the step's transaction was fenced.
+    pub fn fenced(&self) -> Option<(i64, i64)> {
+        match *self {
+            Outcome::Fenced { held, current } => Some((held, current)),
+            Outcome::Fetched { .. }
+            | Outcome::Applied { .. }
+            | Outcome::Recorded
+            | Outcome::Committed
+            | Outcome::Failed { .. }
+            | Outcome::Exhausted
+            | Outcome::DeadLettered { .. }
+            | Outcome::Reset { .. }
+            | Outcome::OutOfRange { .. } => None,
+        }
+    }
+
+    /// Whether a poison record's effect failed in the step (one more in a failure streak).
+    pub fn is_failed(&self) -> bool {
+        match self {
+            Outcome::Failed { .. } => true,
+            Outcome::Fetched { .. }
+            | Outcome::Applied { .. }
+            | Outcome::Recorded
+            | Outcome::Committed
+            | Outcome::Fenced { .. }
+            | Outcome::Exhausted
+            | Outcome::DeadLettered { .. }
+            | Outcome::Reset { .. }
+            | Outcome::OutOfRange { .. } => false,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub enum OwnerError {
     Store(StoreError),
@@ -514,10 +548,12 @@ impl Owner {
             if let Outcome::OutOfRange { position, start } = outcome {
                 return Err(OwnerError::OutOfRange { partition: step.partition, offset: position, start });
             }
-            failing = match (&outcome, failing) {
-                (Outcome::Failed { .. }, Some((last, failures))) if last == step => Some((step, failures + 1)),
-                (Outcome::Failed { .. }, _) => Some((step, 1)),
-                _ => None,
+            // A failure extends the streak of the same step; any other outcome ends it.
+            failing = if outcome.is_failed() {
+                let streak = failing.filter(|&(last, _)| last == step).map_or(0, |(_, failures)| failures);
+                Some((step, streak + 1))
+            } else {
+                None
             };
             if let Some((step, failures)) = failing {
                 if retries_forever && failures >= STUCK_AFTER {
@@ -561,9 +597,8 @@ impl Owner {
         }
         let count = deltas.len() as u64;
         let lease = self.lease_mut(partition);
-        lease
-            .records
-            .insert(position, InFlight { end: position + count, stage: Stage::Fetched, deltas, poison_payload });
+        let in_flight = InFlight { end: position + count, stage: Stage::Fetched, deltas, poison_payload };
+        lease.records.insert(position, in_flight);
         lease.position = position + count;
         Ok(Outcome::Fetched { count })
     }

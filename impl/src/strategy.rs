@@ -520,12 +520,19 @@ mod tests {
             let mut walked = Vec::new();
             while let Some(write) = rules.next_write(stage) {
                 walked.push(write.kind());
-                stage = match (write, stage) {
-                    (BatchWrite::CommitOffset, Stage::Fetched) => Stage::Committed,
-                    (BatchWrite::ApplyEffect | BatchWrite::ApplyDeduped, Stage::Fetched) => Stage::EffectApplied,
-                    (BatchWrite::InsertProcessed, _) => Stage::Recorded,
+                stage = match write {
+                    BatchWrite::CommitOffset if stage == Stage::Fetched => Stage::Committed,
+                    BatchWrite::ApplyEffect | BatchWrite::ApplyDeduped if stage == Stage::Fetched => {
+                        Stage::EffectApplied
+                    }
+                    BatchWrite::InsertProcessed => Stage::Recorded,
                     // The write finished the batch.
-                    _ => break,
+                    BatchWrite::CommitOffset
+                    | BatchWrite::ApplyEffect
+                    | BatchWrite::ApplyDeduped
+                    | BatchWrite::ApplyStamped
+                    | BatchWrite::ApplyAtomic
+                    | BatchWrite::DeadLetter => break,
                 };
             }
             assert_eq!(walked, writes, "{strategy}");

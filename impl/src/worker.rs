@@ -3,13 +3,22 @@
 //!
 //! Protocol, one line each way per command (the reply is flushed before the next read):
 //!
-//! | command | reply |
-//! |---|---|
-//! | `STEP PARTITION OFFSET` (e.g. `apply-atomic 0 2`, `commit-offset 0 3`, `dead-letter 0 1`, `reset-offset 0 3`, `fail-out-of-range 0 0`) | `ok OUTCOME` (`fetched N`, `applied N skipped M`, `recorded`, `committed`, `fenced HELD CURRENT`, `failed ATTEMPTS`, `exhausted`, `dead-lettered ATTEMPTS`, `reset FROM TO`, `out-of-range POSITION START`) or `err MESSAGE` |
-//! | `assign PARTITION` (after a rebalance named this owner) | `ok assigned EPOCH` or `ok not-assigned` |
-//! | `arm POINT` (a crash point, e.g. `apply-atomic:inside`) | `ok armed`; the point fires on a later step |
-//! | `state` | `state JSON` (the owner's leases) |
-//! | `quit` | `ok bye`, then exit 0 |
+//! - `STEP PARTITION OFFSET` (e.g. `apply-atomic 0 2`, `commit-offset 0 3`, `dead-letter 0 1`,
+//!   `reset-offset 0 3`, `fail-out-of-range 0 0`) performs that step and replies `ok OUTCOME`
+//!   or `err MESSAGE`, where OUTCOME is one of:
+//!   - `fetched N` (N records fetched);
+//!   - `applied N skipped M` (the effect write applied N records and recognised M as done);
+//!   - `recorded` (`insert-processed`) or `committed` (`commit-offset`);
+//!   - `fenced HELD CURRENT` (the owner's epoch HELD is not the stored CURRENT: nothing
+//!     written, the partition dropped);
+//!   - `failed ATTEMPTS`, `exhausted` or `dead-lettered ATTEMPTS` (a poison record, below);
+//!   - `reset FROM TO` or `out-of-range POSITION START` (retention passed the position, below).
+//! - `assign PARTITION` (after a rebalance named this owner) replies `ok assigned EPOCH` or
+//!   `ok not-assigned`.
+//! - `arm POINT` (a crash point, e.g. `apply-atomic:inside`) replies `ok armed`; the point
+//!   fires on a later step.
+//! - `state` replies `state JSON` (the owner's leases).
+//! - `quit` replies `ok bye`, then the worker exits 0.
 //!
 //! A poison record's failed `apply-atomic` replies `failed ATTEMPTS` (the durable count after
 //! the step under atomic-dlq, 0 under skip-poison and retry-forever); atomic-dlq replies

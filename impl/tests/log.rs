@@ -520,7 +520,12 @@ proptest! {
                 // torn append loses its whole batch.
                 Ok((records, repairs)) if last => {
                     let cut = if last_batch_start == 0 { HEADER } else { ends[last_batch_start - 1] };
-                    prop_assert_eq!(records.len(), last_batch_start, "byte {} kept more than the complete batches", position);
+                    prop_assert_eq!(
+                        records.len(),
+                        last_batch_start,
+                        "byte {} kept more than the complete batches",
+                        position
+                    );
                     prop_assert_eq!(repairs.len(), 1);
                     prop_assert_eq!(repairs[0].kept_records, last_batch_start as u64);
                     prop_assert_eq!(repairs[0].dropped_bytes, (original.len() - cut) as u64);

@@ -240,7 +240,8 @@ fn failed_attempts_and_dead_letters_survive_crashes_exactly() {
             after_restart: ((5, 2), 2, &[(1, 2)]),
         },
         CrashCase {
-            name: "atomic-dlq crashes inside its dead-letter transaction: the exhausted record is dead-lettered on restart",
+            name: "atomic-dlq crashes inside its dead-letter transaction: the exhausted record is \
+                   dead-lettered on restart",
             strategy: "atomic-dlq",
             crash: "dead-letter:inside@1",
             journal_left: true,

@@ -478,11 +478,11 @@ proptest! {
             let (producer, base, count) = call.resolve(history);
             // A retry of one of the last five batches of the producer's current epoch must
             // be a duplicate, whatever came before.
-            let must_be_duplicate = match (call.kind, history.last()) {
-                (Kind::Retry(back), Some(last)) => {
-                    back < 5 && history.iter().rev().nth(back).is_some_and(|a| a.0 == last.0)
-                }
-                _ => false,
+            let must_be_duplicate = match call.kind {
+                Kind::Retry(back) => history
+                    .last()
+                    .is_some_and(|last| back < 5 && history.iter().rev().nth(back).is_some_and(|a| a.0 == last.0)),
+                Kind::Next | Kind::Bump | Kind::Stale | Kind::Base(_) => false,
             };
             let payloads = batch(i, count);
             let end = log.end(call.partition).unwrap();

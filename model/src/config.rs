@@ -196,8 +196,8 @@ impl Config {
     pub fn flags(&self) -> String {
         format!(
             "--strategy {} --groups {} --owners {} --partitions {} --records {} --crashes {} \
-             --rebalances {} --commit-every {} --inflight {} --delta {} --poison {} --max-attempts {} --ack-losses {} --retentions {} \
-             --pauses {} --log-losses {}",
+             --rebalances {} --commit-every {} --inflight {} --delta {} --poison {} --max-attempts {} \
+             --ack-losses {} --retentions {} --pauses {} --log-losses {}",
             self.strategy,
             self.groups,
             self.owners,

@@ -157,12 +157,19 @@ impl ConsumerModel {
         let ((group, owner, partition), offset) = (write.lease, write.value);
         let g = usize::from(group);
         let (before, after) = (state.groups[g].store.total, next.groups[g].store.total);
-        let delta = state.log[usize::from(partition)][usize::from(offset)];
         let fenced = next.lease(group, owner, partition).is_none() && state.lease(group, owner, partition).is_some();
         let poison = self.config.poison == Some(offset);
         let what = match write.write {
             Write::InsertProcessed => format!("records p{partition} offset {offset} as processed"),
-            _ if fenced => {
+            Write::ApplyEffect
+            | Write::ApplyStamped
+            | Write::ApplyDeduped
+            | Write::ApplyAtomic
+            | Write::DeadLetter
+            | Write::CommitOffset
+            | Write::ResetOffset
+                if fenced =>
+            {
                 format!("is fenced writing p{partition} offset {offset}: its epoch is stale, the transaction aborts")
             }
             Write::DeadLetter => {
@@ -173,8 +180,17 @@ impl ConsumerModel {
                 let failures = next.groups[g].ghost.failures[usize::from(partition)];
                 format!("fails on poison p{partition} offset {offset} (failure {failures})")
             }
-            _ if before == after => format!("skips p{partition} offset {offset} (+{delta}): already applied"),
-            _ => format!("applies p{partition} offset {offset} (+{delta}): total {before} -> {after}"),
+            Write::ApplyEffect | Write::ApplyStamped | Write::ApplyDeduped | Write::ApplyAtomic => {
+                let delta = state.log[usize::from(partition)][usize::from(offset)];
+                if before == after {
+                    format!("skips p{partition} offset {offset} (+{delta}): already applied")
+                } else {
+                    format!("applies p{partition} offset {offset} (+{delta}): total {before} -> {after}")
+                }
+            }
+            // Not a record's write (`describe_step` describes these itself): their `value` is no
+            // offset of the log, and the checkpoint they move is described below.
+            Write::CommitOffset | Write::ResetOffset => format!("moves the checkpoint of p{partition}"),
         };
         let (stored_before, stored_after) = (
             state.groups[g].store.partitions[usize::from(partition)].next_offset,

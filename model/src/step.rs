@@ -96,7 +96,13 @@ struct LogView {
 }
 
 /// The owner steps a lease allows under the configured strategy (its `Rules`).
-fn lease_actions(config: &Config, lease: &Lease, log: LogView, (group, owner, partition): (u8, u8, u8), actions: &mut Vec<Action>) {
+fn lease_actions(
+    config: &Config,
+    lease: &Lease,
+    log: LogView,
+    (group, owner, partition): (u8, u8, u8),
+    actions: &mut Vec<Action>,
+) {
     let rules = config.strategy.rules();
     let (log_start, log_end) = (log.start, log.end);
     let fetch = Action::Fetch { group, owner, partition, offset: lease.position };

@@ -15,17 +15,22 @@ const LABEL_WIDTH: usize = 330;
 /// a red cross a crash. Zombie writes are drawn in orange. The right column says what happened.
 pub fn timeline(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> String {
     let config = &model.config;
-    let owners = usize::from(config.owners);
+    // Each group's lanes: its current owners, then its paused slots (earlier incarnations).
+    let owners = usize::from(config.owners) + usize::from(config.pauses);
     let lanes = 2 + usize::from(config.groups) * owners;
     let steps: Vec<(&State, Action)> = path.iter().filter_map(|(s, a)| a.map(|a| (s, a))).collect();
     let width = lanes * LANE_WIDTH + LABEL_WIDTH;
     let height = (steps.len() + 2) * ROW_HEIGHT;
     let mut svg = format!(
-        "<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' font-family='monospace' font-size='11'>"
+        "<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' \
+         font-family='monospace' font-size='11'>"
     );
     let lane_x = |lane: usize| lane * LANE_WIDTH + LANE_WIDTH / 2;
     let mut headers = vec!["producer".to_string(), "coordinator".to_string()];
-    headers.extend((0..config.groups).flat_map(|g| (0..config.owners).map(move |o| format!("g{g}/o{o}"))));
+    headers.extend((0..config.groups).flat_map(|g| {
+        let current = (0..config.owners).map(move |o| format!("g{g}/o{o}"));
+        current.chain((0..config.pauses).map(move |i| format!("g{g}/paused {i}")))
+    }));
     for (lane, header) in headers.iter().enumerate() {
         let x = lane_x(lane);
         let _ = write!(svg, "<text x='{x}' y='14' text-anchor='middle' font-weight='bold'>{header}</text>");
@@ -46,10 +51,32 @@ pub fn timeline(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> Stri
         let colour = if zombie { "#e67e00" } else { "#1f4e9c" };
         match action {
             Action::Crash { .. } => {
-                let _ =
-                    write!(svg, "<text x='{x}' y='{}' text-anchor='middle' fill='#c00' font-size='16'>✕</text>", y + 5);
+                let _ = write!(
+                    svg,
+                    "<text x='{x}' y='{}' text-anchor='middle' fill='#c00' \
+                     font-size='16'>✕</text>",
+                    y + 5
+                );
             }
-            _ => {
+            Action::Append { .. }
+            | Action::AppendAckLost { .. }
+            | Action::RetryAppend { .. }
+            | Action::Retain { .. }
+            | Action::Rebalance { .. }
+            | Action::Restart { .. }
+            | Action::Fetch { .. }
+            | Action::FailOutOfRange { .. }
+            | Action::ApplyEffect { .. }
+            | Action::InsertProcessed { .. }
+            | Action::CommitOffset { .. }
+            | Action::ApplyStamped { .. }
+            | Action::ApplyDeduped { .. }
+            | Action::ApplyAtomic { .. }
+            | Action::DeadLetter { .. }
+            | Action::ResetOffset { .. }
+            | Action::Pause { .. }
+            | Action::LoseTail { .. }
+            | Action::RefuseAhead { .. } => {
                 let fill = if durable { colour } else { "white" };
                 let _ =
                     write!(svg, "<circle cx='{x}' cy='{y}' r='5' fill='{fill}' stroke='{colour}' stroke-width='2'/>");

@@ -103,23 +103,28 @@ fn valid_config() -> impl Strategy<Value = Config> {
         any::<i64>().prop_filter("delta 0 is invalid", |d| *d != 0),
     )
         .prop_flat_map(|(strategy, groups, owners, partitions, records, crashes, rebalances, delta)| {
-            (1..=records, 1..=records, proptest::option::of(0..records), 1..=3u8, 0..=2u8, 0..=2u8).prop_map(
-                move |(commit_every, inflight, poison, max_attempts, ack_losses, retentions)| Config {
-                    strategy,
-                    groups,
-                    owners,
-                    partitions,
-                    records,
-                    crashes,
-                    rebalances,
-                    commit_every,
-                    inflight,
-                    delta,
-                    // Only the strategies that handle poison records accept one.
-                    poison: poison.filter(|_| strategy.handles_poison()),
-                    max_attempts,
-                    ack_losses,
-                    retentions,
+            let budgets = (0..=2u8, 0..=2u8, 0..=2u8, 0..=2u8);
+            (1..=records, 1..=records, proptest::option::of(0..records), 1..=3u8, budgets).prop_map(
+                move |(commit_every, inflight, poison, max_attempts, (ack_losses, retentions, pauses, log_losses))| {
+                    Config {
+                        strategy,
+                        groups,
+                        owners,
+                        partitions,
+                        records,
+                        crashes,
+                        rebalances,
+                        commit_every,
+                        inflight,
+                        delta,
+                        // Only the strategies that handle poison records accept one.
+                        poison: poison.filter(|_| strategy.handles_poison()),
+                        max_attempts,
+                        ack_losses,
+                        retentions,
+                        pauses,
+                        log_losses,
+                    }
                 },
             )
         })

@@ -311,7 +311,9 @@ fn spec_md_describes_every_strategy_in_its_strategy_table() {
 
 const BEGIN: &str = "<!-- expected-verdicts:begin -->";
 const END: &str = "<!-- expected-verdicts:end -->";
-const HEADER: &str = "| strategy | no-duplicate | contiguous-prefix | effectively-once | monotonic-checkpoint | group-isolation | fenced-writes | no-silent-skip | bounded-retries | no-duplicate-append | reset-accounted |";
+const HEADER: &str = "| strategy | no-duplicate | contiguous-prefix | effectively-once | monotonic-checkpoint \
+                      | group-isolation | fenced-writes | no-silent-skip | bounded-retries | no-duplicate-append \
+                      | reset-accounted |";
 
 fn row(strategy: &str, cells: &[&str]) -> String {
     format!("| {strategy} | {} |", cells.join(" | "))
@@ -324,7 +326,11 @@ fn valid_rows() -> Vec<String> {
 
 /// A spec document with prose around the table, as spec.md has.
 fn spec(begin: &str, header: &str, rows: &[String], end: &str) -> String {
-    format!("# spec\n\nSome prose.\n{begin}\n{header}\n|---|---|---|---|---|---|---|---|---|---|---|\n{}\n{end}\nMore prose.\n", rows.join("\n"))
+    format!(
+        "# spec\n\nSome prose.\n{begin}\n{header}\n|---|---|---|---|---|---|---|---|---|---|---|\n{}\n{end}\n\
+         More prose.\n",
+        rows.join("\n")
+    )
 }
 
 fn rows_with(edit: impl FnOnce(&mut Vec<String>)) -> Vec<String> {

@@ -106,7 +106,13 @@ impl std::error::Error for LogError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             LogError::Io { source, .. } => Some(source),
-            _ => None,
+            LogError::Corrupt { .. }
+            | LogError::OffsetOutOfRange { .. }
+            | LogError::NoSuchPartition { .. }
+            | LogError::Locked { .. }
+            | LogError::BadHeader { .. }
+            | LogError::OutOfOrderSequence { .. }
+            | LogError::ProducerFenced { .. } => None,
         }
     }
 }

@@ -1,19 +1,20 @@
 //! The PostgreSQL store (`--store postgres://...`): the SQLite store's tables, rows and
 //! transactions on a PostgreSQL server, through the synchronous `postgres` client.
 //!
-//! Every write is one `BEGIN ISOLATION LEVEL READ COMMITTED ... COMMIT` transaction with the
-//! same statements as `SqliteStore`'s. Where SQLite serialises writers by its database lock,
-//! these transactions lock the (group, partition) progress row with `SELECT ... FOR UPDATE`
-//! first (apply-atomic with every guard, poison attempts, dead letters and offset resets), so
-//! competing owners queue on that row and the epoch and next offset they read stay current
-//! until their COMMIT. Transactions that lock more than one row take the progress row before
-//! the effect row, so two of them never wait for each other in a cycle. The `inside` hook runs
-//! before COMMIT: a crash there closes the connection without COMMIT and the server rolls the
-//! transaction back. The schema version is the `schema_version` row of `meta`.
+//! Every write is one `BEGIN ISOLATION LEVEL READ COMMITTED ... COMMIT` transaction run by
+//! `PgStore::write` (`transaction`), with the same statements as `SqliteStore`'s. Where SQLite
+//! serialises writers by its database lock, these transactions lock the (group, partition)
+//! progress row with `SELECT ... FOR UPDATE` first (apply-atomic with every guard, poison
+//! attempts, dead letters and offset resets), so competing owners queue on that row and the
+//! epoch and next offset they read stay current until their COMMIT. Transactions that lock
+//! more than one row take the progress row before the effect row, so two of them never wait for
+//! each other in a cycle. The `inside` hook runs before COMMIT: a crash there closes the
+//! connection without COMMIT and the server rolls the transaction back. The schema version is
+//! the `schema_version` row of `meta`.
 
 use super::types::{
-    DeadLetter, FailurePolicy, Guard, InsideHook, Item, PoisonAttempt, ProgressRow, Reset, StoreError, StoreOptions,
-    SCHEMA_VERSION,
+    DeadLetter, Ending, FailurePolicy, Guard, InsideHook, Item, PoisonAttempt, ProgressRow, Reset, StoreError,
+    StoreOptions, SCHEMA_VERSION,
 };
 use postgres::config::Host;
 use postgres::types::ToSql;
@@ -85,41 +86,58 @@ fn fail<'a>(target: &'a str, sql: &'static str) -> impl Fn(postgres::Error) -> S
     move |source| StoreError::Postgres { target: target.to_string(), sql, source }
 }
 
-/// Runs one statement of a transaction; returns the rows it changed.
-fn exec(tx: &mut Transaction<'_>, target: &str, sql: &'static str, params: Params<'_>) -> Result<u64, StoreError> {
-    tx.execute(sql, params).map_err(fail(target, sql))
+/// A write's open transaction, with the target its errors name.
+struct Write<'a> {
+    tx: Transaction<'a>,
+    target: &'a str,
 }
 
-fn one(tx: &mut Transaction<'_>, target: &str, sql: &'static str, params: Params<'_>) -> Result<Row, StoreError> {
-    tx.query_one(sql, params).map_err(fail(target, sql))
+impl Write<'_> {
+    /// Runs one statement of the transaction; returns the rows it changed. The error names the
+    /// SQL that failed.
+    fn exec(&mut self, sql: &'static str, params: Params<'_>) -> Result<u64, StoreError> {
+        self.tx.execute(sql, params).map_err(fail(self.target, sql))
+    }
+
+    /// Runs one statement of the transaction that returns exactly one row.
+    fn one(&mut self, sql: &'static str, params: Params<'_>) -> Result<Row, StoreError> {
+        self.tx.query_one(sql, params).map_err(fail(self.target, sql))
+    }
+
+    /// Runs one statement of the transaction that returns at most one row.
+    fn optional(&mut self, sql: &'static str, params: Params<'_>) -> Result<Option<Row>, StoreError> {
+        self.tx.query_opt(sql, params).map_err(fail(self.target, sql))
+    }
 }
 
-fn optional(
-    tx: &mut Transaction<'_>,
+/// Runs one write on `client`: BEGIN (READ COMMITTED), `body` (the write's statements), the
+/// `inside` hook (a crash point) with the transaction still open, then the ending `body` chose:
+/// COMMIT, or ROLLBACK. An error from `body` drops the transaction, which rolls it back.
+fn transaction<T>(
+    client: &mut Client,
     target: &str,
-    sql: &'static str,
-    params: Params<'_>,
-) -> Result<Option<Row>, StoreError> {
-    tx.query_opt(sql, params).map_err(fail(target, sql))
-}
-
-/// Commits, after running the `inside` hook (a crash point) with the transaction open.
-fn finish(tx: Transaction<'_>, inside: InsideHook<'_>, target: &str) -> Result<(), StoreError> {
+    inside: InsideHook<'_>,
+    body: impl FnOnce(&mut Write<'_>) -> Result<Ending<T>, StoreError>,
+) -> Result<T, StoreError> {
+    let tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::ReadCommitted)
+        .start()
+        .map_err(fail(target, "BEGIN ISOLATION LEVEL READ COMMITTED"))?;
+    let mut write = Write { tx, target };
+    let ending = body(&mut write)?;
     inside();
-    tx.commit().map_err(fail(target, "COMMIT"))
+    match ending {
+        Ending::Commit(value) => write.tx.commit().map_err(fail(target, "COMMIT")).map(|()| value),
+        Ending::RollBack(value) => write.tx.rollback().map_err(fail(target, "ROLLBACK")).map(|()| value),
+    }
 }
 
 /// Locks the progress row and checks the fence: `StoreError::Fenced` when the stored epoch is
 /// not `held`. Returning the error drops the transaction, which rolls it back.
-fn lock_and_check_epoch(
-    tx: &mut Transaction<'_>,
-    target: &str,
-    group: &str,
-    partition: u32,
-    held: i64,
-) -> Result<(), StoreError> {
+fn lock_and_check_epoch(write: &mut Write<'_>, group: &str, partition: u32, held: i64) -> Result<(), StoreError> {
     let sql = "SELECT epoch FROM progress WHERE grp = $1 AND part = $2 FOR UPDATE";
-    let current: i64 = one(tx, target, sql, &[&group, &i64::from(partition)])?.get(0);
+    let current: i64 = write.one(sql, &[&group, &i64::from(partition)])?.get(0);
     if current != held {
         return Err(StoreError::Fenced { group: group.to_string(), partition, held, current });
     }
@@ -130,13 +148,12 @@ const ATTEMPTS_SQL: &str = "SELECT attempts, error FROM attempts WHERE grp = $1 
 
 /// A record's counted attempts and last error, if any attempt was counted.
 fn read_attempts(
-    tx: &mut Transaction<'_>,
-    target: &str,
+    write: &mut Write<'_>,
     group: &str,
     partition: u32,
     offset: u64,
 ) -> Result<Option<(u64, String)>, StoreError> {
-    let row = optional(tx, target, ATTEMPTS_SQL, &[&group, &i64::from(partition), &(offset as i64)])?;
+    let row = write.optional(ATTEMPTS_SQL, &[&group, &i64::from(partition), &(offset as i64)])?;
     Ok(row.map(|row| (row.get::<_, i64>(0) as u64, row.get(1))))
 }
 
@@ -165,23 +182,20 @@ impl PgStore {
     /// a database that holds any of the store's tables already.
     pub fn create(url: &str, partitions: u32, options: StoreOptions) -> Result<PgStore, StoreError> {
         let (mut client, target) = PgStore::connect(url, options)?;
-        {
-            let mut tx = client
-                .build_transaction()
-                .isolation_level(IsolationLevel::ReadCommitted)
-                .start()
-                .map_err(fail(&target, "BEGIN"))?;
+        // No crash point names this write: its hook does nothing.
+        transaction(&mut client, &target, &mut || {}, |write| {
             let sql = "SELECT count(*) FROM information_schema.tables \
                        WHERE table_schema = current_schema() AND table_name = ANY($1)";
-            let found: i64 = one(&mut tx, &target, sql, &[&table_names(SCHEMA)])?.get(0);
+            let found: i64 = write.one(sql, &[&table_names(SCHEMA)])?.get(0);
             if found > 0 {
-                return Err(StoreError::PgAlreadyInitialised { target });
+                // Returning the error rolls the transaction back; nothing was written anyway.
+                return Err(StoreError::PgAlreadyInitialised { target: target.clone() });
             }
-            tx.batch_execute(SCHEMA).map_err(fail(&target, "schema"))?;
+            write.tx.batch_execute(SCHEMA).map_err(fail(write.target, "schema"))?;
             let sql = "INSERT INTO meta (key, value) VALUES ('partitions', $1), ('schema_version', $2)";
-            exec(&mut tx, &target, sql, &[&i64::from(partitions), &SCHEMA_VERSION])?;
-            tx.commit().map_err(fail(&target, "COMMIT"))?;
-        }
+            write.exec(sql, &[&i64::from(partitions), &SCHEMA_VERSION])?;
+            Ok(Ending::Commit(()))
+        })?;
         PgStore::open(url, options)
     }
 
@@ -222,16 +236,25 @@ impl PgStore {
         Ok(())
     }
 
-    /// Runs `body` in one READ COMMITTED transaction; `body` commits (through `finish`) or
-    /// returns an error, and a transaction dropped uncommitted rolls back.
-    fn write<T>(&self, body: impl FnOnce(Transaction<'_>, &str) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        let mut client = self.client.borrow_mut();
-        let tx = client
-            .build_transaction()
-            .isolation_level(IsolationLevel::ReadCommitted)
-            .start()
-            .map_err(fail(&self.target, "BEGIN ISOLATION LEVEL READ COMMITTED"))?;
-        body(tx, &self.target)
+    /// Runs one write (see `transaction`): BEGIN, `body` (the write's statements), the `inside`
+    /// hook (a crash point) with the transaction still open, then COMMIT. An error from `body`
+    /// drops the transaction, which rolls it back.
+    fn write<T>(
+        &self,
+        inside: InsideHook<'_>,
+        body: impl FnOnce(&mut Write<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.write_ending(inside, |write| body(write).map(Ending::Commit))
+    }
+
+    /// `write` whose `body` also chooses how the transaction ends: COMMIT, or ROLLBACK (still
+    /// after the `inside` hook).
+    fn write_ending<T>(
+        &self,
+        inside: InsideHook<'_>,
+        body: impl FnOnce(&mut Write<'_>) -> Result<Ending<T>, StoreError>,
+    ) -> Result<T, StoreError> {
+        transaction(&mut self.client.borrow_mut(), &self.target, inside, body)
     }
 
     fn query(&self, sql: &'static str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
@@ -242,15 +265,16 @@ impl PgStore {
     /// owned by `initial_owner` (spec.md §2.4). Idempotent.
     pub fn ensure_group(&mut self, group: &str, initial_owner: &str) -> Result<(), StoreError> {
         let partitions = self.partitions;
-        self.write(|mut tx, target| {
+        // No crash point names this write: its hook does nothing.
+        self.write(&mut || {}, |write| {
             let sql = "INSERT INTO effect (grp, total) VALUES ($1, 0) ON CONFLICT DO NOTHING";
-            exec(&mut tx, target, sql, &[&group])?;
+            write.exec(sql, &[&group])?;
             for partition in 0..partitions {
                 let sql = "INSERT INTO progress (grp, part, next_offset, epoch, owner) \
                            VALUES ($1, $2, 0, 1, $3) ON CONFLICT DO NOTHING";
-                exec(&mut tx, target, sql, &[&group, &i64::from(partition), &initial_owner])?;
+                write.exec(sql, &[&group, &i64::from(partition), &initial_owner])?;
             }
-            tx.commit().map_err(fail(target, "COMMIT"))
+            Ok(())
         })
     }
 
@@ -294,11 +318,10 @@ impl PgStore {
     pub fn claim(&mut self, group: &str, partition: u32, owner: &str) -> Result<i64, StoreError> {
         self.check_partition(partition)?;
         self.ensure_group(group, owner)?;
-        self.write(|mut tx, target| {
+        // No crash point names this write: its hook does nothing.
+        self.write(&mut || {}, |write| {
             let sql = "UPDATE progress SET epoch = epoch + 1, owner = $3 WHERE grp = $1 AND part = $2 RETURNING epoch";
-            let epoch: i64 = one(&mut tx, target, sql, &[&group, &i64::from(partition), &owner])?.get(0);
-            tx.commit().map_err(fail(target, "COMMIT"))?;
-            Ok(epoch)
+            Ok(write.one(sql, &[&group, &i64::from(partition), &owner])?.get(0))
         })
     }
 
@@ -312,19 +335,17 @@ impl PgStore {
         unless_processed: bool,
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
-        self.write(|mut tx, target| {
+        self.write(inside, |write| {
             let mut applied = Vec::with_capacity(items.len());
             for item in items {
                 let sql = "SELECT 1 FROM processed WHERE grp = $1 AND part = $2 AND log_offset = $3";
                 let skip = unless_processed
-                    && optional(&mut tx, target, sql, &[&group, &i64::from(partition), &(item.offset as i64)])?
-                        .is_some();
+                    && write.optional(sql, &[&group, &i64::from(partition), &(item.offset as i64)])?.is_some();
                 if !skip {
-                    exec(&mut tx, target, ADD_EFFECT_SQL, &[&group, &item.delta])?;
+                    write.exec(ADD_EFFECT_SQL, &[&group, &item.delta])?;
                 }
                 applied.push(!skip);
             }
-            finish(tx, inside, target)?;
             Ok(applied)
         })
     }
@@ -337,12 +358,12 @@ impl PgStore {
         offsets: &[u64],
         inside: InsideHook<'_>,
     ) -> Result<(), StoreError> {
-        self.write(|mut tx, target| {
+        self.write(inside, |write| {
             for offset in offsets {
                 let sql = "INSERT INTO processed (grp, part, log_offset) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
-                exec(&mut tx, target, sql, &[&group, &i64::from(partition), &(*offset as i64)])?;
+                write.exec(sql, &[&group, &i64::from(partition), &(*offset as i64)])?;
             }
-            finish(tx, inside, target)
+            Ok(())
         })
     }
 
@@ -354,9 +375,9 @@ impl PgStore {
         next_offset: u64,
         inside: InsideHook<'_>,
     ) -> Result<(), StoreError> {
-        self.write(|mut tx, target| {
-            exec(&mut tx, target, SET_NEXT_SQL, &[&group, &i64::from(partition), &(next_offset as i64)])?;
-            finish(tx, inside, target)
+        self.write(inside, |write| {
+            write.exec(SET_NEXT_SQL, &[&group, &i64::from(partition), &(next_offset as i64)])?;
+            Ok(())
         })
     }
 
@@ -370,18 +391,17 @@ impl PgStore {
         items: &[Item],
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
-        self.write(|mut tx, target| {
+        self.write(inside, |write| {
             let mut applied = Vec::with_capacity(items.len());
             for item in items {
                 let sql =
                     "UPDATE progress SET stamp = $3 WHERE grp = $1 AND part = $2 AND (stamp IS NULL OR stamp < $3)";
-                let newer = exec(&mut tx, target, sql, &[&group, &i64::from(partition), &(item.offset as i64)])? == 1;
+                let newer = write.exec(sql, &[&group, &i64::from(partition), &(item.offset as i64)])? == 1;
                 if newer {
-                    exec(&mut tx, target, ADD_EFFECT_SQL, &[&group, &item.delta])?;
+                    write.exec(ADD_EFFECT_SQL, &[&group, &item.delta])?;
                 }
                 applied.push(newer);
             }
-            finish(tx, inside, target)?;
             Ok(applied)
         })
     }
@@ -395,17 +415,16 @@ impl PgStore {
         items: &[Item],
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
-        self.write(|mut tx, target| {
+        self.write(inside, |write| {
             let mut applied = Vec::with_capacity(items.len());
             for item in items {
                 let sql = "INSERT INTO processed (grp, part, log_offset) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
-                let fresh = exec(&mut tx, target, sql, &[&group, &i64::from(partition), &(item.offset as i64)])? == 1;
+                let fresh = write.exec(sql, &[&group, &i64::from(partition), &(item.offset as i64)])? == 1;
                 if fresh {
-                    exec(&mut tx, target, ADD_EFFECT_SQL, &[&group, &item.delta])?;
+                    write.exec(ADD_EFFECT_SQL, &[&group, &item.delta])?;
                 }
                 applied.push(fresh);
             }
-            finish(tx, inside, target)?;
             Ok(applied)
         })
     }
@@ -422,9 +441,9 @@ impl PgStore {
         guard: Guard,
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
-        self.write(|mut tx, target| {
+        self.write(inside, |write| {
             let sql = "SELECT next_offset, epoch FROM progress WHERE grp = $1 AND part = $2 FOR UPDATE";
-            let row = one(&mut tx, target, sql, &[&group, &i64::from(partition)])?;
+            let row = write.one(sql, &[&group, &i64::from(partition)])?;
             let (stored, epoch) = (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1));
             if let Guard::Fenced { epoch: held } = guard {
                 if held != epoch {
@@ -446,15 +465,14 @@ impl PgStore {
                     Guard::Blind | Guard::Fenced { .. } => true,
                 };
                 if apply {
-                    exec(&mut tx, target, ADD_EFFECT_SQL, &[&group, &item.delta])?;
+                    write.exec(ADD_EFFECT_SQL, &[&group, &item.delta])?;
                     next = item.offset + 1;
                 }
                 applied.push(apply);
             }
             if applied.iter().any(|&a| a) {
-                exec(&mut tx, target, SET_NEXT_SQL, &[&group, &i64::from(partition), &(next as i64)])?;
+                write.exec(SET_NEXT_SQL, &[&group, &i64::from(partition), &(next as i64)])?;
             }
-            finish(tx, inside, target)?;
             Ok(applied)
         })
     }
@@ -472,31 +490,23 @@ impl PgStore {
         error: &str,
         inside: InsideHook<'_>,
     ) -> Result<PoisonAttempt, StoreError> {
-        self.write(|mut tx, target| {
-            lock_and_check_epoch(&mut tx, target, group, partition, epoch)?;
+        self.write_ending(inside, |write| {
+            lock_and_check_epoch(write, group, partition, epoch)?;
             let max_attempts = match policy {
                 FailurePolicy::Count { max_attempts } => max_attempts,
-                FailurePolicy::Forget => {
-                    // The effect failed and nothing of the attempt is kept.
-                    inside();
-                    tx.rollback().map_err(fail(target, "ROLLBACK"))?;
-                    return Ok(PoisonAttempt::Failed { attempts: 0 });
-                }
+                // The effect failed and nothing of the attempt is kept.
+                FailurePolicy::Forget => return Ok(Ending::RollBack(PoisonAttempt::Failed { attempts: 0 })),
             };
-            let counted = read_attempts(&mut tx, target, group, partition, offset)?.map_or(0, |(attempts, _)| attempts);
+            let counted = read_attempts(write, group, partition, offset)?.map_or(0, |(attempts, _)| attempts);
             if counted >= max_attempts {
-                inside();
-                tx.rollback().map_err(fail(target, "ROLLBACK"))?;
-                return Ok(PoisonAttempt::Exhausted { attempts: counted });
+                return Ok(Ending::RollBack(PoisonAttempt::Exhausted { attempts: counted }));
             }
             let sql = "INSERT INTO attempts (grp, part, log_offset, attempts, error) VALUES ($1, $2, $3, 1, $4)
                        ON CONFLICT (grp, part, log_offset) DO UPDATE SET attempts = attempts.attempts + 1, \
                        error = excluded.error
                        RETURNING attempts";
-            let attempts: i64 =
-                one(&mut tx, target, sql, &[&group, &i64::from(partition), &(offset as i64), &error])?.get(0);
-            finish(tx, inside, target)?;
-            Ok(PoisonAttempt::Failed { attempts: attempts as u64 })
+            let attempts: i64 = write.one(sql, &[&group, &i64::from(partition), &(offset as i64), &error])?.get(0);
+            Ok(Ending::Commit(PoisonAttempt::Failed { attempts: attempts as u64 }))
         })
     }
 
@@ -513,20 +523,14 @@ impl PgStore {
         error: &str,
         inside: InsideHook<'_>,
     ) -> Result<u64, StoreError> {
-        self.write(|mut tx, target| {
-            lock_and_check_epoch(&mut tx, target, group, partition, epoch)?;
-            let (attempts, error) =
-                read_attempts(&mut tx, target, group, partition, offset)?.unwrap_or((0, error.to_string()));
+        self.write(inside, |write| {
+            lock_and_check_epoch(write, group, partition, epoch)?;
+            let (attempts, error) = read_attempts(write, group, partition, offset)?.unwrap_or((0, error.to_string()));
             let sql = "INSERT INTO dead_letters (grp, part, log_offset, error, attempts, payload) \
                        VALUES ($1, $2, $3, $4, $5, $6)";
-            exec(
-                &mut tx,
-                target,
-                sql,
-                &[&group, &i64::from(partition), &(offset as i64), &error, &(attempts as i64), &payload],
-            )?;
-            exec(&mut tx, target, SET_NEXT_SQL, &[&group, &i64::from(partition), &((offset + 1) as i64)])?;
-            finish(tx, inside, target)?;
+            write
+                .exec(sql, &[&group, &i64::from(partition), &(offset as i64), &error, &(attempts as i64), &payload])?;
+            write.exec(SET_NEXT_SQL, &[&group, &i64::from(partition), &((offset + 1) as i64)])?;
             Ok(attempts)
         })
     }
@@ -541,16 +545,15 @@ impl PgStore {
         to: u64,
         inside: InsideHook<'_>,
     ) -> Result<u64, StoreError> {
-        self.write(|mut tx, target| {
-            lock_and_check_epoch(&mut tx, target, group, partition, epoch)?;
+        self.write(inside, |write| {
+            lock_and_check_epoch(write, group, partition, epoch)?;
             let sql = "SELECT next_offset FROM progress WHERE grp = $1 AND part = $2";
-            let from: i64 = one(&mut tx, target, sql, &[&group, &i64::from(partition)])?.get(0);
+            let from: i64 = write.one(sql, &[&group, &i64::from(partition)])?.get(0);
             // The table is a set, as the model's: recording the same reset twice keeps one row.
             let sql =
                 "INSERT INTO resets (grp, part, from_offset, to_offset) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
-            exec(&mut tx, target, sql, &[&group, &i64::from(partition), &from, &(to as i64)])?;
-            exec(&mut tx, target, SET_NEXT_SQL, &[&group, &i64::from(partition), &(to as i64)])?;
-            finish(tx, inside, target)?;
+            write.exec(sql, &[&group, &i64::from(partition), &from, &(to as i64)])?;
+            write.exec(SET_NEXT_SQL, &[&group, &i64::from(partition), &(to as i64)])?;
             Ok(from as u64)
         })
     }
@@ -599,16 +602,15 @@ impl PgStore {
     /// The operator's redrive of a dead letter (see `SqliteStore::redrive`). Returns the total.
     pub fn redrive(&mut self, group: &str, partition: u32, offset: u64, delta: i64) -> Result<i64, StoreError> {
         self.check_partition(partition)?;
-        self.write(|mut tx, target| {
+        // No crash point names this write: its hook does nothing.
+        self.write(&mut || {}, |write| {
             let sql = "DELETE FROM dead_letters WHERE grp = $1 AND part = $2 AND log_offset = $3";
-            if exec(&mut tx, target, sql, &[&group, &i64::from(partition), &(offset as i64)])? == 0 {
+            if write.exec(sql, &[&group, &i64::from(partition), &(offset as i64)])? == 0 {
                 // Dropping the transaction rolls it back; nothing was written anyway.
                 return Err(StoreError::NoDeadLetter { group: group.to_string(), partition, offset });
             }
             let sql = "UPDATE effect SET total = total + $2 WHERE grp = $1 RETURNING total";
-            let total: i64 = one(&mut tx, target, sql, &[&group, &delta])?.get(0);
-            tx.commit().map_err(fail(target, "COMMIT"))?;
-            Ok(total)
+            Ok(write.one(sql, &[&group, &delta])?.get(0))
         })
     }
 }

@@ -4,7 +4,7 @@
 //! before it returns; the journal mode (DELETE or WAL) is chosen at creation and kept.
 
 use super::types::{
-    DeadLetter, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset, StoreError,
+    DeadLetter, Ending, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset, StoreError,
     StoreOptions, SCHEMA_VERSION,
 };
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
@@ -56,13 +56,6 @@ struct Write<'a> {
     tx: Transaction<'a>,
     path: &'a Path,
     waited: Duration,
-}
-
-/// How a write's transaction ends, after its `inside` hook has run.
-enum Ending<T> {
-    Commit(T),
-    /// Nothing of the transaction is kept (a poison record's attempt that is not counted).
-    RollBack(T),
 }
 
 impl SqliteStore {

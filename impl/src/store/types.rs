@@ -234,3 +234,10 @@ pub struct Reset {
 /// The phases of a write a crash point can name; `Inside` runs after the statements and
 /// before COMMIT, so a crash there leaves an uncommitted transaction behind.
 pub type InsideHook<'a> = &'a mut dyn FnMut();
+
+/// How a write's transaction ends, after its `inside` hook has run (both backends' `write_ending`).
+pub(super) enum Ending<T> {
+    Commit(T),
+    /// Nothing of the transaction is kept (a poison record's attempt that is not counted).
+    RollBack(T),
+}
