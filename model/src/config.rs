@@ -60,8 +60,6 @@ pub mod defaults {
     pub const INFLIGHT: u8 = 2;
     pub const DELTA: i64 = 5;
     pub const MAX_ATTEMPTS: u8 = 2;
-    /// A second live incarnation is the most common zombie: every row admits one.
-    pub const PAUSES: u8 = 1;
 }
 
 /// The largest bounds accepted. Past them the state space no longer fits in memory on the
@@ -112,7 +110,7 @@ impl Config {
             max_attempts: defaults::MAX_ATTEMPTS,
             ack_losses: row.ack_losses,
             retentions: row.retentions,
-            pauses: defaults::PAUSES,
+            pauses: row.pauses,
             log_losses: row.log_losses,
         }
     }

@@ -51,6 +51,9 @@ impl ConsumerModel {
             ("append-retried", Witness::AppendRetried),
             ("out-of-range", Witness::OutOfRange),
             ("reset-recorded", Witness::ResetRecorded),
+            ("paused-write", Witness::PausedWrite),
+            ("store-ahead", Witness::StoreAhead),
+            ("refused", Witness::Refused),
         ]
         .iter()
         .filter(|(name, _)| properties.iter().any(|p| p.name == *name))
@@ -114,13 +117,14 @@ impl ConsumerModel {
                 format!("the log of p{partition} loses offsets {keep}..{end} (acknowledged): it now ends at {keep}")
             }
             Action::RefuseAhead { group, owner, partition } => {
-                let p = usize::from(partition);
+                let end = state.log[usize::from(partition)].len();
                 let stored = row(state, group, partition).next_offset;
                 let position = state.lease(group, owner, partition).map_or(0, |l| l.position);
-                format!(
-                    "{who} refuses p{partition}: next offset {stored} (position {position}) but the log ends at {}",
-                    state.log[p].len()
-                )
+                if usize::from(stored.max(position)) > end {
+                    format!("{who} refuses p{partition}: next offset {stored} (position {position}) is past the log end {end}")
+                } else {
+                    format!("{who} refuses p{partition}: the log lost records, though next offset {stored} is within it (end {end})")
+                }
             }
             Action::Rebalance { group, partition, to_owner } => {
                 let (before, after) = (row(state, group, partition), row(&next, group, partition));
@@ -130,7 +134,7 @@ impl ConsumerModel {
                 )
             }
             Action::Fetch { partition, offset, .. } => {
-                let delta = state.log[usize::from(partition)][usize::from(offset)];
+                let delta = self.config.delta;
                 format!("{who} fetches p{partition} offset {offset} (+{delta})")
             }
             Action::CommitOffset { group, partition, next_offset, .. } => {
@@ -181,7 +185,7 @@ impl ConsumerModel {
                 format!("fails on poison p{partition} offset {offset} (failure {failures})")
             }
             Write::ApplyEffect | Write::ApplyStamped | Write::ApplyDeduped | Write::ApplyAtomic => {
-                let delta = state.log[usize::from(partition)][usize::from(offset)];
+                let delta = self.config.delta;
                 if before == after {
                     format!("skips p{partition} offset {offset} (+{delta}): already applied")
                 } else {

@@ -76,9 +76,9 @@ struct Bounds {
     #[arg(long)]
     retentions: Option<u8>,
     /// Second incarnations allowed in a run: an owner started again while its earlier
-    /// incarnation still runs.
-    #[arg(long, default_value_t = defaults::PAUSES)]
-    pauses: u8,
+    /// incarnation still runs (default: the row's, spec.md §4).
+    #[arg(long)]
+    pauses: Option<u8>,
     /// Log losses allowed in a run: a partition loses acknowledged records from its tail
     /// (default: 1 for the log-loss rows, 0 for the others).
     #[arg(long)]
@@ -115,7 +115,7 @@ impl Bounds {
             max_attempts: self.max_attempts,
             ack_losses: self.ack_losses.unwrap_or(Config::new(strategy).ack_losses),
             retentions: self.retentions.unwrap_or(Config::new(strategy).retentions),
-            pauses: self.pauses,
+            pauses: self.pauses.unwrap_or(Config::new(strategy).pauses),
             log_losses: self.log_losses.unwrap_or(Config::new(strategy).log_losses),
         }
     }

@@ -1,13 +1,13 @@
 //! The properties of spec.md as predicates on a state, and which apply to a configuration.
 
 use crate::config::Config;
-use crate::state::{State, Witness};
-use crate::strategy::{Guard, OutOfRangePolicy, PoisonPolicy};
+use crate::state::{Offset, State, Witness};
+use crate::strategy::{Guard, LogCheck, OutOfRangePolicy, PoisonPolicy, StartPolicy};
 use crate::ConsumerModel;
 use stateright::{Expectation, Property};
 
 /// The safety properties, in the order of spec.md's verdict table.
-pub const SAFETY: [&str; 10] = [
+pub const SAFETY: [&str; 11] = [
     "no-duplicate",
     "contiguous-prefix",
     "effectively-once",
@@ -18,6 +18,7 @@ pub const SAFETY: [&str; 10] = [
     "bounded-retries",
     "no-duplicate-append",
     "reset-accounted",
+    "refusal-justified",
 ];
 
 /// What a property is for (spec.md §6): a safety claim, or one of the two kinds of `sometimes`.
@@ -35,7 +36,7 @@ pub enum Role {
 }
 
 /// The `sometimes` properties and their role, in the order `properties_for` lists them.
-pub const SOMETIMES: [(&str, Role); 14] = [
+pub const SOMETIMES: [(&str, Role); 17] = [
     ("out-of-range", Role::FaultWitness),
     ("reset-recorded", Role::Observation),
     ("append-retried", Role::FaultWitness),
@@ -50,6 +51,9 @@ pub const SOMETIMES: [(&str, Role); 14] = [
     ("duplicate-skipped", Role::Observation),
     ("zombie-fenced", Role::Observation),
     ("out-of-order", Role::FaultWitness),
+    ("paused-write", Role::FaultWitness),
+    ("store-ahead", Role::FaultWitness),
+    ("refused", Role::Observation),
 ];
 
 /// The role of a property by name; every property `properties_for` builds has one.
@@ -75,7 +79,7 @@ pub fn no_duplicate(state: &State) -> bool {
 pub fn contiguous_prefix(state: &State) -> bool {
     state.groups.iter().all(|group| {
         group.store.partitions.iter().zip(&group.ghost.applied).enumerate().all(|(partition, (row, applied))| {
-            (0..row.next_offset)
+            (0..below_checkpoint(state, partition, row.next_offset))
                 .all(|offset| applied[usize::from(offset)] >= 1 || is_held_unapplied(group, partition, offset))
         })
     })
@@ -88,7 +92,7 @@ pub fn no_silent_skip(state: &State) -> bool {
     state.groups.iter().all(|group| {
         group.store.partitions.iter().zip(&group.ghost.applied).enumerate().all(|(partition, (row, applied))| {
             let p = partition as u8;
-            (0..row.next_offset).all(|offset| {
+            (0..below_checkpoint(state, partition, row.next_offset)).all(|offset| {
                 let count = applied[usize::from(offset)];
                 let dead = group.store.is_dead_lettered(p, offset);
                 let accounted =
@@ -105,7 +109,7 @@ pub fn reset_accounted(state: &State) -> bool {
     state.groups.iter().all(|group| {
         group.store.partitions.iter().zip(&group.ghost.applied).enumerate().all(|(partition, (row, applied))| {
             let p = partition as u8;
-            (0..row.next_offset).all(|offset| {
+            (0..below_checkpoint(state, partition, row.next_offset)).all(|offset| {
                 applied[usize::from(offset)] >= 1
                     || group.store.is_dead_lettered(p, offset)
                     || is_held_unapplied(group, partition, offset)
@@ -113,6 +117,19 @@ pub fn reset_accounted(state: &State) -> bool {
             })
         })
     })
+}
+
+/// The offsets below a checkpoint that the log holds. A checkpoint past the end of the log
+/// (the log lost records) is not a skip by itself; passing records the log appends again at
+/// those offsets is.
+fn below_checkpoint(state: &State, partition: usize, next_offset: Offset) -> Offset {
+    next_offset.min(state.log[partition].len() as Offset)
+}
+
+/// Every refusal to go on happened while the refusing owner's group (or its own position) was
+/// ahead of the log: a consumer that refuses when nothing of its own is at stake fails this.
+pub fn refusal_justified(state: &State) -> bool {
+    state.groups.iter().all(|group| !group.ghost.unjustified_refusal)
 }
 
 /// No poison record's effect was attempted more than `max_attempts` times.
@@ -123,7 +140,7 @@ pub fn bounded_retries(model: &ConsumerModel, state: &State) -> bool {
 
 /// Whether a live owner of the group holds `offset` fetched and not yet applied.
 fn is_held_unapplied(group: &crate::state::Group, partition: usize, offset: u8) -> bool {
-    group.owners.iter().any(|owner| {
+    group.slots().any(|(_, owner)| {
         owner.alive
             && owner.leases[partition]
                 .as_ref()
@@ -139,16 +156,13 @@ pub fn monotonic_checkpoint(state: &State) -> bool {
 }
 
 /// No step of one group changed another group's store, and each total is exactly the sum of
-/// the group's own applications.
-pub fn group_isolation(state: &State) -> bool {
+/// the group's own applications (every record carries the configured delta; applications of
+/// records a log lost and appended again at the same offset are in `lost_sum`).
+pub fn group_isolation(model: &ConsumerModel, state: &State) -> bool {
+    let delta = model.config.delta;
     state.groups.iter().all(|group| {
-        let own_sum: i64 = state
-            .log
-            .iter()
-            .zip(&group.ghost.applied)
-            .flat_map(|(records, applied)| records.iter().zip(applied).map(|(&delta, &count)| delta * i64::from(count)))
-            .sum();
-        !group.ghost.foreign_write && group.store.total == own_sum
+        let applications: i64 = group.ghost.applied.iter().flatten().map(|&count| i64::from(count)).sum();
+        !group.ghost.foreign_write && group.store.total == delta * applications + group.ghost.lost_sum
     })
 }
 
@@ -190,7 +204,7 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
         Property::always("contiguous-prefix", |_, s: &State| contiguous_prefix(s)),
         Property::always("effectively-once", |_, s: &State| no_duplicate(s) && contiguous_prefix(s)),
         Property::always("monotonic-checkpoint", |_, s: &State| monotonic_checkpoint(s)),
-        Property::always("group-isolation", |_, s: &State| group_isolation(s)),
+        Property::always("group-isolation", group_isolation),
         Property::always("fenced-writes", |_, s: &State| fenced_writes(s)),
         Property::always("no-silent-skip", |_, s: &State| no_silent_skip(s)),
     ];
@@ -209,6 +223,16 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
                 .push(Property::sometimes("reset-recorded", |_, s: &State| s.has_witnessed(Witness::ResetRecorded)));
         }
     }
+    if config.log_losses > 0 {
+        properties.push(Property::always("refusal-justified", |_, s: &State| refusal_justified(s)));
+        properties.push(Property::sometimes("store-ahead", |_, s: &State| s.has_witnessed(Witness::StoreAhead)));
+        match rules.log_check {
+            LogCheck::RefuseAhead | LogCheck::RefuseAll => {
+                properties.push(Property::sometimes("refused", |_, s: &State| s.has_witnessed(Witness::Refused)));
+            }
+            LogCheck::Unchecked => {}
+        }
+    }
     if config.ack_losses > 0 {
         properties.push(Property::always("no-duplicate-append", |_, s: &State| no_duplicate_append(s)));
         properties.push(Property::sometimes("append-retried", |_, s: &State| s.has_witnessed(Witness::AppendRetried)));
@@ -224,7 +248,14 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
     if poisoned && rules.poison == PoisonPolicy::DeadLetter {
         properties.push(Property::sometimes("dead-lettered", |_, s: &State| s.has_witnessed(Witness::DeadLettered)));
     }
-    let zombies_possible = config.rebalances > 0 && config.owners > 1;
+    // A stale owner: one a rebalance replaced, or an earlier incarnation once its successor
+    // claimed a new epoch. (Resuming at the stored epoch, the trap, makes no one stale.)
+    let claims = match rules.start {
+        StartPolicy::ClaimEpoch => true,
+        StartPolicy::StoredEpoch => false,
+    };
+    let zombies_possible = (config.rebalances > 0 && config.owners > 1) || (config.pauses > 0 && claims);
+    let redelivery_possible = config.crashes > 0 || zombies_possible || config.pauses > 0;
     if config.groups > 1 {
         properties.push(Property::sometimes("groups-diverge", |_, s: &State| groups_diverge(s)));
     }
@@ -239,15 +270,18 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
     if zombies_possible {
         properties.push(Property::sometimes("zombie-write", |_, s: &State| s.has_witnessed(Witness::ZombieWrite)));
     }
-    if config.crashes > 0 || zombies_possible {
+    if redelivery_possible {
         properties.push(Property::sometimes("replay", |_, s: &State| s.has_witnessed(Witness::Replay)));
     }
-    if rules.skips_duplicates() && (config.crashes > 0 || zombies_possible) {
+    if rules.skips_duplicates() && redelivery_possible {
         properties
             .push(Property::sometimes("duplicate-skipped", |_, s: &State| s.has_witnessed(Witness::DuplicateSkipped)));
     }
     if rules.guard == Guard::Fenced && zombies_possible {
         properties.push(Property::sometimes("zombie-fenced", |_, s: &State| s.has_witnessed(Witness::ZombieFenced)));
+    }
+    if config.pauses > 0 {
+        properties.push(Property::sometimes("paused-write", |_, s: &State| s.has_witnessed(Witness::PausedWrite)));
     }
     if rules.is_parallel() && config.inflight > 1 && config.records > 1 {
         properties.push(Property::sometimes("out-of-order", |_, s: &State| s.has_witnessed(Witness::OutOfOrder)));

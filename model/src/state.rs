@@ -173,8 +173,8 @@ pub struct Ghost {
     pub foreign_write: bool,
     /// Per partition: failed effect attempts on the poison record (capped at max_attempts + 1).
     pub failures: Vec<u8>,
-    /// The deltas applied of records the log has since lost (their `applied` counts are reset
-    /// so that new records at the same offsets count afresh): `group-isolation` adds them.
+    /// The deltas applied of records a log lost and then reused the offset of (their `applied`
+    /// counts are reset so that the new records count afresh): `group-isolation` adds them.
     pub lost_sum: i64,
     /// An owner refused to go on while its group was not ahead of the log.
     pub unjustified_refusal: bool,

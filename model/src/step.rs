@@ -273,19 +273,11 @@ fn pause(config: &Config, state: &mut State, group: u8, owner: u8) {
     restart(config, state, group, owner);
 }
 
-/// The log of `partition` loses its records from `keep` on. Their applications move to the
-/// ghost's `lost_sum`, so that records appended later at the same offsets count afresh. A log
-/// that knows its acknowledged end marks itself damaged (and refuses appends).
+/// The log of `partition` loses its records from `keep` on. A log that knows its acknowledged
+/// end marks itself damaged (and refuses appends); one that does not grows again at `keep`.
 fn lose_tail(config: &Config, state: &mut State, partition: u8, keep: Offset) {
     state.log_losses_used += 1;
     let p = usize::from(partition);
-    for group in &mut state.groups {
-        for offset in usize::from(keep)..state.log[p].len() {
-            let applied = &mut group.ghost.applied[p][offset];
-            group.ghost.lost_sum += state.log[p][offset] * i64::from(*applied);
-            *applied = 0;
-        }
-    }
     state.log[p].truncate(usize::from(keep));
     state.sends[p].truncate(usize::from(keep));
     match config.strategy.rules().log_check {
@@ -344,6 +336,14 @@ fn produce(config: &Config, state: &mut State, kind: Send, partition: u8, delta:
             send
         }
     };
+    // A log that lost its tail and grows again reuses offsets: the applications of the lost
+    // record at this offset move to `lost_sum`, so that the new record counts afresh.
+    let offset = state.log[partition].len();
+    for group in &mut state.groups {
+        let applied = &mut group.ghost.applied[partition][offset];
+        group.ghost.lost_sum += delta * i64::from(*applied);
+        *applied = 0;
+    }
     state.log[partition].push(delta);
     state.sends[partition].push(send);
 }
@@ -455,8 +455,8 @@ fn owner_write(config: &Config, state: &mut State, write: OwnerWrite) {
         Write::ApplyEffect => apply_effect(config, state, lease, value),
         Write::InsertProcessed => insert_processed(state, lease, value),
         Write::CommitOffset => commit_offset(config, state, lease, value),
-        Write::ApplyStamped => apply_stamped(state, lease, value),
-        Write::ApplyDeduped => apply_deduped(state, lease, value),
+        Write::ApplyStamped => apply_stamped(config, state, lease, value),
+        Write::ApplyDeduped => apply_deduped(config, state, lease, value),
         Write::ApplyAtomic => apply_atomic(config, state, lease, value, stale),
         Write::DeadLetter => dead_letter(config, state, lease, value, stale),
         Write::ResetOffset => reset_offset(config, state, lease, stale),
@@ -476,8 +476,12 @@ fn is_fenced_out(config: &Config, stale: bool) -> bool {
 }
 
 /// Adds the record's delta to the group's total and counts the application in the ghost.
-fn add_effect(state: &mut State, group: u8, partition: u8, offset: Offset) {
-    let delta = state.log[usize::from(partition)][usize::from(offset)];
+fn add_effect(config: &Config, state: &mut State, group: u8, partition: u8, offset: Offset) {
+    // The owner applies the record it holds in memory: the log may have lost it since the fetch.
+    let delta = config.delta;
+    if let Some(&logged) = state.log[usize::from(partition)].get(usize::from(offset)) {
+        assert_eq!(logged, delta, "every record carries the configured delta");
+    }
     let group = &mut state.groups[usize::from(group)];
     group.store.total += delta;
     group.ghost.applied[usize::from(partition)][usize::from(offset)] += 1;
@@ -490,7 +494,7 @@ fn apply_effect(config: &Config, state: &mut State, (group, owner, partition): (
     if already_processed {
         state.witness(Witness::DuplicateSkipped);
     } else {
-        add_effect(state, group, partition, offset);
+        add_effect(config, state, group, partition, offset);
     }
     let lease = lease_mut(state, group, owner, partition);
     let parallel = match rules.sequence {
@@ -582,11 +586,11 @@ fn store_checkpoint(state: &mut State, group: u8, partition: u8, next_offset: Of
     *high_water = (*high_water).max(next_offset);
 }
 
-fn apply_stamped(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
+fn apply_stamped(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
     let stamp = state.groups[usize::from(group)].store.partitions[usize::from(partition)].stamp;
     let newer = stamp.is_none_or(|stamp| offset > stamp);
     if newer {
-        add_effect(state, group, partition, offset);
+        add_effect(config, state, group, partition, offset);
         state.groups[usize::from(group)].store.partitions[usize::from(partition)].stamp = Some(offset);
     } else {
         state.witness(Witness::DuplicateSkipped);
@@ -594,10 +598,10 @@ fn apply_stamped(state: &mut State, (group, owner, partition): (u8, u8, u8), off
     lease_mut(state, group, owner, partition).records.remove(&offset);
 }
 
-fn apply_deduped(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
+fn apply_deduped(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
     let fresh = state.groups[usize::from(group)].store.processed.insert((partition, offset));
     if fresh {
-        add_effect(state, group, partition, offset);
+        add_effect(config, state, group, partition, offset);
     } else {
         state.witness(Witness::DuplicateSkipped);
     }
@@ -719,7 +723,7 @@ fn apply_atomic(
         }
         Guard::Blind | Guard::Fenced => {}
     }
-    add_effect(state, group, partition, offset);
+    add_effect(config, state, group, partition, offset);
     store_checkpoint(state, group, partition, offset + 1);
     let lease = lease_mut(state, group, owner, partition);
     lease.records.remove(&offset);

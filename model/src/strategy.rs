@@ -215,6 +215,8 @@ pub struct RowDefaults {
     pub ack_losses: u8,
     pub retentions: u8,
     pub log_losses: u8,
+    /// Second live incarnations (`--pauses`).
+    pub pauses: u8,
     pub groups: u8,
 }
 
@@ -232,8 +234,18 @@ pub struct Rules {
     pub defaults: RowDefaults,
 }
 
-const NO_FAULTS: RowDefaults =
-    RowDefaults { poison: None, ack_losses: 0, retentions: 0, log_losses: 0, groups: crate::config::defaults::GROUPS };
+/// The rows whose claims stand on who may write (a fence, a CAS, a stamp, a dedup id) meet a
+/// second live incarnation of an owner by default. A second group, alike, would multiply its
+/// states twentyfold and show nothing a pause does not: these rows check one group.
+const PAUSED: RowDefaults =
+    RowDefaults { poison: None, ack_losses: 0, retentions: 0, log_losses: 0, pauses: 1, groups: 1 };
+
+/// The rows where every cell a second incarnation could break is already violated by a
+/// rebalance's zombie (no-duplicate, monotonic-checkpoint, fenced-writes) and the cells that
+/// hold are not about who writes (contiguous-prefix, group-isolation) keep two groups and no
+/// pause; `model/tests/verdicts.rs` checks that a pause changes none of their verdicts.
+const TWO_GROUPS: RowDefaults =
+    RowDefaults { poison: None, ack_losses: 0, retentions: 0, log_losses: 0, pauses: 0, groups: 2 };
 
 /// A plain consumer: per-record checkpoints, no poison, `--on-out-of-range fail`, an
 /// idempotent producer, no extra faults by default.
@@ -247,33 +259,37 @@ const fn consumer(sequence: Sequence, guard: Guard, checkpoint: Checkpointing) -
         producer: ProducerRetry::SameSequence,
         start: StartPolicy::ClaimEpoch,
         log_check: LogCheck::RefuseAhead,
-        defaults: NO_FAULTS,
+        defaults: TWO_GROUPS,
     }
 }
 
+/// A row that meets a second live incarnation by default (`PAUSED`).
+const fn paused(rules: Rules) -> Rules {
+    Rules { defaults: PAUSED, ..rules }
+}
+
 /// atomic-fenced: the consumer of the poison, producer and retention rows.
-const ATOMIC_FENCED: Rules = consumer(Sequence::Atomic, Guard::Fenced, Checkpointing::PerRecord);
+const ATOMIC_FENCED: Rules = paused(consumer(Sequence::Atomic, Guard::Fenced, Checkpointing::PerRecord));
 
 impl Strategy {
     /// The strategy table: one entry per row.
     pub const fn rules(self) -> Rules {
         use Checkpointing::*;
         use Sequence::*;
-        let poison = RowDefaults { poison: Some(1), ..NO_FAULTS };
-        let ack_loss = RowDefaults { ack_losses: 1, ..NO_FAULTS };
-        let retention = RowDefaults { retentions: 1, ..NO_FAULTS };
-        // One group: a second, alike, adds states and nothing to what a log loss shows.
-        let log_loss = RowDefaults { log_losses: 1, groups: 1, ..NO_FAULTS };
+        let poison = RowDefaults { poison: Some(1), ..PAUSED };
+        let ack_loss = RowDefaults { ack_losses: 1, ..PAUSED };
+        let retention = RowDefaults { retentions: 1, ..PAUSED };
+        let log_loss = RowDefaults { log_losses: 1, ..PAUSED };
         match self {
             Strategy::CommitFirst => consumer(CommitThenEffect, Guard::Blind, PerRecord),
             Strategy::EffectFirst => consumer(EffectThenCommit, Guard::Blind, PerRecord),
             Strategy::PeriodicCommit => consumer(Effect, Guard::Blind, Periodic),
-            Strategy::OffsetStamp => consumer(Stamped, Guard::Blind, Periodic),
+            Strategy::OffsetStamp => paused(consumer(Stamped, Guard::Blind, Periodic)),
             Strategy::DedupSeparate => consumer(EffectRecordCommit, Guard::Blind, PerRecord),
-            Strategy::DedupAtomic => consumer(DedupedThenCommit, Guard::Blind, PerRecord),
+            Strategy::DedupAtomic => paused(consumer(DedupedThenCommit, Guard::Blind, PerRecord)),
             Strategy::Atomic => consumer(Atomic, Guard::Blind, PerRecord),
             Strategy::AtomicFenced => ATOMIC_FENCED,
-            Strategy::AtomicCas => consumer(Atomic, Guard::Cas, PerRecord),
+            Strategy::AtomicCas => paused(consumer(Atomic, Guard::Cas, PerRecord)),
             Strategy::ParallelMax => consumer(Effect, Guard::Blind, ParallelMax),
             Strategy::ParallelWatermark => consumer(Effect, Guard::Blind, ParallelWatermark),
             Strategy::AtomicDlq => Rules { poison: PoisonPolicy::DeadLetter, defaults: poison, ..ATOMIC_FENCED },

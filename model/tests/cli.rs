@@ -246,7 +246,7 @@ fn safe_crash_only_runs_exit_0_with_their_unobserved_outcomes_reported() {
     let cases: [(&str, &str); 3] =
         [("atomic", "replay"), ("atomic-fenced", "replay"), ("atomic-cas", "replay, duplicate-skipped")];
     for (strategy, not_observed) in cases {
-        let output = model_check(&["--strategy", strategy, "--crashes", "2", "--rebalances", "0"]);
+        let output = model_check(&["--strategy", strategy, "--crashes", "2", "--rebalances", "0", "--pauses", "0"]);
         let text = stdout(&output);
         assert_eq!(output.status.code(), Some(0), "{strategy}: {text}{}", stderr(&output));
         assert!(text.contains(&format!("{strategy}: not observed: {not_observed}")), "{strategy}: {text}");

@@ -13,62 +13,102 @@ use std::sync::OnceLock;
 /// is not checked in that configuration). They differ from spec.md's default-bounds table
 /// where two records are too few for a trap (periodic-commit and offset-stamp keep their
 /// checkpoints monotonic here, and so does skip-poison).
-const SMALL_VERDICTS: [(Strategy, [&str; 10]); 19] = [
+const SMALL_VERDICTS: [(Strategy, [&str; SAFETY.len()]); Strategy::ALL.len()] = [
     (
         Strategy::CommitFirst,
-        ["violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"],
+        ["violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a"],
     ),
     (
         Strategy::EffectFirst,
-        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"],
+        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a"],
     ),
     (
         Strategy::PeriodicCommit,
-        ["violated", "holds", "violated", "holds", "holds", "violated", "violated", "n/a", "n/a", "n/a"],
+        ["violated", "holds", "violated", "holds", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a"],
     ),
-    (Strategy::OffsetStamp, ["holds", "holds", "holds", "holds", "holds", "violated", "holds", "n/a", "n/a", "n/a"]),
+    (
+        Strategy::OffsetStamp,
+        ["holds", "holds", "holds", "holds", "holds", "violated", "holds", "n/a", "n/a", "n/a", "n/a"],
+    ),
     (
         Strategy::DedupSeparate,
-        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"],
+        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a"],
     ),
-    (Strategy::DedupAtomic, ["holds", "holds", "holds", "violated", "holds", "violated", "holds", "n/a", "n/a", "n/a"]),
+    (
+        Strategy::DedupAtomic,
+        ["holds", "holds", "holds", "violated", "holds", "violated", "holds", "n/a", "n/a", "n/a", "n/a"],
+    ),
     (
         Strategy::Atomic,
-        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"],
+        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a"],
     ),
-    (Strategy::AtomicFenced, ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a"]),
-    (Strategy::AtomicCas, ["holds", "holds", "holds", "holds", "holds", "violated", "holds", "n/a", "n/a", "n/a"]),
+    (
+        Strategy::AtomicFenced,
+        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "n/a"],
+    ),
+    (
+        Strategy::AtomicCas,
+        ["holds", "holds", "holds", "holds", "holds", "violated", "holds", "n/a", "n/a", "n/a", "n/a"],
+    ),
     (
         Strategy::ParallelMax,
-        ["violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"],
+        ["violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a"],
     ),
     (
         Strategy::ParallelWatermark,
-        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a"],
+        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a"],
     ),
-    (Strategy::AtomicDlq, ["holds", "violated", "violated", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a"]),
+    (
+        Strategy::AtomicDlq,
+        ["holds", "violated", "violated", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a"],
+    ),
     (
         Strategy::SkipPoison,
-        ["holds", "violated", "violated", "holds", "holds", "violated", "violated", "violated", "n/a", "n/a"],
+        ["holds", "violated", "violated", "holds", "holds", "violated", "violated", "violated", "n/a", "n/a", "n/a"],
     ),
-    (Strategy::RetryForever, ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "violated", "n/a", "n/a"]),
+    (
+        Strategy::RetryForever,
+        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "violated", "n/a", "n/a", "n/a"],
+    ),
     (
         Strategy::ProducerIdempotent,
-        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "holds", "n/a"],
+        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "holds", "n/a", "n/a"],
     ),
     (
         Strategy::ProducerNewSequence,
-        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "violated", "n/a"],
+        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "violated", "n/a", "n/a"],
     ),
     (
         Strategy::ResetEarliest,
-        ["holds", "violated", "violated", "holds", "holds", "holds", "holds", "n/a", "n/a", "holds"],
+        ["holds", "violated", "violated", "holds", "holds", "holds", "holds", "n/a", "n/a", "holds", "n/a"],
     ),
     (
         Strategy::ResetSilent,
-        ["violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "violated"],
+        [
+            "violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "violated",
+            "n/a",
+        ],
     ),
-    (Strategy::ResetFail, ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "holds"]),
+    (
+        Strategy::ResetFail,
+        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "holds", "n/a"],
+    ),
+    (
+        Strategy::FencedStoredEpoch,
+        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "n/a"],
+    ),
+    (
+        Strategy::LogLossRefuse,
+        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "holds"],
+    ),
+    (
+        Strategy::LogLossUnchecked,
+        ["holds", "violated", "violated", "holds", "holds", "holds", "violated", "n/a", "n/a", "n/a", "holds"],
+    ),
+    (
+        Strategy::LogLossRefuseAll,
+        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "violated"],
+    ),
 ];
 
 /// Every strategy's BFS report on its small configuration, computed once and shared by the
@@ -313,7 +353,7 @@ const BEGIN: &str = "<!-- expected-verdicts:begin -->";
 const END: &str = "<!-- expected-verdicts:end -->";
 const HEADER: &str = "| strategy | no-duplicate | contiguous-prefix | effectively-once | monotonic-checkpoint \
                       | group-isolation | fenced-writes | no-silent-skip | bounded-retries | no-duplicate-append \
-                      | reset-accounted |";
+                      | reset-accounted | refusal-justified |";
 
 fn row(strategy: &str, cells: &[&str]) -> String {
     format!("| {strategy} | {} |", cells.join(" | "))
@@ -321,13 +361,13 @@ fn row(strategy: &str, cells: &[&str]) -> String {
 
 /// A row per strategy, every cell `holds`: parsing checks the shape, not the truth.
 fn valid_rows() -> Vec<String> {
-    Strategy::ALL.iter().map(|s| row(s.name(), &["holds"; 10])).collect()
+    Strategy::ALL.iter().map(|s| row(s.name(), &["holds"; SAFETY.len()])).collect()
 }
 
 /// A spec document with prose around the table, as spec.md has.
 fn spec(begin: &str, header: &str, rows: &[String], end: &str) -> String {
     format!(
-        "# spec\n\nSome prose.\n{begin}\n{header}\n|---|---|---|---|---|---|---|---|---|---|---|\n{}\n{end}\n\
+        "# spec\n\nSome prose.\n{begin}\n{header}\n|---|---|---|---|---|---|---|---|---|---|---|---|\n{}\n{end}\n\
          More prose.\n",
         rows.join("\n")
     )
@@ -343,7 +383,7 @@ fn rows_with(edit: impl FnOnce(&mut Vec<String>)) -> Vec<String> {
 fn expected_parse_accepts_well_formed_tables_and_rejects_each_malformed_one() {
     let atomic = Strategy::ALL.iter().position(|&s| s == Strategy::Atomic).expect("atomic is a strategy");
     let reordered_header = HEADER.replace("no-duplicate | contiguous-prefix", "contiguous-prefix | no-duplicate");
-    let short_header = HEADER.replace(" reset-accounted |", "");
+    let short_header = HEADER.replace(" refusal-justified |", "");
     let cases: Vec<(&str, String, Result<(), &str>)> = vec![
         ("well formed", spec(BEGIN, HEADER, &valid_rows(), END), Ok(())),
         (
@@ -356,7 +396,7 @@ fn expected_parse_accepts_well_formed_tables_and_rejects_each_malformed_one() {
                         "`atomic`",
                         &[
                             "violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a",
-                            "n/a", "n/a",
+                            "n/a", "n/a", "n/a",
                         ],
                     )
                 }),
@@ -371,7 +411,7 @@ fn expected_parse_accepts_well_formed_tables_and_rejects_each_malformed_one() {
         ("header without a column", spec(BEGIN, &short_header, &valid_rows(), END), Err("header must be")),
         (
             "unknown strategy",
-            spec(BEGIN, HEADER, &rows_with(|rows| rows.push(row("exactly-once", &["holds"; 10]))), END),
+            spec(BEGIN, HEADER, &rows_with(|rows| rows.push(row("exactly-once", &["holds"; SAFETY.len()]))), END),
             Err("unknown strategy 'exactly-once'"),
         ),
         (
@@ -382,7 +422,10 @@ fn expected_parse_accepts_well_formed_tables_and_rejects_each_malformed_one() {
                 &rows_with(|rows| {
                     rows[atomic] = row(
                         "atomic",
-                        &["holds", "holds", "holds", "holds", "holds", "maybe", "holds", "holds", "holds", "holds"],
+                        &[
+                            "holds", "holds", "holds", "holds", "holds", "maybe", "holds", "holds", "holds", "holds",
+                            "holds",
+                        ],
                     )
                 }),
                 END,
@@ -391,12 +434,12 @@ fn expected_parse_accepts_well_formed_tables_and_rejects_each_malformed_one() {
         ),
         (
             "row with a missing cell",
-            spec(BEGIN, HEADER, &rows_with(|rows| rows[atomic] = row("atomic", &["holds"; 9])), END),
-            Err("the expected row of atomic has 10 cells, expected 11"),
+            spec(BEGIN, HEADER, &rows_with(|rows| rows[atomic] = row("atomic", &["holds"; SAFETY.len() - 1])), END),
+            Err("the expected row of atomic has 11 cells, expected 12"),
         ),
         (
             "duplicated row",
-            spec(BEGIN, HEADER, &rows_with(|rows| rows.push(row("atomic", &["holds"; 10]))), END),
+            spec(BEGIN, HEADER, &rows_with(|rows| rows.push(row("atomic", &["holds"; SAFETY.len()]))), END),
             Err("the expected table has two rows for atomic"),
         ),
         (
@@ -412,5 +455,42 @@ fn expected_parse_accepts_well_formed_tables_and_rejects_each_malformed_one() {
             (Ok(_), Err(part)) => panic!("{name}: parsed, but should fail with '{part}'"),
             (Err(error), Ok(())) => panic!("{name}: should parse, failed with '{error}'"),
         }
+    }
+}
+
+/// The safety verdicts of a report, by name.
+fn safety_verdicts(report: &CheckReport) -> Vec<(String, Verdict)> {
+    let safety = report.properties.iter().filter(|p| SAFETY.contains(&p.name.as_str()));
+    safety.map(|p| (p.name.clone(), p.verdict.clone())).collect()
+}
+
+fn check_paused(strategy: Strategy) -> CheckReport {
+    check::run(&ConsumerModel::new(common::paused_config(strategy)), &CheckOptions::default(), &mut |_| {})
+}
+
+/// The fix of issue 11 and its trap: under a second live incarnation, atomic-fenced (every
+/// start claims a new epoch) keeps every guarantee, and the same consumer resuming at the
+/// stored epoch applies a record twice, with no stale write for `fenced-writes` to see.
+#[test]
+fn a_second_incarnation_is_fenced_only_when_every_start_claims_an_epoch() {
+    let fenced = check_paused(Strategy::AtomicFenced);
+    assert!(fenced.properties.iter().all(|p| p.verdict != Verdict::Violated), "{:?}", safety_verdicts(&fenced));
+    let fenced_writes = fenced.outcome("paused-write").map(|o| o.verdict.clone());
+    assert_eq!(fenced_writes, Some(Verdict::Reached), "the pause must strike: the earlier incarnation writes");
+    let trap = check_paused(Strategy::FencedStoredEpoch);
+    let verdict = |name: &str| trap.outcome(name).map(|o| o.verdict.clone());
+    assert_eq!(verdict("no-duplicate"), Some(Verdict::Violated));
+    assert_eq!(verdict("fenced-writes"), Some(Verdict::Holds));
+}
+
+/// spec.md §4: the rows without a default pause are those whose every cell a second
+/// incarnation could break is already violated by a rebalance's zombie. A pause must then
+/// change none of their verdicts: checked here at the small bounds.
+#[test]
+fn rows_without_a_default_pause_keep_their_verdicts_under_one() {
+    for strategy in Strategy::ALL.into_iter().filter(|s| s.rules().defaults.pauses == 0) {
+        let (_, plain) = &small_reports()[Strategy::ALL.iter().position(|&s| s == strategy).expect("a row")];
+        let paused = check_paused(strategy);
+        assert_eq!(safety_verdicts(&paused), safety_verdicts(plain), "{strategy} under a pause");
     }
 }
