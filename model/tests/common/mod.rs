@@ -1,4 +1,5 @@
 //! Shared by the integration tests: the small configuration every exhaustive check here uses.
+#![allow(dead_code)] // Each test binary includes this module and uses a part of it.
 
 use model::{Config, Strategy};
 
