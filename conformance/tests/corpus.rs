@@ -18,7 +18,7 @@ include!(concat!(env!("OUT_DIR"), "/corpus_tests.rs"));
 #[test]
 fn the_corpus_holds_every_counterexample_witness_and_scenario() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/traces");
-    let files = conformance::corpus::expand(&[dir.clone()]).expect("tests/traces is readable");
+    let files = conformance::corpus::expand(std::slice::from_ref(&dir)).expect("tests/traces is readable");
     let regenerate = "regenerate with `cargo run --release -p conformance -- regenerate tests/traces`";
     let scenarios = conformance::scenarios::all();
     for (name, _) in &scenarios {
