@@ -5,7 +5,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use consumer::crash::CrashPlan;
 use consumer::log::{encode_delta, Log};
-use consumer::owner::{Outcome, Owner, Settings, FIRST_OWNER};
+use consumer::owner::{OnFenced, Outcome, Owner, Settings, FIRST_OWNER};
 use consumer::store::{Journal, Store, StoreOptions};
 use consumer::strategy::{Step, StepKind, Strategy};
 use std::fs::{File, OpenOptions};
@@ -187,7 +187,7 @@ fn measure(dir: &Path, case: Case) -> anyhow::Result<(f64, f64)> {
     let started = Instant::now();
     let mut owner = Owner::start(store, log, GROUP, FIRST_OWNER, settings, CrashPlan::none())
         .with_context(|| format!("{label}: start"))?;
-    let steps = owner.run_to_end().with_context(|| format!("{label}: run_to_end"))?;
+    let steps = owner.run_to_end(OnFenced::Stop).with_context(|| format!("{label}: run_to_end"))?;
     let seconds = started.elapsed().as_secs_f64();
     check(&owner, &steps, case.records).with_context(|| format!("{label}: wrong result"))?;
     let writes = steps.iter().filter(|(step, _)| step.kind != StepKind::Fetch).count();

@@ -8,9 +8,9 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use consumer::crash::CrashPlan;
 use consumer::log::{encode_delta, Log};
-use consumer::owner::{Outcome, Owner, Settings, FIRST_OWNER};
-use consumer::store::{Journal, Location, Store, StoreOptions};
-use consumer::strategy::{OutOfRange, Strategy};
+use consumer::owner::{OnFenced, Outcome, Owner, Settings, FIRST_OWNER};
+use consumer::store::{Journal, Location, Store, StoreError, StoreOptions};
+use consumer::strategy::{OutOfRange, StartPolicy, Strategy};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -164,6 +164,10 @@ struct OwnerArgs {
     /// Test only: run a deliberately broken variant (no-fence, no-cas).
     #[arg(long, hide = true)]
     mutation: Option<consumer::owner::Mutation>,
+    /// Test only: the epoch a started owner takes its partitions at: claim (a new one, the
+    /// default) or stored (the trap: an earlier incarnation still running is never fenced).
+    #[arg(long, hide = true, default_value_t = StartPolicy::default(), value_name = "claim|stored")]
+    start_epoch: StartPolicy,
 }
 
 impl OwnerArgs {
@@ -180,6 +184,7 @@ impl OwnerArgs {
             batch: self.batch,
             max_attempts: self.max_attempts,
             on_out_of_range: self.on_out_of_range,
+            start: self.start_epoch,
             mutation: self.mutation,
         };
         Ok(Owner::start(store, log, &self.group, &self.owner, settings, CrashPlan::new(self.crash_at.clone()))?)
@@ -285,8 +290,9 @@ struct WorkerArgs {
 /// The payload `append-poison` writes: not an 8-byte delta, so its effect always fails.
 const POISON_PAYLOAD: &[u8] = b"poison";
 
-/// Exit status of `consume` when a fenced write told the owner it is a zombie.
-const FENCED_EXIT_CODE: u8 = 3;
+/// Exit status of `consume` when a fenced write told the owner it is a zombie: a refusal to
+/// protect data (spec.md §10).
+const FENCED_EXIT_CODE: u8 = 4;
 
 /// Parses the command line; a usage error is one line on stderr and exit 2 (help and version
 /// print as usual).
@@ -410,7 +416,9 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
         println!("{} owns no partition of group {}; nothing to do", args.owner.owner, args.owner.group);
         return Ok(ExitCode::SUCCESS);
     }
-    let steps = owner.run_to_end()?;
+    // A fenced owner stops at once: another owner, or a newer incarnation of this one, holds
+    // the partition, and nothing more of this one's may land.
+    let steps = owner.run_to_end(OnFenced::Stop)?;
     let fenced = steps
         .iter()
         .find_map(|(step, outcome)| outcome.fenced().map(|(held, current)| (step.partition, held, current)));
@@ -433,10 +441,8 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some((partition, held, current)) = fenced {
-        println!(
-            "fenced: partition {partition} moved on to epoch {current} (this owner held {held}); \
-             it stopped working on it"
-        );
+        let error = StoreError::Fenced { group: group.clone(), partition, held, current };
+        eprintln!("{error} (another owner, or a newer incarnation of this one, took it)");
         return Ok(ExitCode::from(FENCED_EXIT_CODE));
     }
     Ok(ExitCode::SUCCESS)

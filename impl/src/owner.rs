@@ -6,8 +6,8 @@ use crate::log::{decode_delta, Log, LogError};
 use crate::store::{FailurePolicy, Guard, Item, PoisonAttempt, Store, StoreError};
 pub use crate::strategy::Stage;
 use crate::strategy::{
-    BatchWrite, Checkpointing, GuardKind, OutOfRange, ParallelCommit, PoisonPolicy, Rules, Sequence, Step, StepKind,
-    Strategy,
+    BatchWrite, Checkpointing, GuardKind, OutOfRange, ParallelCommit, PoisonPolicy, Rules, Sequence, StartPolicy, Step,
+    StepKind, Strategy,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,6 +27,9 @@ pub struct Settings {
     pub max_attempts: u64,
     /// What the owner does when retention removed the next record it would fetch.
     pub on_out_of_range: OutOfRange,
+    /// The epoch a started owner takes its partitions at: a new one it claims (the default),
+    /// or, test only, the stored one (the trap).
+    pub start: StartPolicy,
     /// Test only: a deliberately broken variant, to show that conformance can fail.
     pub mutation: Option<Mutation>,
 }
@@ -82,6 +85,7 @@ impl Settings {
             batch: Settings::BATCH_DEFAULT,
             max_attempts: Settings::MAX_ATTEMPTS_DEFAULT,
             on_out_of_range: OutOfRange::default(),
+            start: StartPolicy::default(),
             mutation: None,
         }
     }
@@ -126,6 +130,17 @@ pub const STUCK_AFTER: u64 = 100;
 
 /// The owner that holds every partition of a new group at epoch 1 (spec.md §2.4's owner 0).
 pub const FIRST_OWNER: &str = "o0";
+
+/// What `run_to_end` does when a fenced write tells the owner it lost a partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnFenced {
+    /// Stop at once, the fenced step last (`consume`): another owner, or a newer incarnation of
+    /// this one, holds the partition, and nothing more of this owner's should land.
+    Stop,
+    /// Drop that partition and go on with the others (`consume --follow`, which takes the
+    /// partitions the store assigns to it again in its next round).
+    DropPartition,
+}
 
 /// The owner's in-memory view of one partition it believes it owns (the model's `Lease`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -335,8 +350,11 @@ pub struct OwnerState<'a> {
 }
 
 impl Owner {
-    /// Starts (or restarts) an owner: the coordinator hands it, at the current epoch, every
-    /// partition the store assigns to it, and it resumes each from the committed checkpoint.
+    /// Starts (or restarts) an owner: the coordinator hands it every partition the store
+    /// assigns to it, and it resumes each from the committed checkpoint. Under
+    /// `StartPolicy::ClaimEpoch` it claims a new epoch for them in one transaction
+    /// (`Store::claim_own`), so an earlier incarnation of this owner still running is a zombie
+    /// its next fenced write finds out; under `StoredEpoch` (the trap) it takes the stored one.
     pub fn start(
         mut store: Store,
         log: Log,
@@ -346,13 +364,23 @@ impl Owner {
         crash: CrashPlan,
     ) -> Result<Owner, OwnerError> {
         store.ensure_group(group, FIRST_OWNER)?;
-        let mut leases = BTreeMap::new();
-        for partition in 0..store.partitions() {
-            let row = store.progress(group, partition)?;
-            if row.owner == name {
-                leases.insert(partition, Lease::fresh(row.epoch, row.next_offset));
+        let leases = match settings.start {
+            StartPolicy::ClaimEpoch => store
+                .claim_own(group, name)?
+                .into_iter()
+                .map(|claimed| (claimed.partition, Lease::fresh(claimed.epoch, claimed.next_offset)))
+                .collect(),
+            StartPolicy::StoredEpoch => {
+                let mut leases = BTreeMap::new();
+                for partition in 0..store.partitions() {
+                    let row = store.progress(group, partition)?;
+                    if row.owner == name {
+                        leases.insert(partition, Lease::fresh(row.epoch, row.next_offset));
+                    }
+                }
+                leases
             }
-        }
+        };
         let log_ends = BTreeMap::new();
         Ok(Owner { store, log, group: group.to_string(), name: name.to_string(), settings, leases, log_ends, crash })
     }
@@ -361,9 +389,10 @@ impl Owner {
         OwnerState { group: &self.group, owner: &self.name, strategy: self.settings.strategy, leases: &self.leases }
     }
 
-    /// The coordinator's assignment: after a rebalance names this owner in the store, the
-    /// owner takes the partition at the new epoch from the committed checkpoint (replacing any
-    /// stale lease it held). Returns the epoch, or `None` when the store names another owner.
+    /// The coordinator's assignment (the worker's `assign`, the model's `rebalance` to a live
+    /// owner): after a rebalance named this owner in the store, the owner takes the partition
+    /// at the epoch the rebalance claimed, from the committed checkpoint (replacing any stale
+    /// lease it held). Returns the epoch, or `None` when the store names another owner.
     pub fn assign(&mut self, partition: u32) -> Result<Option<i64>, OwnerError> {
         let row = self.store.progress(&self.group, partition)?;
         if row.owner != self.name {
@@ -464,13 +493,6 @@ impl Owner {
         }
     }
 
-    /// Runs the strategy until nothing is enabled (every owned partition caught up and
-    /// committed) and returns the steps taken. The parallel strategies work in windows: fetch
-    /// until `inflight` records are pending, then complete them highest first (the order in
-    /// which parallel-max's trap shows), committing whenever the target moves. A retry-forever
-    /// owner whose record fails `STUCK_AFTER` times in a row stops with `OwnerError::Stuck`;
-    /// an owner that finds retention past its position under `--on-out-of-range fail` stops
-    /// with `OwnerError::OutOfRange` (having written nothing for that partition).
     /// Runs as a long-lived member of the group: takes every partition the store assigns to it
     /// (at start, and after each rebalance), runs its strategy, and returns the number of steps
     /// once every partition of the group is committed up to the log end. Between rounds with
@@ -480,7 +502,7 @@ impl Owner {
         let mut steps = 0;
         loop {
             self.take_assignments()?;
-            steps += self.run_to_end()?.len();
+            steps += self.run_to_end(OnFenced::DropPartition)?.len();
             if self.group_done()? {
                 return Ok(steps);
             }
@@ -495,6 +517,27 @@ impl Owner {
             let row = self.store.progress(&self.group, partition)?;
             let stale = self.leases.get(&partition).is_none_or(|lease| lease.epoch < row.epoch);
             if row.owner == self.name && stale {
+                self.adopt(partition)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Follow mode's adoption of a partition the store names this owner for. Under
+    /// `ClaimEpoch` it claims a new epoch for it, as a start does (one transaction, and only
+    /// while the row still names this owner): the row that names this owner may be a newer
+    /// incarnation's, and an incarnation it fenced would otherwise adopt that row at the
+    /// newer one's epoch and apply alongside it, unfenced. With the claim, two live
+    /// incarnations never hold one epoch: they take the partition from each other, and each
+    /// one's stale writes are fenced. Under `StoredEpoch` (the trap) it takes the stored epoch.
+    fn adopt(&mut self, partition: u32) -> Result<(), OwnerError> {
+        match self.settings.start {
+            StartPolicy::ClaimEpoch => {
+                if let Some(claimed) = self.store.claim_own_partition(&self.group, partition, &self.name)? {
+                    self.leases.insert(partition, Lease::fresh(claimed.epoch, claimed.next_offset));
+                }
+            }
+            StartPolicy::StoredEpoch => {
                 self.assign(partition)?;
             }
         }
@@ -511,7 +554,16 @@ impl Owner {
         Ok(true)
     }
 
-    pub fn run_to_end(&mut self) -> Result<Vec<(Step, Outcome)>, OwnerError> {
+    /// Runs the strategy until nothing is enabled (every owned partition caught up and
+    /// committed) and returns the steps taken. The parallel strategies work in windows: fetch
+    /// until `inflight` records are pending, then complete them highest first (the order in
+    /// which parallel-max's trap shows), committing whenever the target moves. A retry-forever
+    /// owner whose record fails `STUCK_AFTER` times in a row stops with `OwnerError::Stuck`;
+    /// an owner that finds retention past its position under `--on-out-of-range fail` stops
+    /// with `OwnerError::OutOfRange` (having written nothing for that partition). A fenced
+    /// write drops its partition; under `OnFenced::Stop` the run also ends there, the fenced
+    /// step last.
+    pub fn run_to_end(&mut self, on_fenced: OnFenced) -> Result<Vec<(Step, Outcome)>, OwnerError> {
         let mut taken = Vec::new();
         let mut draining = false;
         // The record that failed last and how many times in a row.
@@ -560,7 +612,11 @@ impl Owner {
                     return Err(OwnerError::Stuck { partition: step.partition, offset: step.offset, failures });
                 }
             }
+            let fenced = outcome.fenced().is_some();
             taken.push((step, outcome));
+            if fenced && on_fenced == OnFenced::Stop {
+                return Ok(taken);
+            }
             // A window is drained once nothing is pending; then the next one is fetched.
             if self.leases.values().all(|lease| lease.records.is_empty()) {
                 draining = false;

@@ -405,6 +405,30 @@ impl FromStr for OutOfRange {
 }
 
 named_enum! {
+    /// What a started owner's epoch is when it takes the partitions the store assigns to it
+    /// (spec.md §3 `restart`, §10; the model's `StartPolicy`, spelled the same).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum StartPolicy {
+        /// Every start claims a new epoch for the partitions it takes, in one transaction, so
+        /// an earlier incarnation still running is a zombie its next fenced write finds out.
+        #[default]
+        ClaimEpoch => "claim",
+        /// Test only (the hidden `--start-epoch stored`): the trap the model refutes (the
+        /// fenced-stored-epoch row). The owner resumes at the stored epoch, the same as an
+        /// earlier incarnation's, so two live incarnations are never fenced.
+        StoredEpoch => "stored",
+    }
+}
+
+impl FromStr for StartPolicy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        StartPolicy::from_name(text).ok_or_else(|| format!("unknown start policy '{text}' (expected claim or stored)"))
+    }
+}
+
+named_enum! {
     /// The kind of an owner step: the model's owner actions, one durable write each (but
     /// `fetch` and `fail-out-of-range`).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -482,6 +506,9 @@ mod tests {
         }
         for policy in OutOfRange::ALL {
             assert_eq!(policy.name().parse::<OutOfRange>(), Ok(policy));
+        }
+        for policy in StartPolicy::ALL {
+            assert_eq!(policy.name().parse::<StartPolicy>(), Ok(policy));
         }
         let names: std::collections::BTreeSet<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
         assert_eq!(names.len(), Strategy::ALL.len(), "two strategies share a name");

@@ -319,7 +319,7 @@ fn the_worker_replies_to_out_of_range_steps() {
             name: "earliest zombie: the reset after a claim to o1 is fenced and writes nothing",
             strategy: "atomic-fenced",
             extra: EARLIEST,
-            script: &[Retain(3), Claim("o1"), Send("reset-offset 0 3", "ok fenced 1 2"), Dropped],
+            script: &[Retain(3), Claim("o1"), Send("reset-offset 0 3", "ok fenced 2 3"), Dropped],
             after: ((0, 0), &[]),
         },
         WorkerCase {

@@ -5,8 +5,9 @@ mod common;
 
 use common::{DataDir, GroupState};
 
-/// One zombie scenario on three records of +5: o0 (epoch 1) fetches record 0, the partition is
-/// claimed for o1 (epoch 2), o1 optionally consumes the log, then o0 applies its stale batch.
+/// One zombie scenario on three records of +5: o0 starts (claiming epoch 2) and fetches record
+/// 0, the partition is claimed for o1 (epoch 3), o1 optionally consumes the log (its start
+/// claims epoch 4), then o0 applies its stale batch.
 struct ZombieCase {
     strategy: &'static str,
     /// Whether o1 consumes the log before the zombie writes.
@@ -27,8 +28,8 @@ fn run_zombie_case(case: &ZombieCase) {
     let row = dir.progress(name, "g");
     assert_eq!(
         (row["epoch"].as_i64(), row["owner"].as_str()),
-        (Some(2), Some("o1")),
-        "case '{name}': the claim: {row}"
+        (Some(3), Some("o1")),
+        "case '{name}': the claim (after o0's start claimed epoch 2): {row}"
     );
     if case.new_owner_consumes {
         dir.consume(name, &["--group", "g", "--owner", "o1", "--strategy", case.strategy], 0);
@@ -61,8 +62,8 @@ fn run_zombie_case(case: &ZombieCase) {
 fn a_zombie_owner_writes_after_a_rebalance() {
     let cases = [
         ZombieCase { strategy: "atomic", new_owner_consumes: true, reply: "ok applied 1 skipped 0", after: (20, 1) },
-        ZombieCase { strategy: "atomic-fenced", new_owner_consumes: true, reply: "ok fenced 1 2", after: (15, 3) },
-        ZombieCase { strategy: "atomic-fenced", new_owner_consumes: false, reply: "ok fenced 1 2", after: (0, 0) },
+        ZombieCase { strategy: "atomic-fenced", new_owner_consumes: true, reply: "ok fenced 2 4", after: (15, 3) },
+        ZombieCase { strategy: "atomic-fenced", new_owner_consumes: false, reply: "ok fenced 2 3", after: (0, 0) },
         ZombieCase {
             strategy: "atomic-cas",
             new_owner_consumes: true,

@@ -14,8 +14,8 @@ mod types;
 pub use self::postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use types::{
-    DeadLetter, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset, StoreError,
-    StoreOptions, SCHEMA_VERSION,
+    Claimed, DeadLetter, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset,
+    StoreError, StoreOptions, SCHEMA_VERSION,
 };
 
 use std::path::{Path, PathBuf};
@@ -122,6 +122,29 @@ impl Store {
 
     pub fn claim(&mut self, group: &str, partition: u32, owner: &str) -> Result<i64, StoreError> {
         dispatch!(self, s => s.claim(group, partition, owner))
+    }
+
+    /// An owner's start (spec.md §10): one transaction that bumps the epoch of every progress
+    /// row of `group` naming `owner` and reads back, by partition, the new epochs and the next
+    /// offsets its leases start from.
+    pub fn claim_own(&mut self, group: &str, owner: &str) -> Result<Vec<Claimed>, StoreError> {
+        let claimed = dispatch!(self, s => s.claim_own(group, owner, None))?;
+        assert!(claimed.len() <= self.partitions() as usize, "a claim names each partition at most once");
+        Ok(claimed)
+    }
+
+    /// Follow mode's adoption of one partition: as `claim_own`, for `partition` only, and only
+    /// while its row still names `owner`; `None` when it does not any more.
+    pub fn claim_own_partition(
+        &mut self,
+        group: &str,
+        partition: u32,
+        owner: &str,
+    ) -> Result<Option<Claimed>, StoreError> {
+        let claimed = dispatch!(self, s => s.claim_own(group, owner, Some(partition)))?;
+        assert!(claimed.len() <= 1, "one partition's claim names at most its own row");
+        assert!(claimed.iter().all(|c| c.partition == partition), "the claim names the partition asked for");
+        Ok(claimed.first().copied())
     }
 
     pub fn add_effect(

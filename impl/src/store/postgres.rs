@@ -13,7 +13,7 @@
 //! the `schema_version` row of `meta`.
 
 use super::types::{
-    DeadLetter, Ending, FailurePolicy, Guard, InsideHook, Item, PoisonAttempt, ProgressRow, Reset, StoreError,
+    Claimed, DeadLetter, Ending, FailurePolicy, Guard, InsideHook, Item, PoisonAttempt, ProgressRow, Reset, StoreError,
     StoreOptions, SCHEMA_VERSION,
 };
 use postgres::config::Host;
@@ -97,6 +97,11 @@ impl Write<'_> {
     /// SQL that failed.
     fn exec(&mut self, sql: &'static str, params: Params<'_>) -> Result<u64, StoreError> {
         self.tx.execute(sql, params).map_err(fail(self.target, sql))
+    }
+
+    /// Runs one statement of the transaction and returns every row.
+    fn rows(&mut self, sql: &'static str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
+        self.tx.query(sql, params).map_err(fail(self.target, sql))
     }
 
     /// Runs one statement of the transaction that returns exactly one row.
@@ -322,6 +327,38 @@ impl PgStore {
         self.write(&mut || {}, |write| {
             let sql = "UPDATE progress SET epoch = epoch + 1, owner = $3 WHERE grp = $1 AND part = $2 RETURNING epoch";
             Ok(write.one(sql, &[&group, &i64::from(partition), &owner])?.get(0))
+        })
+    }
+
+    /// An owner's start or follow mode's adoption (see `SqliteStore::claim_own`). The rows are
+    /// locked `FOR UPDATE` in partition order first, so two starts of one owner queue on them
+    /// instead of deadlocking, and a concurrent `claim` that moves a row away first takes it
+    /// out of this claim (READ COMMITTED re-checks the `WHERE` on the newest row version).
+    pub fn claim_own(&mut self, group: &str, owner: &str, only: Option<u32>) -> Result<Vec<Claimed>, StoreError> {
+        if let Some(partition) = only {
+            self.check_partition(partition)?;
+        }
+        let only = only.map(i64::from);
+        // No crash point names this write: its hook does nothing.
+        self.write(&mut || {}, |write| {
+            let sql = "SELECT part FROM progress WHERE grp = $1 AND owner = $2 AND ($3::BIGINT IS NULL OR part = $3) \
+                       ORDER BY part FOR UPDATE";
+            let locked: Vec<i64> = write.rows(sql, &[&group, &owner, &only])?.iter().map(|row| row.get(0)).collect();
+            let sql = "UPDATE progress SET epoch = epoch + 1 WHERE grp = $1 AND owner = $2 AND part = ANY($3) \
+                       RETURNING part, epoch, next_offset";
+            let mut claimed: Vec<Claimed> = write
+                .rows(sql, &[&group, &owner, &locked])?
+                .iter()
+                .map(|row| Claimed {
+                    partition: row.get::<_, i64>(0) as u32,
+                    epoch: row.get(1),
+                    next_offset: row.get::<_, i64>(2) as u64,
+                })
+                .collect();
+            claimed.sort_by_key(|c| c.partition);
+            // The rows stay locked: none moved between the two statements.
+            assert_eq!(claimed.len(), locked.len(), "every locked row naming the owner is claimed");
+            Ok(claimed)
         })
     }
 

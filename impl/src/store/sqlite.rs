@@ -4,8 +4,8 @@
 //! before it returns; the journal mode (DELETE or WAL) is chosen at creation and kept.
 
 use super::types::{
-    DeadLetter, Ending, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset, StoreError,
-    StoreOptions, SCHEMA_VERSION,
+    Claimed, DeadLetter, Ending, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset,
+    StoreError, StoreOptions, SCHEMA_VERSION,
 };
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
@@ -220,6 +220,27 @@ impl SqliteStore {
         self.write(&mut || {}, |write| {
             let sql = "UPDATE progress SET epoch = epoch + 1, owner = ?3 WHERE grp = ?1 AND part = ?2 RETURNING epoch";
             write.row(sql, params![group, partition, owner], |row| row.get(0))
+        })
+    }
+
+    /// An owner's start (`only` = `None`) or follow mode's adoption of one partition: one
+    /// transaction bumping the epoch of every row of `group` that names `owner` (only
+    /// partition `only`, if given). Returns, by partition, each new epoch and next offset.
+    pub fn claim_own(&mut self, group: &str, owner: &str, only: Option<u32>) -> Result<Vec<Claimed>, StoreError> {
+        if let Some(partition) = only {
+            self.check_partition(partition)?;
+        }
+        // No crash point names this write: its hook does nothing.
+        self.write(&mut || {}, |write| {
+            let sql =
+                "UPDATE progress SET epoch = epoch + 1 WHERE grp = ?1 AND owner = ?2 AND (?3 IS NULL OR part = ?3) \
+                       RETURNING part, epoch, next_offset";
+            let mut claimed = write.rows(sql, params![group, owner, only], |row| {
+                Ok(Claimed { partition: row.get(0)?, epoch: row.get(1)?, next_offset: row.get(2)? })
+            })?;
+            // RETURNING follows no defined order.
+            claimed.sort_by_key(|c| c.partition);
+            Ok(claimed)
         })
     }
 
@@ -523,6 +544,19 @@ impl Write<'_> {
             sql,
             self.waited,
         ))
+    }
+
+    /// Runs one cached statement of the transaction and collects every row it returns.
+    fn rows<T>(
+        &self,
+        sql: &'static str,
+        params: impl rusqlite::Params,
+        map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, StoreError> {
+        self.tx
+            .prepare_cached(sql)
+            .and_then(|mut statement| statement.query_map(params, map)?.collect())
+            .map_err(fail_with(self.path, sql, self.waited))
     }
 
     /// Runs one cached statement of the transaction that returns exactly one row.

@@ -175,6 +175,15 @@ pub struct ProgressRow {
     pub stamp: Option<u64>,
 }
 
+/// A partition an owner's start claimed (or that follow mode adopted with a claim): the new
+/// epoch of its lease, and the committed next offset it resumes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Claimed {
+    pub partition: u32,
+    pub epoch: i64,
+    pub next_offset: u64,
+}
+
 /// How a write guards itself: `atomic` writes blindly, `atomic-fenced` checks the epoch,
 /// `atomic-cas` serialises on the stored next offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

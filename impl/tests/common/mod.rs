@@ -16,8 +16,9 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_consumer");
 
 /// The exit status of a deliberate crash (`--crash-at`).
 pub const CRASHED: i32 = 9;
-/// The exit status of `consume` when a fenced write told it it is a zombie.
-pub const FENCED: i32 = 3;
+/// The exit status of `consume` when a fenced write told it it is a zombie (a refusal to
+/// protect data).
+pub const FENCED: i32 = 4;
 /// The exit status of every rejected input or failed operation.
 pub const FAILED: i32 = 2;
 
