@@ -132,6 +132,7 @@ impl ProcessOwner {
             .args(["--commit-every", &settings.commit_every.to_string(), "--inflight", &settings.inflight.to_string()])
             .args(["--max-attempts", &settings.max_attempts.to_string()])
             .args(["--on-out-of-range", settings.on_out_of_range.name()])
+            .args(["--start-epoch", settings.start.name()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());

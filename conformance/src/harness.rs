@@ -6,7 +6,7 @@ use crate::error::{Error, Unobservable};
 use consumer::log::{encode_delta, Log, Producer};
 use consumer::owner::{Mutation, Outcome, Settings};
 use consumer::store::{Journal, Location, Store, StoreOptions};
-use consumer::strategy::{OutOfRange, Step, StepKind, Strategy as RealStrategy};
+use consumer::strategy::{OutOfRange, StartPolicy, Step, StepKind, Strategy as RealStrategy};
 use model::state::{
     Ghost, Group, Lease, Owner, PartitionRow, ProducerState, Stage, State, Store as ModelStore, Witness,
 };
@@ -106,6 +106,8 @@ pub struct RealRow {
     pub on_out_of_range: OutOfRange,
     /// How the harness, as the producer, retries a send whose acknowledgement was lost.
     pub producer_retry: ProducerRetry,
+    /// The epoch an owner takes when it (re)starts.
+    pub start: StartPolicy,
 }
 
 /// The real system for each model row, one arm per model strategy and no catch-all: a new
@@ -118,7 +120,12 @@ pub fn real_row(strategy: model::Strategy) -> RealRow {
     use OutOfRange::{Earliest, EarliestSilent, Fail};
     use ProducerRetry::{NewSequence, SameSequence};
     use RealStrategy as Real;
-    let row = |strategy, on_out_of_range, producer_retry| RealRow { strategy, on_out_of_range, producer_retry };
+    let row = |strategy, on_out_of_range, producer_retry| RealRow {
+        strategy,
+        on_out_of_range,
+        producer_retry,
+        start: StartPolicy::ClaimEpoch,
+    };
     match strategy {
         Model::CommitFirst => row(Real::CommitFirst, Fail, SameSequence),
         Model::EffectFirst => row(Real::EffectFirst, Fail, SameSequence),
@@ -139,7 +146,9 @@ pub fn real_row(strategy: model::Strategy) -> RealRow {
         Model::ResetEarliest => row(Real::AtomicFenced, Earliest, SameSequence),
         Model::ResetSilent => row(Real::AtomicFenced, EarliestSilent, SameSequence),
         Model::ResetFail => row(Real::AtomicFenced, Fail, SameSequence),
-        Model::FencedStoredEpoch => row(Real::AtomicFenced, Fail, SameSequence),
+        Model::FencedStoredEpoch => {
+            RealRow { start: StartPolicy::StoredEpoch, ..row(Real::AtomicFenced, Fail, SameSequence) }
+        }
         Model::LogLossRefuse => row(Real::AtomicFenced, Fail, SameSequence),
         Model::LogLossUnchecked => row(Real::AtomicFenced, Fail, SameSequence),
         Model::LogLossRefuseAll => row(Real::AtomicFenced, Fail, SameSequence),
@@ -212,7 +221,8 @@ impl Harness {
         for group in 0..config.groups {
             let mut row = Vec::new();
             for owner in 0..config.owners {
-                row.push(Some(driver::start(options.mode, &harness.spec(group, owner))?));
+                let spec = harness.spec_at(group, owner, StartPolicy::StoredEpoch);
+                row.push(Some(driver::start(options.mode, &spec)?));
             }
             row.extend((0..config.pauses).map(|_| None));
             harness.owners.push(row);
@@ -220,8 +230,17 @@ impl Harness {
         Ok(harness)
     }
 
+    /// An owner started by a restart or a pause: it takes its epoch as the row's rules say.
     fn spec(&self, group: u8, owner: u8) -> OwnerSpec {
+        self.spec_at(group, owner, self.row.start)
+    }
+
+    /// The model's initial state is the one after each group's first start: owner 0 holds its
+    /// partitions at epoch 1, the epoch `ensure_group` stored. So the initial owners start at
+    /// the stored epoch; every later start claims (or not) as the row says.
+    fn spec_at(&self, group: u8, owner: u8, start: StartPolicy) -> OwnerSpec {
         let settings = Settings {
+            start,
             commit_every: u64::from(self.config.commit_every),
             inflight: usize::from(self.config.inflight),
             batch: 1,
@@ -253,6 +272,13 @@ impl Harness {
             self.free_idle_paused_slots(group)?;
         }
         let mut after = self.observe()?;
+        let ahead = after.groups.iter().any(|group| {
+            group.store.partitions.iter().zip(&after.log).any(|(row, log)| usize::from(row.next_offset) > log.len())
+        });
+        if ahead {
+            self.witness(Witness::StoreAhead);
+            after.witnessed = self.witnessed;
+        }
         self.record_ghosts(&before, &after, action);
         for (group, ghost) in after.groups.iter_mut().zip(&self.ghosts) {
             group.ghost = ghost.clone();
@@ -286,6 +312,18 @@ impl Harness {
         let Some(lease) = before.lease(group, owner, partition) else { return };
         if action.is_owner_write() && lease.epoch != before.groups[g].store.partitions[p].epoch {
             self.witness(Witness::ZombieWrite);
+        }
+        if action.is_owner_write() && before.groups[g].slot(owner).incarnation_of.is_some() {
+            self.witness(Witness::PausedWrite);
+        }
+        if let Action::RefuseAhead { .. } = action {
+            // Justified only when the group's checkpoint or the owner's position is past the
+            // end of the log, as the model's `refusal-justified` says.
+            let end = before.log[p].len();
+            let stored = before.groups[g].store.partitions[p].next_offset;
+            if usize::from(stored.max(lease.position)) <= end {
+                self.ghosts[g].unjustified_refusal = true;
+            }
         }
         if let Action::Fetch { offset, .. } = action {
             if before.groups[g].ghost.applied[p][usize::from(offset)] > 0 {
@@ -452,6 +490,14 @@ impl Harness {
         };
         let appended = self.log.append_idempotent(u32::from(partition), PRODUCER, sequence, &[payload])?;
         if !appended.duplicate {
+            // A log that lost its tail and grows again reuses offsets: the applications of the
+            // lost record move to `lost_sum`, as in the model, so the new record counts afresh.
+            let reused = self.appended[p].len();
+            for ghost in &mut self.ghosts {
+                let applied = &mut ghost.applied[p][reused];
+                ghost.lost_sum += delta * i64::from(*applied);
+                *applied = 0;
+            }
             self.sends[p].push(send);
             self.appended[p].push(delta);
         }
@@ -531,9 +577,10 @@ impl Harness {
             }
         }
         if let Some((group, owner, partition)) = action.lease_step().filter(|_| action.is_owner_write()) {
-            let (g, o, p) = (usize::from(group), usize::from(owner), usize::from(partition));
+            let (g, p) = (usize::from(group), usize::from(partition));
             let stored_epoch = before.groups[g].store.partitions[p].epoch;
-            let stale = before.groups[g].owners[o].leases[p].as_ref().is_some_and(|lease| lease.epoch != stored_epoch);
+            let stale =
+                before.groups[g].slot(owner).leases[p].as_ref().is_some_and(|lease| lease.epoch != stored_epoch);
             if stale && before.groups[g].store != after.groups[g].store {
                 self.ghosts[g].stale_write_landed = true;
             }
@@ -766,7 +813,7 @@ impl Drop for ScratchDir {
 #[cfg(test)]
 mod tests {
     use super::{real_row, ProducerRetry};
-    use consumer::strategy::OutOfRange;
+    use consumer::strategy::{OutOfRange, StartPolicy};
     use model::Strategy;
 
     /// Every model row's real system follows the model's own rules for that row (the crates
@@ -788,6 +835,11 @@ mod tests {
                 ModelRetry::NewSequence => ProducerRetry::NewSequence,
             };
             assert_eq!((row.on_out_of_range, row.producer_retry), (policy, retry), "{strategy}");
+            let start = match rules.start {
+                model::strategy::StartPolicy::ClaimEpoch => StartPolicy::ClaimEpoch,
+                model::strategy::StartPolicy::StoredEpoch => StartPolicy::StoredEpoch,
+            };
+            assert_eq!(row.start, start, "{strategy}");
             let own_name = strategy.name().parse::<consumer::strategy::Strategy>().is_ok();
             let expected = if own_name { strategy.name() } else { "atomic-fenced" };
             assert_eq!(row.strategy.name(), expected, "the consumer of {strategy}");

@@ -208,6 +208,8 @@ struct WorkerArgs {
     max_attempts: u64,
     #[arg(long, default_value = "fail")]
     on_out_of_range: consumer::strategy::OutOfRange,
+    #[arg(long, default_value = "claim")]
+    start_epoch: consumer::strategy::StartPolicy,
     #[arg(long)]
     mutation: Option<Mutation>,
 }
@@ -319,6 +321,7 @@ fn run_worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         mutation: args.mutation,
         max_attempts: args.max_attempts,
         on_out_of_range: args.on_out_of_range,
+        start: args.start_epoch,
         ..Settings::new(args.strategy)
     };
     let mut owner = Owner::start(store, log, &args.group, &args.owner, settings, CrashPlan::none())?;
