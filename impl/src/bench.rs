@@ -198,15 +198,16 @@ fn measure(dir: &Path, case: Case) -> anyhow::Result<(f64, f64)> {
 /// hands back the store and a reader of the log, as a consumer process would open them.
 fn prepare(path: &Path, case: Case) -> anyhow::Result<(Store, Log)> {
     let options = StoreOptions { journal: case.journal, ..StoreOptions::default() };
-    let store = Store::create(&path.join("store.db"), 1, options)?;
     let log_dir = path.join("log");
+    let identity = Log::init(&log_dir, 1)?;
+    let store = Store::create(&path.join("store.db"), identity, options)?;
     {
         // The writer is dropped before the reader opens, releasing its lock as `append` does.
-        let (mut writer, _) = Log::open_writer(&log_dir, 1)?;
+        let (mut writer, _) = Log::open_writer(&log_dir, identity)?;
         let payloads = vec![encode_delta(1); case.records as usize];
         writer.append_batch(0, &payloads)?;
     }
-    let log = Log::open_reader(&log_dir, 1)?;
+    let log = Log::open_reader(&log_dir, identity)?;
     Ok((store, log))
 }
 
