@@ -2,6 +2,7 @@
 //! dead-letters, redrive, resets, repair, worker, bench.
 
 mod bench;
+mod bench_log;
 mod load;
 
 use anyhow::{bail, Context};

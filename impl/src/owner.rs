@@ -677,13 +677,15 @@ impl Owner {
     }
 
     fn fetch(&mut self, partition: u32) -> Result<Outcome, OwnerError> {
-        let lease = &self.leases[&partition];
-        let (position, limit) = (lease.position, fetch_count(&self.settings, lease, self.log.end(partition)?));
+        let position = self.leases[&partition].position;
+        // The end seen by `enabled_steps` just before (a fetch is enabled only after a fresh look).
+        let log_end = self.log_end(partition, position)?;
+        let limit = fetch_count(&self.settings, &self.leases[&partition], log_end);
         let tolerates_poison = self.settings.rules().poison.is_handled();
         let mut deltas = Vec::with_capacity(limit as usize);
         let mut poison_payload = None;
-        for offset in position..position + limit {
-            let record = self.log.read(partition, offset)?;
+        // One refresh of the log for the whole batch, not one per record.
+        for (offset, record) in (position..).zip(self.log.read_range(partition, position..position + limit)?) {
             let delta = decode_delta(&record.payload);
             if delta.is_none() && !tolerates_poison {
                 return Err(OwnerError::BadPayload { partition, offset });

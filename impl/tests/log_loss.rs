@@ -173,8 +173,9 @@ struct RepairCase {
     end: u64,
 }
 
-/// Each damage is made consistent: the writer then opens with no repair to make, readers
-/// see no damage, appends continue at the end, and a second repair finds nothing.
+/// Each damage is made consistent and recorded in `repairs.log`: the writer then opens with
+/// no repair to make, readers see no damage, appends continue at the end, and a second repair
+/// finds nothing.
 #[test]
 fn repair_makes_each_damage_consistent_and_says_what_it_removed() {
     let cases = [
@@ -238,6 +239,10 @@ fn repair_makes_each_damage_consistent_and_says_what_it_removed() {
             assert!(kind.starts_with(expected), "{}: {kind} is not {expected}", case.name);
         }
         assert!(repaired.actions.iter().all(|action| action.to_string().lines().count() == 1), "{}", case.name);
+        // The journal kept with the log records every action, so the loss stays on record.
+        let journal: String = repaired.actions.iter().map(|action| format!("{action}\n")).collect();
+        let kept = fs::read_to_string(dir.path().join("repairs.log")).unwrap_or_default();
+        assert_eq!(kept, journal, "{}: repairs.log", case.name);
         assert_eq!(repaired.ends, vec![case.end, 0], "{}", case.name);
         let (mut writer, repairs) = Log::open_writer(dir.path(), identity).unwrap();
         assert_eq!((repairs, writer.damaged(0).unwrap()), (vec![], false), "{}", case.name);
@@ -245,6 +250,7 @@ fn repair_makes_each_damage_consistent_and_says_what_it_removed() {
         drop(writer);
         let again = Log::repair(dir.path(), identity, |_| {}).unwrap();
         assert_eq!(again.actions, Vec::<RepairAction>::new(), "{}: a second repair", case.name);
+        assert_eq!(fs::read_to_string(dir.path().join("repairs.log")).unwrap_or_default(), journal, "{}", case.name);
     }
 }
 

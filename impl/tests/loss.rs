@@ -187,6 +187,11 @@ fn run_loss_case(case: &LossCase) {
     for line in lines {
         assert!(said.contains(line), "case '{name}': repair did not say '{line}':\n{said}");
     }
+    let journal = fs::read_to_string(dir.log_dir().join("repairs.log")).unwrap_or_default();
+    // The log's actions, not the groups' moves (recorded in the resets, checked below).
+    for line in lines.iter().filter(|line| !line.contains("moved back")) {
+        assert!(journal.contains(line), "case '{name}': repairs.log does not record '{line}':\n{journal}");
+    }
     let rewinds: Vec<_> = case.rewinds.iter().map(|&(p, from, to)| ("g".to_string(), p, from, to)).collect();
     assert_eq!(resets(name, &dir), rewinds, "case '{name}': the rewinds recorded");
     let again = expect_ok(name, &dir, &["repair"]);

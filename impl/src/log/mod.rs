@@ -34,7 +34,8 @@
 //!
 //! `dir/partition-{N}.ack` holds the acknowledgement record (`ack.rs`): the end offset and
 //! byte length of the file as of the last acknowledged append, in two alternating
-//! checksummed slots of a preallocated file.
+//! checksummed slots of a preallocated file. `dir/repairs.log` records, one line each, what
+//! every [`Log::repair`] removed or accepted as lost.
 //!
 //! # Appends and recovery
 //!
@@ -327,6 +328,22 @@ impl Log {
             return Err(LogError::OffsetOutOfRange { partition, offset, start: part.start, end: part.end() });
         }
         part.read_record(offset)
+    }
+
+    /// Reads the records `offsets` of `partition`, each as [`Log::read`] would, with one
+    /// refresh for all of them (a fetch of a batch). The whole range must lie within the start
+    /// and the end, else [`LogError::OffsetOutOfRange`] names the first offset outside.
+    pub fn read_range(&mut self, partition: u32, offsets: Range<u64>) -> Result<Vec<Record>, LogError> {
+        let part = self.current(partition)?;
+        let (start, end) = (part.start, part.end());
+        if offsets.is_empty() {
+            return Ok(Vec::new());
+        }
+        if offsets.start < start || offsets.end > end {
+            let offset = if offsets.start < start { offsets.start } else { end.max(offsets.start) };
+            return Err(LogError::OffsetOutOfRange { partition, offset, start, end });
+        }
+        offsets.map(|offset| part.read_record(offset)).collect()
     }
 
     /// The first readable offset of `partition` (refreshed for a reader).

@@ -6,12 +6,15 @@
 //! frames are numbered from 0 and retention keeps their bytes), and a start past the new end
 //! moves back to it. Another log (an identity mismatch) is refused, never repaired.
 //!
+//! Every action is appended to `dir/repairs.log` (one line each, synced) before anything
+//! changes, so the loss stays recorded with the log even when no group had consumed it.
+//!
 //! The log's part only: moving each group's stored offsets back to the log end is the store's
 //! (`consumer repair` does both, the log first, so a crash between them leaves a consistent
 //! log whose groups are ahead of it, which a second `repair` finishes).
 
 use super::ack::{create_ack_file, inspect_ack, AckFile};
-use super::durable::{create_dir_durably, replace_file};
+use super::durable::{create_dir_durably, replace_file, sync_dir};
 use super::error::{io_err, LogError};
 use super::frame::ScanEnd;
 use super::header::{HEADER_LEN, MAGIC};
@@ -21,6 +24,7 @@ use super::partition::Partition;
 use super::retention::{inspect_start, write_start, StartFile};
 use std::fmt;
 use std::fs::OpenOptions;
+use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -165,6 +169,7 @@ pub(super) fn repair(
         create_dir_durably(dir)?;
         lock = Some(lock_dir(dir)?);
     }
+    record(dir, &actions)?;
     let ends = plans.iter().map(|plan| plan.end).collect();
     for plan in plans {
         apply(dir, plan)?;
@@ -174,6 +179,26 @@ pub(super) fn repair(
     }
     drop(lock);
     Ok(Repaired { actions, ends })
+}
+
+/// The journal of every repair's actions, kept with the log.
+const JOURNAL: &str = "repairs.log";
+
+/// Appends `actions` to the journal, one line each, and makes them durable before any of
+/// them is carried out.
+fn record(dir: &Path, actions: &[RepairAction]) -> Result<(), LogError> {
+    if actions.is_empty() {
+        return Ok(());
+    }
+    let path = dir.join(JOURNAL);
+    let created = !path.exists();
+    let mut file = OpenOptions::new().create(true).append(true).open(&path).map_err(io_err(&path))?;
+    let text: String = actions.iter().map(|action| format!("{action}\n")).collect();
+    file.write_all(text.as_bytes()).and_then(|()| file.sync_data()).map_err(io_err(&path))?;
+    if created {
+        sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// A partition of a log directory that is gone: everything made again, nothing known lost.
