@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use consumer::crash::CrashPlan;
 use consumer::log::{create_dir_durably, encode_delta, Log, LogError, TailRepair};
-use consumer::owner::{Outcome, Owner, OwnerError, Settings, FIRST_OWNER};
+use consumer::owner::{check_log, Outcome, Owner, OwnerError, Settings, FIRST_OWNER};
 use consumer::store::{Journal, Location, Store, StoreOptions};
 use consumer::strategy::{LogCheck, OutOfRange, Strategy};
 use std::path::PathBuf;
@@ -189,11 +189,21 @@ struct OwnerArgs {
 
 impl OwnerArgs {
     fn start(&self) -> anyhow::Result<Owner> {
+        let (store, log) = self.open()?;
+        self.start_with(store, log)
+    }
+
+    /// The store and its log, opened (another log or a missing file is refused).
+    fn open(&self) -> anyhow::Result<(Store, Log)> {
         if self.commit_every == 0 || self.inflight == 0 || self.batch == 0 {
             bail!("--commit-every, --inflight and --batch must be at least 1");
         }
         let store = self.dir.open_store()?;
         let log = self.dir.open_log_reader(&store)?;
+        Ok((store, log))
+    }
+
+    fn start_with(&self, store: Store, log: Log) -> anyhow::Result<Owner> {
         let settings = Settings {
             strategy: self.strategy,
             commit_every: self.commit_every,
@@ -450,15 +460,17 @@ fn append(args: AppendArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
-    let mut owner = args.owner.start()?;
-    // Before anything is applied: a group ahead of its log is refused (exit 4).
-    for (partition, damage) in owner.check_log()? {
+    let (store, mut log) = args.owner.open()?;
+    // Before the owner starts and anything is written: a group ahead of its log is refused
+    // (exit 4).
+    for (partition, damage) in check_log(&store, &mut log, &args.owner.group, args.owner.log_check)? {
         eprintln!(
             "warning: partition {partition} of the log lost acknowledged records from offset {} ({}); the group \
              is behind the loss and reads up to it; run `consumer repair`",
             damage.offset, damage.reason
         );
     }
+    let mut owner = args.owner.start_with(store, log)?;
     if args.follow {
         let steps = owner.run_following(std::time::Duration::from_millis(5))?;
         let group = &args.owner.group;

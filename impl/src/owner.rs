@@ -462,37 +462,9 @@ impl Owner {
         Ok(steps)
     }
 
-    /// Whether a lease with nothing in flight at `position` refuses the partition under the
-    /// settings' `LogCheck` (the model's `refuses`). The stored next offset is read only when it
-    /// can matter: a checked log's end moves back only when the partition is damaged, and every
-    /// offset stored before was at most the end then.
+    /// Whether a lease with nothing in flight at `position` refuses the partition (`refuses`).
     fn refuses(&self, partition: u32, position: u64, view: &PartitionView) -> Result<bool, OwnerError> {
-        let damaged = view.damage.is_some();
-        Ok(match self.settings.log_check {
-            LogCheck::RefuseAhead => {
-                position > view.end || (damaged && self.store.progress(&self.group, partition)?.next_offset > view.end)
-            }
-            LogCheck::RefuseAll => damaged,
-            LogCheck::Unchecked => false,
-        })
-    }
-
-    /// Checks, before anything is applied, every partition of the group against the log, as a
-    /// fresh lease at the stored next offset would: `OwnerError::Refused` for the first the
-    /// settings' `LogCheck` refuses. Returns the damaged partitions it does not refuse (the
-    /// group is behind the loss), for the caller to warn about.
-    pub fn check_log(&mut self) -> Result<Vec<(u32, Damage)>, OwnerError> {
-        let mut damaged = Vec::new();
-        for partition in 0..self.store.partitions() {
-            let view = self.log.view(partition)?;
-            let stored = self.store.progress(&self.group, partition)?.next_offset;
-            if self.refuses(partition, stored, &view)? {
-                let (group, end) = (self.group.clone(), view.end);
-                return Err(OwnerError::Refused { group, partition, stored, position: stored, end });
-            }
-            damaged.extend(view.damage.map(|damage| (partition, damage)));
-        }
-        Ok(damaged)
+        refuses(self.settings.log_check, (&self.store, &self.group, partition), position, view)
     }
 
     /// The log end of a partition, as far as `position` needs it, for a lease whose steps do
@@ -959,6 +931,45 @@ impl Owner {
         }
         Ok(Outcome::Committed)
     }
+}
+
+/// Whether a lease of `group` with nothing in flight at `position` refuses `partition` under
+/// `check` (the model's `refuses`). The stored next offset is read only when it can matter: a
+/// checked log's end moves back only when the partition is damaged, and every offset stored
+/// before was at most the end then.
+fn refuses(
+    check: LogCheck,
+    (store, group, partition): (&Store, &str, u32),
+    position: u64,
+    view: &PartitionView,
+) -> Result<bool, OwnerError> {
+    let damaged = view.damage.is_some();
+    Ok(match check {
+        LogCheck::RefuseAhead => {
+            position > view.end || (damaged && store.progress(group, partition)?.next_offset > view.end)
+        }
+        LogCheck::RefuseAll => damaged,
+        LogCheck::Unchecked => false,
+    })
+}
+
+/// `consume`'s check, before an owner starts (and writes anything, its group's rows
+/// included): every partition of `group` against the log, as a fresh lease at the stored next
+/// offset would see it. `OwnerError::Refused` for the first `check` refuses; otherwise the
+/// damaged partitions it does not refuse (the group is behind the loss), to warn about.
+pub fn check_log(store: &Store, log: &mut Log, group: &str, check: LogCheck) -> Result<Vec<(u32, Damage)>, OwnerError> {
+    let mut damaged = Vec::new();
+    for partition in 0..store.partitions() {
+        let view = log.view(partition)?;
+        // A group not created yet reads as next offset 0.
+        let stored = store.progress(group, partition)?.next_offset;
+        if refuses(check, (store, group, partition), stored, &view)? {
+            let (group, end) = (group.to_string(), view.end);
+            return Err(OwnerError::Refused { group, partition, stored, position: stored, end });
+        }
+        damaged.extend(view.damage.map(|damage| (partition, damage)));
+    }
+    Ok(damaged)
 }
 
 /// The effect writes, as `perform_enabled` hands them to `apply`: one per effect step kind.
