@@ -78,7 +78,7 @@ impl InProcessOwner {
             None => Location::Sqlite(store_path(&spec.dir)),
         };
         let store = Store::open_at(&location, StoreOptions::default()).map_err(|e| fail(OwnerError::from(e)))?;
-        let log = Log::open_reader(&log_dir(&spec.dir), store.partitions()).map_err(|e| fail(OwnerError::from(e)))?;
+        let log = Log::open_reader(&log_dir(&spec.dir), store.log_identity()).map_err(|e| fail(OwnerError::from(e)))?;
         let owner =
             Owner::start(store, log, &spec.group, &spec.owner, spec.settings, CrashPlan::none()).map_err(fail)?;
         Ok(InProcessOwner { owner, group: spec.group.clone(), name: spec.owner.clone() })
@@ -133,6 +133,7 @@ impl ProcessOwner {
             .args(["--max-attempts", &settings.max_attempts.to_string()])
             .args(["--on-out-of-range", settings.on_out_of_range.name()])
             .args(["--start-epoch", settings.start.name()])
+            .args(["--log-check", settings.log_check.name()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -248,6 +249,9 @@ pub fn parse_outcome(reply: &str) -> Option<Outcome> {
         ["ok", "dead-lettered", _] => Some(Outcome::DeadLettered { attempts: number(2)? }),
         ["ok", "reset", _, _] => Some(Outcome::Reset { from: number(2)?, to: number(3)? }),
         ["ok", "out-of-range", _, _] => Some(Outcome::OutOfRange { position: number(2)?, start: number(3)? }),
+        ["ok", "refused", _, _, _] => {
+            Some(Outcome::Refused { stored: number(2)?, position: number(3)?, end: number(4)? })
+        }
         _ => None,
     }
 }

@@ -3,10 +3,11 @@
 
 use crate::driver::{self, Mode, OwnerHandle, OwnerSpec};
 use crate::error::{Error, Unobservable};
+use consumer::log::WriterMode;
 use consumer::log::{encode_delta, Log, Producer};
 use consumer::owner::{Mutation, Outcome, Settings};
 use consumer::store::{Journal, Location, Store, StoreOptions};
-use consumer::strategy::{OutOfRange, StartPolicy, Step, StepKind, Strategy as RealStrategy};
+use consumer::strategy::{LogCheck, OutOfRange, StartPolicy, Step, StepKind, Strategy as RealStrategy};
 use model::state::{
     Ghost, Group, Lease, Owner, PartitionRow, ProducerState, Stage, State, Store as ModelStore, Witness,
 };
@@ -61,14 +62,15 @@ pub struct Harness {
     retentions_used: u8,
     pauses_used: u8,
     log_losses_used: u8,
-    /// Per partition, whether the log lost acknowledged records (the harness made it lose them).
-    damaged: Vec<bool>,
+
     /// The harness is the producer: its per-partition state, the logical send of every record
     /// it appended (ghost), and the next sequence number of its idempotent appends.
     producer: Vec<ProducerState>,
     sends: Vec<Vec<u8>>,
     next_sequence: Vec<u32>,
     unacked_sequence: Vec<Option<u32>>,
+    /// Per partition, whether the unacknowledged send's record was lost with a tail.
+    unacked_lost: Vec<bool>,
     ack_losses_used: u8,
     /// Per partition, the delta of every record the harness appended (the model's view).
     appended: Vec<Vec<i64>>,
@@ -108,6 +110,11 @@ pub struct RealRow {
     pub producer_retry: ProducerRetry,
     /// The epoch an owner takes when it (re)starts.
     pub start: StartPolicy,
+    /// When an owner refuses a log that lost records.
+    pub log_check: LogCheck,
+    /// How the harness's log writer treats a lost tail: refuse appends (it knows its
+    /// acknowledged end), or grow again at the new end (the trap).
+    pub writer: WriterMode,
 }
 
 /// The real system for each model row, one arm per model strategy and no catch-all: a new
@@ -125,6 +132,8 @@ pub fn real_row(strategy: model::Strategy) -> RealRow {
         on_out_of_range,
         producer_retry,
         start: StartPolicy::ClaimEpoch,
+        log_check: LogCheck::RefuseAhead,
+        writer: WriterMode::Checked,
     };
     match strategy {
         Model::CommitFirst => row(Real::CommitFirst, Fail, SameSequence),
@@ -150,8 +159,14 @@ pub fn real_row(strategy: model::Strategy) -> RealRow {
             RealRow { start: StartPolicy::StoredEpoch, ..row(Real::AtomicFenced, Fail, SameSequence) }
         }
         Model::LogLossRefuse => row(Real::AtomicFenced, Fail, SameSequence),
-        Model::LogLossUnchecked => row(Real::AtomicFenced, Fail, SameSequence),
-        Model::LogLossRefuseAll => row(Real::AtomicFenced, Fail, SameSequence),
+        Model::LogLossUnchecked => RealRow {
+            log_check: LogCheck::Unchecked,
+            writer: WriterMode::Unchecked,
+            ..row(Real::AtomicFenced, Fail, SameSequence)
+        },
+        Model::LogLossRefuseAll => {
+            RealRow { log_check: LogCheck::RefuseAll, ..row(Real::AtomicFenced, Fail, SameSequence) }
+        }
     }
 }
 
@@ -186,8 +201,10 @@ impl Harness {
             Some(admin) => Location::Postgres(dir.create_database(admin)?),
             None => Location::Sqlite(driver::store_path(&dir.path)),
         };
-        let mut store = Store::create_at(&location, partitions, store_options)?;
-        let (log, _) = Log::open_writer(&driver::log_dir(&dir.path), partitions)?;
+        let log_dir = driver::log_dir(&dir.path);
+        let identity = Log::init(&log_dir, partitions)?;
+        let mut store = Store::create_at(&location, identity, store_options)?;
+        let (log, _) = Log::open_writer_with(&log_dir, identity, real_row(config.strategy).writer)?;
         for group in 0..config.groups {
             store.ensure_group(&group_name(group), &owner_name(0))?;
         }
@@ -205,13 +222,14 @@ impl Harness {
             rebalances_used: 0,
             pauses_used: 0,
             log_losses_used: 0,
-            damaged: vec![false; usize::from(config.partitions)],
+
             paused_of: vec![vec![None; usize::from(config.pauses)]; usize::from(config.groups)],
             retentions_used: 0,
             producer: vec![ProducerState { sent: 0, unacked: None }; usize::from(config.partitions)],
             sends: vec![Vec::new(); usize::from(config.partitions)],
             next_sequence: vec![0; usize::from(config.partitions)],
             unacked_sequence: vec![None; usize::from(config.partitions)],
+            unacked_lost: vec![false; usize::from(config.partitions)],
             ack_losses_used: 0,
             appended: vec![Vec::new(); usize::from(config.partitions)],
             last: None,
@@ -241,6 +259,7 @@ impl Harness {
     fn spec_at(&self, group: u8, owner: u8, start: StartPolicy) -> OwnerSpec {
         let settings = Settings {
             start,
+            log_check: self.row.log_check,
             commit_every: u64::from(self.config.commit_every),
             inflight: usize::from(self.config.inflight),
             batch: 1,
@@ -399,14 +418,40 @@ impl Harness {
             }
             Action::Rebalance { group, partition, to_owner } => self.rebalance(group, partition, to_owner),
             Action::Pause { group, owner } => self.pause(group, owner),
-            Action::LoseTail { .. } => Err(Error::Unsupported("lose-tail")),
-            Action::RefuseAhead { .. } => Err(Error::Unsupported("refuse-ahead")),
+            Action::LoseTail { partition, keep } => self.lose_tail(partition, keep),
+            Action::RefuseAhead { group, owner, partition } => {
+                let position = self.lease_position(group, owner, partition)?;
+                self.owner_step(group, owner, Kind::RefuseAhead, partition, position)
+            }
             Action::Retain { partition, before } => {
                 self.log.retain_before(u32::from(partition), u64::from(before))?;
                 self.retentions_used += 1;
                 Ok(())
             }
         }
+    }
+
+    /// The log of `partition` loses its records from `keep` on: the harness cuts the real file
+    /// (fault injection), which needs the writer lock, so its writer closes and opens again
+    /// after; a checked writer then finds the partition damaged, an unchecked one grows again.
+    fn lose_tail(&mut self, partition: u8, keep: u8) -> Result<(), Error> {
+        let log_dir = driver::log_dir(&self.dir.path);
+        let identity = self.log.identity();
+        self.log = Log::open_reader(&log_dir, identity)?;
+        consumer::log::fault::lose_tail(&log_dir, u32::from(partition), u64::from(keep))?;
+        self.log = Log::open_writer_with(&log_dir, identity, self.row.writer)?.0;
+        let p = usize::from(partition);
+        self.appended[p].truncate(usize::from(keep));
+        self.sends[p].truncate(usize::from(keep));
+        self.log_losses_used += 1;
+        // Every record of the partition took the next sequence number, so a log that grows again
+        // after the loss expects `keep` next; an unacknowledged send the loss took is resent.
+        self.next_sequence[p] = u32::from(keep);
+        if self.unacked_sequence[p].is_some_and(|sequence| sequence >= u32::from(keep)) {
+            self.unacked_sequence[p] = None;
+            self.unacked_lost[p] = true;
+        }
+        Ok(())
     }
 
     /// The paused slot a model owner index names, if it names one.
@@ -480,6 +525,12 @@ impl Harness {
                 let send = self.producer[p].unacked.take().ok_or(Error::NothingToRetry { partition })?;
                 self.witness(Witness::AppendRetried);
                 let sequence = match self.row.producer_retry {
+                    // A retry of a send the log lost (a log that grew again after losing its
+                    // tail) is a new append with the sequence the log expects.
+                    ProducerRetry::SameSequence if self.unacked_lost[p] => {
+                        self.unacked_lost[p] = false;
+                        self.fresh_sequence(p)
+                    }
                     ProducerRetry::SameSequence => {
                         self.unacked_sequence[p].take().ok_or(Error::NothingToRetry { partition })?
                     }
@@ -556,6 +607,7 @@ impl Harness {
                 self.witness(Witness::ResetRecorded);
             }
             Outcome::OutOfRange { .. } => self.witness(Witness::OutOfRange),
+            Outcome::Refused { .. } => self.witness(Witness::Refused),
             // What these did shows in the store and the leases, observed after the step.
             Outcome::Fetched { .. } | Outcome::Recorded | Outcome::Committed | Outcome::Exhausted => {}
         }
@@ -632,8 +684,10 @@ impl Harness {
             groups.push(Group { store, owners, paused, ghost });
         }
         let mut log_start = Vec::new();
+        let mut damaged = Vec::new();
         for partition in 0..u32::from(self.config.partitions) {
             log_start.push(narrow(self.log.start(partition)?, "log start")?);
+            damaged.push(self.log.damaged(partition)?);
         }
         Ok(State {
             log,
@@ -647,7 +701,7 @@ impl Harness {
             rebalances_used: self.rebalances_used,
             pauses_used: self.pauses_used,
             log_losses_used: self.log_losses_used,
-            damaged: self.damaged.clone(),
+            damaged,
             witnessed: self.witnessed,
         })
     }
@@ -813,7 +867,8 @@ impl Drop for ScratchDir {
 #[cfg(test)]
 mod tests {
     use super::{real_row, ProducerRetry};
-    use consumer::strategy::{OutOfRange, StartPolicy};
+    use consumer::log::WriterMode;
+    use consumer::strategy::{LogCheck, OutOfRange, StartPolicy};
     use model::Strategy;
 
     /// Every model row's real system follows the model's own rules for that row (the crates
@@ -840,6 +895,12 @@ mod tests {
                 model::strategy::StartPolicy::StoredEpoch => StartPolicy::StoredEpoch,
             };
             assert_eq!(row.start, start, "{strategy}");
+            let (check, writer) = match rules.log_check {
+                model::strategy::LogCheck::RefuseAhead => (LogCheck::RefuseAhead, WriterMode::Checked),
+                model::strategy::LogCheck::Unchecked => (LogCheck::Unchecked, WriterMode::Unchecked),
+                model::strategy::LogCheck::RefuseAll => (LogCheck::RefuseAll, WriterMode::Checked),
+            };
+            assert_eq!((row.log_check, row.writer), (check, writer), "{strategy}");
             let own_name = strategy.name().parse::<consumer::strategy::Strategy>().is_ok();
             let expected = if own_name { strategy.name() } else { "atomic-fenced" };
             assert_eq!(row.strategy.name(), expected, "the consumer of {strategy}");

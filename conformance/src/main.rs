@@ -210,6 +210,8 @@ struct WorkerArgs {
     on_out_of_range: consumer::strategy::OutOfRange,
     #[arg(long, default_value = "claim")]
     start_epoch: consumer::strategy::StartPolicy,
+    #[arg(long, default_value = "refuse-ahead")]
+    log_check: consumer::strategy::LogCheck,
     #[arg(long)]
     mutation: Option<Mutation>,
 }
@@ -313,7 +315,7 @@ fn run_worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         None => consumer::store::Location::Sqlite(driver::store_path(&args.dir)),
     };
     let store = Store::open_at(&location, StoreOptions::default())?;
-    let log = Log::open_reader(&driver::log_dir(&args.dir), store.partitions())?;
+    let log = Log::open_reader(&driver::log_dir(&args.dir), store.log_identity())?;
     let settings = Settings {
         commit_every: args.commit_every,
         inflight: args.inflight,
@@ -322,6 +324,7 @@ fn run_worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         max_attempts: args.max_attempts,
         on_out_of_range: args.on_out_of_range,
         start: args.start_epoch,
+        log_check: args.log_check,
         ..Settings::new(args.strategy)
     };
     let mut owner = Owner::start(store, log, &args.group, &args.owner, settings, CrashPlan::none())?;

@@ -35,6 +35,13 @@ pub struct BenchArgs {
     /// Where the scratch data directories and the fsync probe file are made (and removed).
     #[arg(long, default_value = "target/bench-consumer")]
     dir: PathBuf,
+    /// Measure the log's appends instead of the consumer: appends per second with and without
+    /// the acknowledgement record, one-record appends and batches, against the fsync rate.
+    #[arg(long)]
+    log_appends: bool,
+    /// Appends per measurement of --log-appends.
+    #[arg(long, default_value_t = 1000)]
+    appends: u64,
 }
 
 /// Checkpoint interval of the periodic strategies, fixed so that runs compare.
@@ -47,7 +54,7 @@ const BATCHES: [usize; 2] = [1, 100];
 const MAX_RECORDS: u64 = 10_000_000;
 const MAX_REPEAT: usize = 100;
 /// How long one sample of the fsync rate runs.
-const FSYNC_SAMPLE: Duration = Duration::from_millis(500);
+pub(crate) const FSYNC_SAMPLE: Duration = Duration::from_millis(500);
 const GROUP: &str = "bench";
 /// The target: a batch-1 record may cost at most 1.5 times one fsync.
 const TARGET_FACTOR: f64 = 1.5;
@@ -90,6 +97,14 @@ impl Measured {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    if args.log_appends {
+        let (appends, repeat) = (args.appends, args.repeat);
+        if appends == 0 || appends > MAX_RECORDS || repeat == 0 || repeat > MAX_REPEAT {
+            bail!("--appends must be in 1..={MAX_RECORDS} and --repeat in 1..={MAX_REPEAT}");
+        }
+        std::fs::create_dir_all(&args.dir).with_context(|| format!("cannot create {}", args.dir.display()))?;
+        return crate::bench_log::run(&args.dir, appends, repeat);
+    }
     let plan = plan(args)?;
     std::fs::create_dir_all(&plan.dir).with_context(|| format!("cannot create {}", plan.dir.display()))?;
     let cases = cases(&plan);
@@ -136,7 +151,7 @@ fn plan(args: BenchArgs) -> anyhow::Result<Plan> {
         bail!("--repeat {} is out of range: accepted values are 1..={MAX_REPEAT}", args.repeat);
     }
     let (records_batch1, records_batch100, repeat, dir) =
-        (args.records_batch1, args.records_batch100, args.repeat, args.dir);
+        (args.records_batch1, args.records_batch100, args.repeat, args.dir.clone());
     Ok(Plan { journals, strategies, records_batch1, records_batch100, repeat, dir })
 }
 
@@ -198,15 +213,16 @@ fn measure(dir: &Path, case: Case) -> anyhow::Result<(f64, f64)> {
 /// hands back the store and a reader of the log, as a consumer process would open them.
 fn prepare(path: &Path, case: Case) -> anyhow::Result<(Store, Log)> {
     let options = StoreOptions { journal: case.journal, ..StoreOptions::default() };
-    let store = Store::create(&path.join("store.db"), 1, options)?;
     let log_dir = path.join("log");
+    let identity = Log::init(&log_dir, 1)?;
+    let store = Store::create(&path.join("store.db"), identity, options)?;
     {
         // The writer is dropped before the reader opens, releasing its lock as `append` does.
-        let (mut writer, _) = Log::open_writer(&log_dir, 1)?;
+        let (mut writer, _) = Log::open_writer(&log_dir, identity)?;
         let payloads = vec![encode_delta(1); case.records as usize];
         writer.append_batch(0, &payloads)?;
     }
-    let log = Log::open_reader(&log_dir, 1)?;
+    let log = Log::open_reader(&log_dir, identity)?;
     Ok((store, log))
 }
 
@@ -231,12 +247,12 @@ fn check(owner: &Owner, steps: &[(Step, Outcome)], records: u64) -> anyhow::Resu
 
 /// A uniquely named directory under the bench directory, removed when dropped (also when a
 /// measurement fails), so that runs leave nothing behind.
-struct Scratch {
-    path: PathBuf,
+pub(crate) struct Scratch {
+    pub(crate) path: PathBuf,
 }
 
 impl Scratch {
-    fn new(parent: &Path) -> anyhow::Result<Scratch> {
+    pub(crate) fn new(parent: &Path) -> anyhow::Result<Scratch> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         loop {
             let path = parent.join(format!("run-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
@@ -258,7 +274,7 @@ impl Drop for Scratch {
     }
 }
 
-fn fsync_samples(dir: &Path, count: usize) -> anyhow::Result<Vec<f64>> {
+pub(crate) fn fsync_samples(dir: &Path, count: usize) -> anyhow::Result<Vec<f64>> {
     (0..count).map(|_| fsync_rate(dir, FSYNC_SAMPLE)).collect()
 }
 
@@ -271,7 +287,7 @@ fn fsync_rate(dir: &Path, duration: Duration) -> anyhow::Result<f64> {
 
 /// Appends of 4 KiB, each followed by `sync_data`: what a WAL or log append costs at the
 /// least, since every fsync must also make the new file size durable.
-fn append_fsync_rate(dir: &Path, duration: Duration) -> anyhow::Result<f64> {
+pub(crate) fn append_fsync_rate(dir: &Path, duration: Duration) -> anyhow::Result<f64> {
     fsync_rate_of(dir, duration, true)
 }
 
@@ -420,7 +436,7 @@ fn journal_name(journal: Journal) -> &'static str {
 }
 
 /// The median; the mean of the middle two for an even count. Callers never pass an empty slice.
-fn median(values: &[f64]) -> f64 {
+pub(crate) fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     let middle = sorted.len() / 2;

@@ -43,8 +43,8 @@ impl FromStr for CrashPoint {
             "after" => When::After,
             _ => return Err(usage()),
         };
-        if kind == StepKind::Fetch && when == When::Inside {
-            return Err(format!("crash point '{text}': fetch writes nothing, so it has no inside"));
+        if matches!(kind, StepKind::Fetch | StepKind::RefuseAhead) && when == When::Inside {
+            return Err(format!("crash point '{text}': {} writes nothing, so it has no inside", kind.name()));
         }
         Ok(CrashPoint { kind, when, offset })
     }

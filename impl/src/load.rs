@@ -82,9 +82,11 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
         Some(url) => Location::parse(url),
         None => Location::Sqlite(args.dir.join("store.db")),
     };
-    let mut store = Store::create_at(&location, args.partitions, StoreOptions::default())?;
+    let log_dir = args.dir.join("log");
+    let identity = Log::init(&log_dir, args.partitions)?;
+    let mut store = Store::create_at(&location, identity, StoreOptions::default())?;
     println!("store: {}", store.describe());
-    let (mut log, _) = Log::open_writer(&args.dir.join("log"), args.partitions)?;
+    let (mut log, _) = Log::open_writer(&log_dir, identity)?;
     let per_partition = args.records / u64::from(args.partitions);
     for partition in 0..args.partitions {
         for chunk in (0..per_partition).collect::<Vec<_>>().chunks(10_000) {

@@ -1,16 +1,17 @@
 //! The `consumer` command line: init, append, append-poison, consume, status, claim, retain,
-//! dead-letters, redrive, resets, worker, bench.
+//! dead-letters, redrive, resets, repair, worker, bench.
 
 mod bench;
+mod bench_log;
 mod load;
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use consumer::crash::CrashPlan;
-use consumer::log::{encode_delta, Log};
-use consumer::owner::{OnFenced, Outcome, Owner, Settings, FIRST_OWNER};
+use consumer::log::{create_dir_durably, encode_delta, Log, LogError, TailRepair};
+use consumer::owner::{check_log, OnFenced, Outcome, Owner, OwnerError, Settings, FIRST_OWNER};
 use consumer::store::{Journal, Location, Store, StoreError, StoreOptions};
-use consumer::strategy::{OutOfRange, StartPolicy, Strategy};
+use consumer::strategy::{LogCheck, OutOfRange, StartPolicy, Strategy};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -48,6 +49,9 @@ enum Command {
     Redrive(RedriveArgs),
     /// List the recorded resets past retained records: group, partition, from, to.
     Resets(ResetsArgs),
+    /// Make a log that lost acknowledged records consistent again, saying what is lost, and
+    /// move every group past its end back to it (recorded in the resets).
+    Repair(RepairArgs),
     /// Serve one owner over stdin/stdout, one step per command (see `consumer::worker`).
     Worker(WorkerArgs),
     /// Measure consumed records per second per strategy, batch and journal mode.
@@ -91,6 +95,19 @@ impl DirArgs {
 
     fn open_store(&self) -> anyhow::Result<Store> {
         Ok(Store::open_at(&self.location(), self.options(Journal::Delete)?)?)
+    }
+
+    /// A reader of the store's log: another log, a missing file or another partition count is
+    /// refused (exit 4).
+    fn open_log_reader(&self, store: &Store) -> anyhow::Result<Log> {
+        Ok(Log::open_reader(&self.log_dir(), store.log_identity())?)
+    }
+
+    /// The store's log as its writer, reporting every unacknowledged tail it cut.
+    fn open_log_writer(&self, store: &Store) -> anyhow::Result<Log> {
+        let (log, repairs) = Log::open_writer(&self.log_dir(), store.log_identity())?;
+        report_repairs(&repairs);
+        Ok(log)
     }
 }
 
@@ -168,15 +185,29 @@ struct OwnerArgs {
     /// default) or stored (the trap: an earlier incarnation still running is never fenced).
     #[arg(long, hide = true, default_value_t = StartPolicy::default(), value_name = "claim|stored")]
     start_epoch: StartPolicy,
+    /// Test only: what to do when the log lost records the group consumed (refuse-ahead, the
+    /// default; the traps unchecked and refuse-all).
+    #[arg(long, hide = true, default_value_t = LogCheck::default())]
+    log_check: LogCheck,
 }
 
 impl OwnerArgs {
     fn start(&self) -> anyhow::Result<Owner> {
+        let (store, log) = self.open()?;
+        self.start_with(store, log)
+    }
+
+    /// The store and its log, opened (another log or a missing file is refused).
+    fn open(&self) -> anyhow::Result<(Store, Log)> {
         if self.commit_every == 0 || self.inflight == 0 || self.batch == 0 {
             bail!("--commit-every, --inflight and --batch must be at least 1");
         }
         let store = self.dir.open_store()?;
-        let log = Log::open_reader(&self.dir.log_dir(), store.partitions())?;
+        let log = self.dir.open_log_reader(&store)?;
+        Ok((store, log))
+    }
+
+    fn start_with(&self, store: Store, log: Log) -> anyhow::Result<Owner> {
         let settings = Settings {
             strategy: self.strategy,
             commit_every: self.commit_every,
@@ -185,6 +216,7 @@ impl OwnerArgs {
             max_attempts: self.max_attempts,
             on_out_of_range: self.on_out_of_range,
             start: self.start_epoch,
+            log_check: self.log_check,
             mutation: self.mutation,
         };
         Ok(Owner::start(store, log, &self.group, &self.owner, settings, CrashPlan::new(self.crash_at.clone()))?)
@@ -282,6 +314,12 @@ struct ResetsArgs {
 }
 
 #[derive(Args)]
+struct RepairArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+}
+
+#[derive(Args)]
 struct WorkerArgs {
     #[command(flatten)]
     owner: OwnerArgs,
@@ -293,6 +331,11 @@ const POISON_PAYLOAD: &[u8] = b"poison";
 /// Exit status of `consume` when a fenced write told the owner it is a zombie: a refusal to
 /// protect data (spec.md §10).
 const FENCED_EXIT_CODE: u8 = 4;
+/// Exit status of a refusal to protect data: the log lost acknowledged records (or a file, or
+/// is another log), or the store is ahead of it.
+const REFUSED_EXIT_CODE: u8 = 4;
+/// Exit status of every other failure: bad input, one line.
+const FAILED_EXIT_CODE: u8 = 2;
 
 /// Parses the command line; a usage error is one line on stderr and exit 2 (help and version
 /// print as usual).
@@ -319,6 +362,7 @@ fn main() -> ExitCode {
         Command::DeadLetters(args) => dead_letters(args),
         Command::Redrive(args) => redrive(args),
         Command::Resets(args) => resets(args),
+        Command::Repair(args) => repair(args),
         Command::Worker(args) => worker(args),
         Command::Bench(args) => bench::run(args),
         Command::Load(args) => load::run(args),
@@ -327,8 +371,21 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
-            ExitCode::from(2)
+            ExitCode::from(exit_code(&error))
         }
+    }
+}
+
+/// 4 for a refusal to protect data (wherever in the chain of causes), else 2.
+fn exit_code(error: &anyhow::Error) -> u8 {
+    let refusal = error.chain().any(|cause| {
+        cause.downcast_ref::<LogError>().is_some_and(LogError::is_refusal)
+            || cause.downcast_ref::<OwnerError>().is_some_and(OwnerError::is_refusal)
+    });
+    if refusal {
+        REFUSED_EXIT_CODE
+    } else {
+        FAILED_EXIT_CODE
     }
 }
 
@@ -336,10 +393,14 @@ fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
     if args.partitions == 0 || args.partitions > 64 {
         bail!("--partitions {} is out of range: accepted values are 1..=64", args.partitions);
     }
-    std::fs::create_dir_all(&args.dir.dir).with_context(|| format!("cannot create {}", args.dir.dir.display()))?;
-    Store::create_at(&args.dir.location(), args.partitions, args.dir.options(args.journal)?)?;
-    let (_, repairs) = Log::open_writer(&args.dir.log_dir(), args.partitions)?;
-    report_repairs(&repairs);
+    let options = args.dir.options(args.journal)?;
+    let log_dir = args.dir.log_dir();
+    // Read-only first: an existing log of another partition count is refused before anything
+    // is created.
+    let identity = Log::identity_for_init(&log_dir, args.partitions)?;
+    create_dir_durably(&args.dir.dir)?;
+    Store::create_at(&args.dir.location(), identity, options)?;
+    Log::create(&log_dir, identity)?;
     println!(
         "initialised {} with {} partition(s), journal {:?}",
         args.dir.dir.display(),
@@ -349,10 +410,11 @@ fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn report_repairs(repairs: &[consumer::log::TailRepair]) {
+fn report_repairs(repairs: &[TailRepair]) {
     for repair in repairs {
         eprintln!(
-            "repaired: {} had a torn tail; kept {} record(s), dropped {} byte(s)",
+            "repaired: {} had an unacknowledged tail (an append a crash interrupted); kept {} record(s), \
+             dropped {} byte(s)",
             repair.path.display(),
             repair.kept_records,
             repair.dropped_bytes
@@ -384,8 +446,7 @@ fn append(args: AppendArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let store = args.dir.open_store()?;
-    let (mut log, repairs) = Log::open_writer(&args.dir.log_dir(), store.partitions())?;
-    report_repairs(&repairs);
+    let mut log = args.dir.open_log_writer(&store)?;
     let payloads = vec![encode_delta(args.delta); args.count as usize];
     let appended = match producer {
         Some((producer, sequence)) => log.append_idempotent(args.partition, producer, sequence, &payloads)?,
@@ -405,7 +466,17 @@ fn append(args: AppendArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
-    let mut owner = args.owner.start()?;
+    let (store, mut log) = args.owner.open()?;
+    // Before the owner starts and anything is written: a group ahead of its log is refused
+    // (exit 4).
+    for (partition, damage) in check_log(&store, &mut log, &args.owner.group, args.owner.log_check)? {
+        eprintln!(
+            "warning: partition {partition} of the log lost acknowledged records from offset {} ({}); the group \
+             is behind the loss and reads up to it; run `consumer repair`",
+            damage.offset, damage.reason
+        );
+    }
+    let mut owner = args.owner.start_with(store, log)?;
     if args.follow {
         let steps = owner.run_following(std::time::Duration::from_millis(5))?;
         let group = &args.owner.group;
@@ -450,56 +521,86 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
 
 fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let store = args.dir.open_store()?;
-    let mut log = Log::open_reader(&args.dir.log_dir(), store.partitions())?;
+    let mut log = args.dir.open_log_reader(&store)?;
     let mut partitions = Vec::new();
+    let mut ends = Vec::new();
     for partition in 0..store.partitions() {
-        partitions.push(
-            serde_json::json!({"partition": partition, "start": log.start(partition)?, "end": log.end(partition)?}),
-        );
+        let view = log.view(partition)?;
+        ends.push(view.end);
+        partitions.push(serde_json::json!({
+            "partition": partition, "start": view.start, "end": view.end, "acked_end": view.acked_end,
+            "damage": view.damage.map(|damage| damage.reason)
+        }));
     }
     let mut groups = Vec::new();
     for group in store.groups()? {
-        let rows: Vec<_> = (0..store.partitions()).map(|p| store.progress(&group, p)).collect::<Result<_, _>>()?;
-        let processed = store.processed(&group)?.len();
-        let dead_letters = store.dead_letters(Some(&group))?.len();
-        let resets: Vec<_> = store
-            .resets(Some(&group))?
-            .iter()
-            .map(|reset| serde_json::json!({"partition": reset.partition, "from": reset.from, "to": reset.to}))
-            .collect();
-        groups.push(serde_json::json!({
-            "group": group, "total": store.total(&group)?, "progress": rows, "processed": processed,
-            "dead_letters": dead_letters, "resets": resets
-        }));
+        groups.push(group_status(&store, &group, &ends)?);
     }
     if args.json {
         println!("{}", serde_json::json!({"log": partitions, "groups": groups}));
         return Ok(ExitCode::SUCCESS);
     }
     println!("store {}", store.describe());
+    println!("log {} identity {}", args.dir.log_dir().display(), log.identity());
     for p in &partitions {
-        println!("log partition {}: start {} end {}", p["partition"], p["start"], p["end"]);
-    }
-    for g in &groups {
-        println!(
-            "group {}: total {}, processed ids {}, dead letters {}, resets {}",
-            g["group"].as_str().unwrap_or(""),
-            g["total"],
-            g["processed"],
-            g["dead_letters"],
-            g["resets"].as_array().map_or(0, Vec::len)
-        );
-        for (partition, row) in g["progress"].as_array().into_iter().flatten().enumerate() {
-            println!(
-                "  partition {partition}: next offset {}, epoch {}, owner {}, stamp {}",
-                row["next_offset"],
-                row["epoch"],
-                row["owner"].as_str().unwrap_or(""),
-                row["stamp"]
-            );
+        print!("log partition {}: start {} end {}", p["partition"], p["start"], p["end"]);
+        match p["damage"].as_str() {
+            Some(reason) => println!(
+                " of {} acknowledged: DAMAGED ({reason}); appends are refused; run `consumer repair`",
+                p["acked_end"]
+            ),
+            None => println!(),
         }
     }
+    for g in &groups {
+        print_group_status(g);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One group's object of `status --json`; `ahead` lists the partitions whose stored next offset
+/// is past the log end (`ends`), which `consume` refuses.
+fn group_status(store: &Store, group: &str, ends: &[u64]) -> anyhow::Result<serde_json::Value> {
+    let rows: Vec<_> = (0..store.partitions()).map(|p| store.progress(group, p)).collect::<Result<_, _>>()?;
+    let ahead: Vec<usize> =
+        rows.iter().zip(ends).enumerate().filter(|(_, (row, &end))| row.next_offset > end).map(|(p, _)| p).collect();
+    let processed = store.processed(group)?.len();
+    let dead_letters = store.dead_letters(Some(group))?.len();
+    let resets: Vec<_> = store
+        .resets(Some(group))?
+        .iter()
+        .map(|reset| serde_json::json!({"partition": reset.partition, "from": reset.from, "to": reset.to}))
+        .collect();
+    Ok(serde_json::json!({
+        "group": group, "total": store.total(group)?, "progress": rows, "processed": processed,
+        "dead_letters": dead_letters, "resets": resets, "ahead": ahead
+    }))
+}
+
+fn print_group_status(g: &serde_json::Value) {
+    println!(
+        "group {}: total {}, processed ids {}, dead letters {}, resets {}",
+        g["group"].as_str().unwrap_or(""),
+        g["total"],
+        g["processed"],
+        g["dead_letters"],
+        g["resets"].as_array().map_or(0, Vec::len)
+    );
+    let ahead: Vec<u64> = g["ahead"].as_array().into_iter().flatten().filter_map(serde_json::Value::as_u64).collect();
+    for (partition, row) in g["progress"].as_array().into_iter().flatten().enumerate() {
+        let warning = if ahead.contains(&(partition as u64)) {
+            ": AHEAD of the log end (the log lost records the group consumed); consume refuses; run `consumer repair`"
+        } else {
+            ""
+        };
+        println!(
+            "  partition {partition}: next offset {}, epoch {}, owner {}, stamp {}{warning}",
+            row["next_offset"],
+            row["epoch"],
+            row["owner"].as_str().unwrap_or(""),
+            row["stamp"]
+        );
+    }
 }
 
 fn claim(args: ClaimArgs) -> anyhow::Result<ExitCode> {
@@ -511,8 +612,7 @@ fn claim(args: ClaimArgs) -> anyhow::Result<ExitCode> {
 
 fn retain(args: RetainArgs) -> anyhow::Result<ExitCode> {
     let store = args.dir.open_store()?;
-    let (mut log, repairs) = Log::open_writer(&args.dir.log_dir(), store.partitions())?;
-    report_repairs(&repairs);
+    let mut log = args.dir.open_log_writer(&store)?;
     let start = log.retain_before(args.partition, args.before)?;
     println!("partition {} now starts at offset {start}", args.partition);
     Ok(ExitCode::SUCCESS)
@@ -527,8 +627,7 @@ fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
 
 fn append_poison(args: AppendPoisonArgs) -> anyhow::Result<ExitCode> {
     let store = args.dir.open_store()?;
-    let (mut log, repairs) = Log::open_writer(&args.dir.log_dir(), store.partitions())?;
-    report_repairs(&repairs);
+    let mut log = args.dir.open_log_writer(&store)?;
     let offset = log.append(args.partition, POISON_PAYLOAD)?;
     println!("appended poison record at offset {offset} to partition {} (durable)", args.partition);
     Ok(ExitCode::SUCCESS)
@@ -589,4 +688,54 @@ fn resets(args: ResetsArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn repair(args: RepairArgs) -> anyhow::Result<ExitCode> {
+    let mut store = args.dir.open_store()?;
+    let log_dir = args.dir.log_dir();
+    let repaired = Log::repair(&log_dir, store.log_identity(), |actions| {
+        for action in actions {
+            println!("repair: {action}");
+        }
+    })?;
+    // The log first: a crash before the groups move leaves a consistent log whose groups are
+    // ahead of it, which `consume` refuses and a second `repair` finishes.
+    let mut moved = 0;
+    for group in store.groups()? {
+        for (partition, &end) in (0..).zip(&repaired.ends) {
+            let Some(rewind) = store.rewind_to_log_end(&group, partition, end)? else { continue };
+            moved += 1;
+            print_rewind(&rewind);
+        }
+    }
+    if repaired.actions.is_empty() && moved == 0 {
+        println!("log {} is healthy and no group is past its end: nothing to repair", log_dir.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_rewind(rewind: &consumer::store::Rewind) {
+    let (group, partition) = (&rewind.group, rewind.partition);
+    let mut parts = Vec::new();
+    if rewind.to < rewind.from {
+        parts.push(format!(
+            "next offset moved back from {} to the log end {} (recorded in the resets)",
+            rewind.from, rewind.to
+        ));
+    }
+    if let Some(stamp) = rewind.stamp_from {
+        parts.push(format!("offset stamp {stamp} moved below the log end"));
+    }
+    if rewind.processed_dropped > 0 {
+        parts.push(format!("{} processed id(s) at or past the log end dropped", rewind.processed_dropped));
+    }
+    if rewind.attempts_dropped > 0 {
+        parts.push(format!("{} counted attempt(s) at or past the log end dropped", rewind.attempts_dropped));
+    }
+    println!(
+        "repair: group {group} partition {partition}: {}; epoch now {}, so records appended there are applied, \
+         not skipped",
+        parts.join(", "),
+        rewind.epoch
+    );
 }

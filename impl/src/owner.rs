@@ -2,12 +2,12 @@
 //! and each step's durable write, exactly as the model's owner (spec.md §3, §5).
 
 use crate::crash::{CrashPlan, When};
-use crate::log::{decode_delta, Log, LogError};
+use crate::log::{decode_delta, Damage, Log, LogError, PartitionView};
 use crate::store::{FailurePolicy, Guard, Item, PoisonAttempt, Store, StoreError};
 pub use crate::strategy::Stage;
 use crate::strategy::{
-    BatchWrite, Checkpointing, GuardKind, OutOfRange, ParallelCommit, PoisonPolicy, Rules, Sequence, StartPolicy, Step,
-    StepKind, Strategy,
+    BatchWrite, Checkpointing, GuardKind, LogCheck, OutOfRange, ParallelCommit, PoisonPolicy, Rules, Sequence,
+    StartPolicy, Step, StepKind, Strategy,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,6 +30,8 @@ pub struct Settings {
     /// The epoch a started owner takes its partitions at: a new one it claims (the default),
     /// or, test only, the stored one (the trap).
     pub start: StartPolicy,
+    /// What the owner does when the log lost records its group had consumed.
+    pub log_check: LogCheck,
     /// Test only: a deliberately broken variant, to show that conformance can fail.
     pub mutation: Option<Mutation>,
 }
@@ -86,6 +88,7 @@ impl Settings {
             max_attempts: Settings::MAX_ATTEMPTS_DEFAULT,
             on_out_of_range: OutOfRange::default(),
             start: StartPolicy::default(),
+            log_check: LogCheck::default(),
             mutation: None,
         }
     }
@@ -206,6 +209,14 @@ pub enum Outcome {
         position: u64,
         start: u64,
     },
+    /// `refuse-ahead`: the group's `stored` next offset or the lease `position` is past the log
+    /// `end` (or, `--log-check refuse-all`, the partition is damaged); nothing was written and
+    /// the owner dropped the partition.
+    Refused {
+        stored: u64,
+        position: u64,
+        end: u64,
+    },
 }
 
 impl fmt::Display for Outcome {
@@ -221,6 +232,7 @@ impl fmt::Display for Outcome {
             Outcome::DeadLettered { attempts } => write!(f, "dead-lettered {attempts}"),
             Outcome::Reset { from, to } => write!(f, "reset {from} {to}"),
             Outcome::OutOfRange { position, start } => write!(f, "out-of-range {position} {start}"),
+            Outcome::Refused { stored, position, end } => write!(f, "refused {stored} {position} {end}"),
         }
     }
 }
@@ -238,7 +250,8 @@ impl Outcome {
             | Outcome::Exhausted
             | Outcome::DeadLettered { .. }
             | Outcome::Reset { .. }
-            | Outcome::OutOfRange { .. } => None,
+            | Outcome::OutOfRange { .. }
+            | Outcome::Refused { .. } => None,
         }
     }
 
@@ -254,7 +267,8 @@ impl Outcome {
             | Outcome::Exhausted
             | Outcome::DeadLettered { .. }
             | Outcome::Reset { .. }
-            | Outcome::OutOfRange { .. } => false,
+            | Outcome::OutOfRange { .. }
+            | Outcome::Refused { .. } => false,
         }
     }
 }
@@ -285,6 +299,15 @@ pub enum OwnerError {
         offset: u64,
         start: u64,
     },
+    /// The log lost records: the group's `stored` next offset or the owner's `position` is past
+    /// the log `end` (or, `--log-check refuse-all`, the partition is damaged). Nothing applied.
+    Refused {
+        group: String,
+        partition: u32,
+        stored: u64,
+        position: u64,
+        end: u64,
+    },
 }
 
 impl fmt::Display for OwnerError {
@@ -310,11 +333,37 @@ impl fmt::Display for OwnerError {
                 "partition {partition}: offset {offset} is below the log start {start} (retention removed it); \
                  use --on-out-of-range earliest to skip to the start with a recorded reset"
             ),
+            OwnerError::Refused { group, partition, stored, position, end } if stored.max(position) > end => write!(
+                f,
+                "refused: group {group} partition {partition}: stored next offset {stored} (position {position}) \
+                 is past the log end {end}: the log lost records the group consumed; nothing applied; \
+                 run `consumer repair`"
+            ),
+            OwnerError::Refused { group, partition, stored, position, end } => write!(
+                f,
+                "refused: group {group} partition {partition}: the log lost acknowledged records (stored next offset \
+                 {stored}, position {position}, log end {end}) and --log-check refuse-all refuses behind the loss too"
+            ),
         }
     }
 }
 
 impl std::error::Error for OwnerError {}
+
+impl OwnerError {
+    /// Whether the error is a refusal to protect data (the command line's exit status 4).
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            OwnerError::Refused { .. } => true,
+            OwnerError::Log(error) => error.is_refusal(),
+            OwnerError::Store(_)
+            | OwnerError::NotEnabled { .. }
+            | OwnerError::BadPayload { .. }
+            | OwnerError::Stuck { .. }
+            | OwnerError::OutOfRange { .. } => false,
+        }
+    }
+}
 
 impl From<StoreError> for OwnerError {
     fn from(error: StoreError) -> Self {
@@ -417,23 +466,39 @@ impl Owner {
 
     /// The steps the strategy allows now, in a fixed order (by partition).
     ///
-    /// The log start is read afresh whenever the lease could fetch or has nothing in flight:
-    /// retention may move it at any moment, and a fetch must never read below it.
+    /// The log (start, end, damage) is read afresh whenever the lease could fetch or has
+    /// nothing in flight: retention may move the start at any moment, a fetch must never read
+    /// below it, and a loss may have moved the end below the group's checkpoint.
     pub fn enabled_steps(&mut self) -> Result<Vec<Step>, OwnerError> {
         let mut steps = Vec::new();
-        let leases: Vec<(u32, u64, bool)> =
-            self.leases.iter().map(|(&p, lease)| (p, lease.position, needs_log_start(&self.settings, lease))).collect();
-        for (partition, position, needs_start) in leases {
-            let log_end = self.log_end(partition, position)?;
-            // Without a fetch or a policy step to decide, the start is not looked at.
-            let log_start = if needs_start { self.log.start(partition)? } else { 0 };
-            lease_steps(&self.settings, partition, &self.leases[&partition], (log_start, log_end), &mut steps);
+        let leases: Vec<(u32, u64, bool, bool)> = self
+            .leases
+            .iter()
+            .map(|(&p, lease)| (p, lease.position, needs_log_start(&self.settings, lease), lease.records.is_empty()))
+            .collect();
+        for (partition, position, needs_view, idle) in leases {
+            let (bounds, refuse) = if needs_view {
+                let view = self.log.view(partition)?;
+                self.log_ends.insert(partition, view.end);
+                let refuse = idle && self.refuses(partition, position, &view)?;
+                ((view.start, view.end), refuse)
+            } else {
+                // Without a fetch, a policy step or a refusal to decide, the log is not read.
+                ((0, self.log_end(partition, position)?), false)
+            };
+            lease_steps(&self.settings, partition, &self.leases[&partition], bounds, refuse, &mut steps);
         }
         Ok(steps)
     }
 
-    /// The log end of a partition, as far as `position` needs it: the end only grows, so the
-    /// last one seen is asked again (a refresh reads files) only once the owner has caught up.
+    /// Whether a lease with nothing in flight at `position` refuses the partition (`refuses`).
+    fn refuses(&self, partition: u32, position: u64, view: &PartitionView) -> Result<bool, OwnerError> {
+        refuses(self.settings.log_check, (&self.store, &self.group, partition), position, view)
+    }
+
+    /// The log end of a partition, as far as `position` needs it, for a lease whose steps do
+    /// not depend on it (records in flight, no room to fetch): the last one seen is asked again
+    /// (a refresh reads files) only once the owner has caught up with it.
     fn log_end(&mut self, partition: u32, position: u64) -> Result<u64, OwnerError> {
         let known = self.log_ends.get(&partition).copied().unwrap_or(0);
         if position < known {
@@ -465,6 +530,7 @@ impl Owner {
             StepKind::DeadLetter => self.dead_letter(step.partition, step.offset),
             StepKind::ResetOffset => self.reset_offset(step.partition, step.offset),
             StepKind::FailOutOfRange => self.fail_out_of_range(step.partition, step.offset),
+            StepKind::RefuseAhead => self.refuse_ahead(step.partition),
             StepKind::ApplyEffect => self.apply(step, Effect::Plain),
             StepKind::ApplyStamped => self.apply(step, Effect::Stamped),
             StepKind::ApplyDeduped => self.apply(step, Effect::Deduped),
@@ -478,9 +544,11 @@ impl Owner {
     fn step_span(&self, step: Step) -> std::ops::Range<u64> {
         let lease = &self.leases[&step.partition];
         match step.kind {
-            StepKind::Fetch | StepKind::CommitOffset | StepKind::ResetOffset | StepKind::FailOutOfRange => {
-                step.offset..step.offset + 1
-            }
+            StepKind::Fetch
+            | StepKind::CommitOffset
+            | StepKind::ResetOffset
+            | StepKind::FailOutOfRange
+            | StepKind::RefuseAhead => step.offset..step.offset + 1,
             // The writes of a batch in flight concern the whole batch.
             StepKind::ApplyEffect
             | StepKind::InsertProcessed
@@ -493,6 +561,15 @@ impl Owner {
         }
     }
 
+    /// Runs the strategy until nothing is enabled (every owned partition caught up and
+    /// committed) and returns the steps taken. The parallel strategies work in windows: fetch
+    /// until `inflight` records are pending, then complete them highest first (the order in
+    /// which parallel-max's trap shows), committing whenever the target moves. A retry-forever
+    /// owner whose record fails `STUCK_AFTER` times in a row stops with `OwnerError::Stuck`;
+    /// an owner that finds retention past its position under `--on-out-of-range fail` stops
+    /// with `OwnerError::OutOfRange` (having written nothing for that partition), and one that
+    /// refuses a partition whose log lost records stops with `OwnerError::Refused` (refusals
+    /// are taken before any other step).
     /// Runs as a long-lived member of the group: takes every partition the store assigns to it
     /// (at start, and after each rebalance), runs its strategy, and returns the number of steps
     /// once every partition of the group is committed up to the log end. Between rounds with
@@ -576,7 +653,9 @@ impl Owner {
         loop {
             let steps = self.enabled_steps()?;
             let kind_of = |kind| steps.iter().find(|s| s.kind == kind);
-            let choice = if rules.checkpoint.is_parallel() {
+            let choice = if let Some(refusal) = kind_of(StepKind::RefuseAhead) {
+                Some(refusal)
+            } else if rules.checkpoint.is_parallel() {
                 let fetch = kind_of(StepKind::Fetch).filter(|_| !draining);
                 let highest = steps.iter().rfind(|s| s.kind == StepKind::ApplyEffect);
                 let policy = steps.iter().find(|s| matches!(s.kind, StepKind::ResetOffset | StepKind::FailOutOfRange));
@@ -599,6 +678,10 @@ impl Owner {
             };
             if let Outcome::OutOfRange { position, start } = outcome {
                 return Err(OwnerError::OutOfRange { partition: step.partition, offset: position, start });
+            }
+            if let Outcome::Refused { stored, position, end } = outcome {
+                let (group, partition) = (self.group.clone(), step.partition);
+                return Err(OwnerError::Refused { group, partition, stored, position, end });
             }
             // A failure extends the streak of the same step; any other outcome ends it.
             failing = if outcome.is_failed() {
@@ -629,13 +712,15 @@ impl Owner {
     }
 
     fn fetch(&mut self, partition: u32) -> Result<Outcome, OwnerError> {
-        let lease = &self.leases[&partition];
-        let (position, limit) = (lease.position, fetch_count(&self.settings, lease, self.log.end(partition)?));
+        let position = self.leases[&partition].position;
+        // The end seen by `enabled_steps` just before (a fetch is enabled only after a fresh look).
+        let log_end = self.log_end(partition, position)?;
+        let limit = fetch_count(&self.settings, &self.leases[&partition], log_end);
         let tolerates_poison = self.settings.rules().poison.is_handled();
         let mut deltas = Vec::with_capacity(limit as usize);
         let mut poison_payload = None;
-        for offset in position..position + limit {
-            let record = self.log.read(partition, offset)?;
+        // One refresh of the log for the whole batch, not one per record.
+        for (offset, record) in (position..).zip(self.log.read_range(partition, position..position + limit)?) {
             let delta = decode_delta(&record.payload);
             if delta.is_none() && !tolerates_poison {
                 return Err(OwnerError::BadPayload { partition, offset });
@@ -857,6 +942,15 @@ impl Owner {
         Ok(Outcome::OutOfRange { position, start })
     }
 
+    /// `refuse-ahead` (the model's `refuse_ahead`): no write; the owner stops working on the
+    /// partition, whose log lost records its group (or the owner itself) had consumed.
+    fn refuse_ahead(&mut self, partition: u32) -> Result<Outcome, OwnerError> {
+        let stored = self.store.progress(&self.group, partition)?.next_offset;
+        let end = self.log.end(partition)?;
+        let position = self.leases.remove(&partition).expect("an enabled step has its lease").position;
+        Ok(Outcome::Refused { stored, position, end })
+    }
+
     fn insert_processed(&mut self, partition: u32, offset: u64) -> Result<Outcome, OwnerError> {
         let offsets: Vec<u64> = self.items(partition, offset).iter().map(|item| item.offset).collect();
         let crash = self.crash.clone();
@@ -900,6 +994,45 @@ impl Owner {
         }
         Ok(Outcome::Committed)
     }
+}
+
+/// Whether a lease of `group` with nothing in flight at `position` refuses `partition` under
+/// `check` (the model's `refuses`). The stored next offset is read only when it can matter: a
+/// checked log's end moves back only when the partition is damaged, and every offset stored
+/// before was at most the end then.
+fn refuses(
+    check: LogCheck,
+    (store, group, partition): (&Store, &str, u32),
+    position: u64,
+    view: &PartitionView,
+) -> Result<bool, OwnerError> {
+    let damaged = view.damage.is_some();
+    Ok(match check {
+        LogCheck::RefuseAhead => {
+            position > view.end || (damaged && store.progress(group, partition)?.next_offset > view.end)
+        }
+        LogCheck::RefuseAll => damaged,
+        LogCheck::Unchecked => false,
+    })
+}
+
+/// `consume`'s check, before an owner starts (and writes anything, its group's rows
+/// included): every partition of `group` against the log, as a fresh lease at the stored next
+/// offset would see it. `OwnerError::Refused` for the first `check` refuses; otherwise the
+/// damaged partitions it does not refuse (the group is behind the loss), to warn about.
+pub fn check_log(store: &Store, log: &mut Log, group: &str, check: LogCheck) -> Result<Vec<(u32, Damage)>, OwnerError> {
+    let mut damaged = Vec::new();
+    for partition in 0..store.partitions() {
+        let view = log.view(partition)?;
+        // A group not created yet reads as next offset 0.
+        let stored = store.progress(group, partition)?.next_offset;
+        if refuses(check, (store, group, partition), stored, &view)? {
+            let (group, end) = (group.to_string(), view.end);
+            return Err(OwnerError::Refused { group, partition, stored, position: stored, end });
+        }
+        damaged.extend(view.damage.map(|damage| (partition, damage)));
+    }
+    Ok(damaged)
 }
 
 /// The effect writes, as `perform_enabled` hands them to `apply`: one per effect step kind.
@@ -952,29 +1085,42 @@ fn out_of_range_step(settings: &Settings, partition: u32, lease: &Lease, log_sta
 
 /// The model's `lease_actions`: the steps one lease allows under the strategy's rules.
 /// `log_start` is only looked at when `needs_log_start` holds. Under every strategy, a lease
-/// with nothing in flight whose position retention passed allows only its out-of-range
-/// policy's step.
-fn lease_steps(settings: &Settings, partition: u32, lease: &Lease, bounds: (u64, u64), steps: &mut Vec<Step>) {
+/// with nothing in flight that `refuse`s (its log lost records, `Owner::refuses`) allows only
+/// `refuse-ahead`, and one whose position retention passed only its out-of-range policy's step.
+fn lease_steps(
+    settings: &Settings,
+    partition: u32,
+    lease: &Lease,
+    bounds: (u64, u64),
+    refuse: bool,
+    steps: &mut Vec<Step>,
+) {
+    let refusal = refuse.then_some(Step { kind: StepKind::RefuseAhead, partition, offset: lease.position });
     match settings.rules().checkpoint {
-        Checkpointing::PerBatch => serial_steps(settings, None, partition, lease, bounds, steps),
-        Checkpointing::Periodic => serial_steps(settings, Some(settings.commit_every), partition, lease, bounds, steps),
-        Checkpointing::Parallel(target) => parallel_steps(settings, target, partition, lease, bounds, steps),
+        Checkpointing::PerBatch => serial_steps(settings, None, partition, lease, (bounds, refusal), steps),
+        Checkpointing::Periodic => {
+            serial_steps(settings, Some(settings.commit_every), partition, lease, (bounds, refusal), steps)
+        }
+        Checkpointing::Parallel(target) => parallel_steps(settings, target, partition, lease, (bounds, refusal), steps),
     }
 }
 
-/// A serial lease holds at most one batch: its next write, or with nothing in flight the
-/// out-of-range policy, the next fetch and (with a checkpoint interval `commit_every`) the
-/// periodic commit.
+/// A serial lease holds at most one batch: its next write, or with nothing in flight a
+/// refusal, the out-of-range policy, the next fetch and (with a checkpoint interval
+/// `commit_every`) the periodic commit.
 fn serial_steps(
     settings: &Settings,
     commit_every: Option<u64>,
     partition: u32,
     lease: &Lease,
-    (log_start, log_end): (u64, u64),
+    ((log_start, log_end), refusal): ((u64, u64), Option<Step>),
     steps: &mut Vec<Step>,
 ) {
     if let Some((&offset, record)) = lease.records.first_key_value() {
         return steps.push(batch_step(settings, partition, offset, record));
+    }
+    if let Some(refusal) = refusal {
+        return steps.push(refusal);
     }
     if lease.position < log_start {
         // The next record was retained away: the out-of-range policy decides.
@@ -996,19 +1142,22 @@ fn serial_steps(
     }
 }
 
-/// A parallel lease: a commit whenever the target moved (before anything else), else the
-/// out-of-range policy, a fetch while fewer than `inflight` records are held, and the next
-/// write of every record held.
+/// A parallel lease: a commit whenever the target moved (before anything else), else a
+/// refusal or the out-of-range policy (nothing in flight), a fetch while fewer than
+/// `inflight` records are held, and the next write of every record held.
 fn parallel_steps(
     settings: &Settings,
     target: ParallelCommit,
     partition: u32,
     lease: &Lease,
-    (log_start, log_end): (u64, u64),
+    ((log_start, log_end), refusal): ((u64, u64), Option<Step>),
     steps: &mut Vec<Step>,
 ) {
     if let Some(next_offset) = parallel_commit_target(target, lease) {
         return steps.push(Step { kind: StepKind::CommitOffset, partition, offset: next_offset });
+    }
+    if let Some(refusal) = refusal.filter(|_| lease.records.is_empty()) {
+        return steps.push(refusal);
     }
     if lease.records.is_empty() && lease.position < log_start {
         return steps.push(out_of_range_step(settings, partition, lease, log_start));

@@ -429,8 +429,35 @@ impl FromStr for StartPolicy {
 }
 
 named_enum! {
+    /// What an owner does when the log lost records its group had consumed (spec.md §10, log
+    /// losses): the model's `LogCheck`, the hidden test-only `--log-check` flag.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum LogCheck {
+        /// `refuse-ahead`: with nothing in flight, an owner whose group's stored next offset or
+        /// own position is past the log end refuses the partition, writing nothing.
+        #[default]
+        RefuseAhead => "refuse-ahead",
+        /// Test only, the trap: the owner compares nothing (the behaviour before the check),
+        /// so records appended again below the group's checkpoint are skipped.
+        Unchecked => "unchecked",
+        /// Test only, the trap: the owner refuses whenever the partition is damaged, even
+        /// when its group is behind the loss and nothing is at stake.
+        RefuseAll => "refuse-all",
+    }
+}
+
+impl FromStr for LogCheck {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        LogCheck::from_name(text)
+            .ok_or_else(|| format!("unknown log check '{text}' (expected refuse-ahead, unchecked or refuse-all)"))
+    }
+}
+
+named_enum! {
     /// The kind of an owner step: the model's owner actions, one durable write each (but
-    /// `fetch` and `fail-out-of-range`).
+    /// `fetch`, `fail-out-of-range` and `refuse-ahead`).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
     pub enum StepKind {
         Fetch => "fetch",
@@ -443,6 +470,7 @@ named_enum! {
         DeadLetter => "dead-letter",
         ResetOffset => "reset-offset",
         FailOutOfRange => "fail-out-of-range",
+        RefuseAhead => "refuse-ahead",
     }
 }
 
@@ -459,8 +487,8 @@ impl FromStr for StepKind {
 
 /// One owner step on a partition. `offset` is the first record the step concerns (its batch
 /// starts there); for `commit-offset` it is the next offset being committed, for
-/// `reset-offset` the log start the reset moves to, and for `fail-out-of-range` the lease
-/// position that retention passed.
+/// `reset-offset` the log start the reset moves to, for `fail-out-of-range` the lease
+/// position that retention passed, and for `refuse-ahead` the lease position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Step {
     pub kind: StepKind,
@@ -509,6 +537,9 @@ mod tests {
         }
         for policy in StartPolicy::ALL {
             assert_eq!(policy.name().parse::<StartPolicy>(), Ok(policy));
+        }
+        for check in LogCheck::ALL {
+            assert_eq!(check.name().parse::<LogCheck>(), Ok(check));
         }
         let names: std::collections::BTreeSet<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
         assert_eq!(names.len(), Strategy::ALL.len(), "two strategies share a name");

@@ -12,7 +12,8 @@
 //!   - `fenced HELD CURRENT` (the owner's epoch HELD is not the stored CURRENT: nothing
 //!     written, the partition dropped);
 //!   - `failed ATTEMPTS`, `exhausted` or `dead-lettered ATTEMPTS` (a poison record, below);
-//!   - `reset FROM TO` or `out-of-range POSITION START` (retention passed the position, below).
+//!   - `reset FROM TO` or `out-of-range POSITION START` (retention passed the position, below);
+//!   - `refused STORED POSITION END` (the log lost records, below).
 //! - `assign PARTITION` (after a rebalance named this owner) replies `ok assigned EPOCH` or
 //!   `ok not-assigned`.
 //! - `arm POINT` (a crash point, e.g. `apply-atomic:inside`) replies `ok armed`; the point
@@ -31,6 +32,17 @@
 //! moved from and the log start), or `fenced HELD CURRENT` for a zombie;
 //! `fail-out-of-range PARTITION POSITION` (fail; its OFFSET is the lease position) writes
 //! nothing, drops the partition and replies `out-of-range POSITION START`.
+//!
+//! When the log lost records the group consumed (the group's stored next offset STORED or the
+//! lease position is past the log end END) and nothing is in flight, the only step enabled
+//! for that partition is `refuse-ahead PARTITION POSITION` (its OFFSET is the lease position):
+//! it writes nothing, drops the partition and replies `refused STORED POSITION END`. The
+//! hidden `--log-check` flag changes when: `unchecked` never refuses (the trap: records
+//! appended again below the checkpoint are skipped), `refuse-all` refuses whenever the
+//! partition is damaged, even with the group behind the loss. Unlike `consume`, the worker
+//! does not refuse at start when its group is ahead of the log: it starts, and the parent
+//! drives the refusal as the model's `refuse-ahead` step. Another log, or a missing log file,
+//! is refused at start (exit 4).
 //!
 //! On start the worker prints `ready JSON` with its state. A step that is not enabled is an
 //! `err` and changes nothing; a storage error is an `err` too, and the worker keeps serving.

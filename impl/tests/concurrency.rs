@@ -5,6 +5,7 @@
 mod common;
 
 use common::{describe, DataDir, FENCED};
+use consumer::log::LogIdentity;
 use consumer::store::{Guard, Item, Store, StoreOptions};
 use std::process::{Child, Output, Stdio};
 
@@ -22,7 +23,9 @@ struct CasCase {
 fn run_cas_case(case: &CasCase) {
     let name = case.name;
     let temp = tempfile::tempdir().unwrap_or_else(|e| panic!("case '{name}': temp dir: {e}"));
-    let mut store = Store::create(&temp.path().join("store.db"), 1, StoreOptions::default())
+    // A store alone: no log is opened, so any identity serves.
+    let log = LogIdentity { id: 1, partitions: 1 };
+    let mut store = Store::create(&temp.path().join("store.db"), log, StoreOptions::default())
         .unwrap_or_else(|e| panic!("case '{name}': create the store: {e}"));
     store.ensure_group("g", "o0").unwrap_or_else(|e| panic!("case '{name}': ensure group: {e}"));
     for (&(start, end), expected) in case.batches.iter().zip(case.applied) {

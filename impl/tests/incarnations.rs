@@ -174,9 +174,10 @@ impl InProcess {
             Backend::Sqlite => Location::Sqlite(temp.path().join("store.db")),
             Backend::Postgres => Location::Postgres(pg::database()?),
         };
-        Store::create_at(&location, partitions, StoreOptions::default()).expect("create the store");
         let log_dir = temp.path().join("log");
-        let (mut log, _) = Log::open_writer(&log_dir, partitions).expect("create the log");
+        let identity = Log::init(&log_dir, partitions).expect("create the log");
+        Store::create_at(&location, identity, StoreOptions::default()).expect("create the store");
+        let (mut log, _) = Log::open_writer(&log_dir, identity).expect("open the log");
         for partition in 0..partitions {
             log.append_batch(partition, &vec![encode_delta(1); records as usize]).expect("append");
         }
@@ -190,7 +191,7 @@ impl InProcess {
     /// Starts an atomic-fenced owner (claiming its epochs, or at the stored ones).
     fn owner(&self, name: &str, start: StartPolicy) -> Owner {
         let store = self.store();
-        let log = Log::open_reader(&self.log_dir, store.partitions()).expect("open the log");
+        let log = Log::open_reader(&self.log_dir, store.log_identity()).expect("open the log");
         let settings = Settings { start, ..Settings::new(Strategy::AtomicFenced) };
         Owner::start(store, log, "g", name, settings, CrashPlan::none()).expect("start the owner")
     }

@@ -1,11 +1,14 @@
 //! Tests of the on-disk log: the API contract, the documented frame layout, retention,
 //! locking, live readers, and exhaustive corruption and truncation checks, over plain and
-//! idempotent batches, driven by a deterministic proptest.
+//! idempotent batches, driven by a deterministic proptest: acknowledged bytes damaged or cut
+//! make the partition damaged (refused, never repaired away), an unacknowledged tail is cut
+//! and reported, and the unchecked writer (the trap) still classifies torn tails from the file
+//! alone. Identity, acknowledgement record, fault injection and repair: `log_loss.rs`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use consumer::log::{decode_delta, encode_delta, Log, LogError, Producer, Record, TailRepair};
+use consumer::log::{decode_delta, encode_delta, Damage, Log, LogError, LogIdentity, Producer, Record, TailRepair};
 use proptest::prelude::*;
 use proptest::test_runner::{RngAlgorithm, RngSeed};
 
@@ -15,14 +18,37 @@ const HEADER: usize = 8;
 /// sequence and batch length.
 const FRAME_HEAD: usize = 36;
 
+/// The writer of the log in `dir`, made first (as `init` does) if there is none.
 fn writer(dir: &Path, partitions: u32) -> Log {
-    let (log, repairs) = Log::open_writer(dir, partitions).expect("open writer");
+    let identity = Log::init(dir, partitions).expect("init the log");
+    let (log, repairs) = Log::open_writer(dir, identity).expect("open writer");
     assert_eq!(repairs, vec![], "a cleanly written log needs no repair");
     log
 }
 
+/// The identity of the log already in `dir`.
+fn identity(dir: &Path) -> LogIdentity {
+    Log::read_identity(dir).expect("read the identity").expect("the log was made")
+}
+
+fn open_reader(dir: &Path) -> Result<Log, LogError> {
+    Log::open_reader(dir, identity(dir))
+}
+
+fn open_writer(dir: &Path) -> Result<(Log, Vec<TailRepair>), LogError> {
+    Log::open_writer(dir, identity(dir))
+}
+
+fn open_unchecked(dir: &Path) -> Result<(Log, Vec<TailRepair>), LogError> {
+    Log::open_writer_unchecked(dir, identity(dir))
+}
+
 fn log_file(dir: &Path, partition: u32) -> PathBuf {
     dir.join(format!("partition-{partition}.log"))
+}
+
+fn ack_file(dir: &Path, partition: u32) -> PathBuf {
+    dir.join(format!("partition-{partition}.ack"))
 }
 
 /// Byte position where each record's frame ends, given the payloads in offset order.
@@ -114,11 +140,11 @@ fn retention_hides_records_below_start_and_survives_reopen() {
 fn a_second_writer_is_locked_out_but_readers_are_not() {
     let dir = tempfile::tempdir().unwrap();
     let _first = writer(dir.path(), 1);
-    match Log::open_writer(dir.path(), 1) {
+    match open_writer(dir.path()) {
         Err(LogError::Locked { path }) => assert_eq!(path, dir.path().join("writer.lock")),
         other => panic!("expected Locked, got {:?}", other.map(|_| ())),
     }
-    Log::open_reader(dir.path(), 1).expect("a reader takes no lock");
+    open_reader(dir.path()).expect("a reader takes no lock");
 }
 
 #[test]
@@ -133,7 +159,7 @@ fn a_reader_sees_appends_and_retention_made_after_it_opened() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = writer(dir.path(), 1);
     log.append(0, b"before").unwrap();
-    let mut reader = Log::open_reader(dir.path(), 1).unwrap();
+    let mut reader = open_reader(dir.path()).unwrap();
     assert_eq!(reader.end(0).unwrap(), 1);
     log.append_batch(0, &[b"after-1".to_vec(), b"after-2".to_vec()]).unwrap();
     assert_eq!(reader.read(0, 2).unwrap().payload, b"after-2".to_vec());
@@ -146,7 +172,7 @@ fn a_reader_sees_appends_and_retention_made_after_it_opened() {
 fn a_reader_follows_a_writer_appending_concurrently() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = writer(dir.path(), 1);
-    let mut reader = Log::open_reader(dir.path(), 1).unwrap();
+    let mut reader = open_reader(dir.path()).unwrap();
     let payload = |i: u64| vec![i as u8; 1 + (i as usize * 37) % 3000];
     let appender = std::thread::spawn(move || {
         for batch in 0..40u64 {
@@ -172,32 +198,41 @@ fn a_reader_follows_a_writer_appending_concurrently() {
 }
 
 #[test]
-fn a_reader_opened_before_the_writer_sees_the_files_appear() {
+fn a_reader_opened_before_the_first_append_sees_records_appear() {
     let dir = tempfile::tempdir().unwrap();
-    let mut reader = Log::open_reader(dir.path(), 1).unwrap();
+    let identity = Log::init(dir.path(), 1).unwrap();
+    let mut reader = Log::open_reader(dir.path(), identity).unwrap();
     assert_eq!(reader.end(0).unwrap(), 0);
     let mut log = writer(dir.path(), 1);
     log.append(0, b"x").unwrap();
     assert_eq!(reader.read(0, 0).unwrap().payload, b"x".to_vec());
 }
 
+/// Bytes past the acknowledged length are an append in progress (or one a crash interrupted):
+/// a reader never exposes them, and sees them once the acknowledgement record covers them.
 #[test]
-fn a_reader_treats_a_partial_tail_as_not_yet_written() {
+fn a_reader_never_reads_past_the_acknowledged_end() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = writer(dir.path(), 1);
     log.append(0, b"one").unwrap();
+    let acknowledged_one = fs::read(ack_file(dir.path(), 0)).unwrap();
     log.append(0, b"two").unwrap();
     drop(log);
-    let path = log_file(dir.path(), 0);
-    let full = fs::read(&path).unwrap();
+    let (path, ack) = (log_file(dir.path(), 0), ack_file(dir.path(), 0));
+    let (full, acknowledged_two) = (fs::read(&path).unwrap(), fs::read(&ack).unwrap());
     let second_starts = HEADER + FRAME_HEAD + 3;
-    fs::write(&path, &full[..second_starts + 5]).unwrap();
-
-    let mut reader = Log::open_reader(dir.path(), 1).unwrap();
-    assert_eq!(reader.end(0).unwrap(), 1);
-    assert_eq!(fs::read(&path).unwrap().len(), second_starts + 5, "a reader never truncates");
-    fs::write(&path, &full).unwrap();
-    assert_eq!(reader.end(0).unwrap(), 2, "the completed record is indexed on refresh");
+    fs::write(&ack, &acknowledged_one).unwrap();
+    // Part of the second frame, then all of it: neither is acknowledged yet.
+    for len in [second_starts + 5, full.len()] {
+        fs::write(&path, &full[..len]).unwrap();
+        let mut reader = open_reader(dir.path()).unwrap();
+        assert_eq!(reader.end(0).unwrap(), 1, "{len} bytes");
+        assert!(!reader.damaged(0).unwrap(), "{len} bytes: an unacknowledged tail is no damage");
+        assert_eq!(fs::read(&path).unwrap().len(), len, "a reader never truncates");
+    }
+    let mut reader = open_reader(dir.path()).unwrap();
+    fs::write(&ack, &acknowledged_two).unwrap();
+    assert_eq!(reader.end(0).unwrap(), 2, "the acknowledged record is indexed on refresh");
     assert_eq!(reader.read(0, 1).unwrap().payload, b"two".to_vec());
 }
 
@@ -210,32 +245,34 @@ fn unknown_partitions_are_rejected() {
     assert!(matches!(log.read(5, 0), Err(LogError::NoSuchPartition { partition: 5, .. })));
     assert!(matches!(log.end(2), Err(LogError::NoSuchPartition { .. })));
     assert!(matches!(log.retain_before(2, 0), Err(LogError::NoSuchPartition { .. })));
-    let mut reader = Log::open_reader(dir.path(), 2).unwrap();
+    let mut reader = open_reader(dir.path()).unwrap();
     assert!(matches!(reader.start(2), Err(LogError::NoSuchPartition { .. })));
 }
 
 #[test]
 fn a_foreign_file_is_a_bad_header_and_stays_untouched() {
     let dir = tempfile::tempdir().unwrap();
+    Log::init(dir.path(), 1).unwrap();
     let path = log_file(dir.path(), 0);
     fs::write(&path, b"NOTALOG!and more").unwrap();
-    let err = Log::open_writer(dir.path(), 1).err().expect("a foreign file must not open");
+    let err = open_writer(dir.path()).err().expect("a foreign file must not open");
     assert!(matches!(&err, LogError::BadHeader { path: p, .. } if *p == path));
     assert!(err.to_string().contains("partition-0.log"), "{err}");
     assert_eq!(fs::read(&path).unwrap(), b"NOTALOG!and more");
     fs::write(&path, b"ONCE").unwrap();
-    assert!(matches!(Log::open_reader(dir.path(), 1), Err(LogError::BadHeader { .. })));
+    assert!(matches!(open_reader(dir.path()), Err(LogError::BadHeader { .. })));
 }
 
 #[test]
 fn a_version_1_log_is_refused_with_one_line_and_stays_untouched() {
     let dir = tempfile::tempdir().unwrap();
+    Log::init(dir.path(), 1).unwrap();
     let path = log_file(dir.path(), 0);
     // A version 1 file: its header and one 16-byte-head frame of the old layout.
     let mut old = b"ONCELOG1".to_vec();
     old.extend_from_slice(&[0x5a; 24]);
     fs::write(&path, &old).unwrap();
-    let err = Log::open_writer(dir.path(), 1).err().expect("a version 1 log must not open");
+    let err = open_writer(dir.path()).err().expect("a version 1 log must not open");
     assert!(matches!(&err, LogError::BadHeader { path: p, found } if *p == path && found == b"ONCELOG1"), "{err}");
     let text = err.to_string();
     assert_eq!(text.lines().count(), 1, "{text}");
@@ -243,7 +280,7 @@ fn a_version_1_log_is_refused_with_one_line_and_stays_untouched() {
         assert!(text.contains(expected), "'{text}' lacks '{expected}'");
     }
     assert_eq!(fs::read(&path).unwrap(), old, "nothing converts an old log");
-    let err = Log::open_reader(dir.path(), 1).err().expect("a reader refuses it too");
+    let err = open_reader(dir.path()).err().expect("a reader refuses it too");
     assert!(err.to_string().contains("format version is not supported"), "{err}");
 }
 
@@ -284,9 +321,31 @@ fn the_frame_layout_is_the_documented_one() {
     assert_eq!(fs::read(log_file(dir.path(), 0)).unwrap(), expected);
 }
 
+/// The acknowledgement record of `partition`, as documented in `src/log/ack.rs`: an 8 KiB
+/// file whose slot `generation % 2` (at byte 4096 times the slot) holds `ONCEACK1`, the
+/// generation, the end, the byte length and the crc32c of those 32 bytes; the other slot empty.
+fn write_ack(dir: &Path, partition: u32, generation: u64, end: u64, len: u64) {
+    let mut record = b"ONCEACK1".to_vec();
+    for value in [generation, end, len] {
+        record.extend_from_slice(&value.to_le_bytes());
+    }
+    record.extend_from_slice(&crc32c::crc32c(&record).to_le_bytes());
+    let mut bytes = vec![0u8; 8192];
+    let at = (generation % 2 * 4096) as usize;
+    bytes[at..at + record.len()].copy_from_slice(&record);
+    fs::write(ack_file(dir, partition), bytes).unwrap();
+}
+
+/// A hand-made partition file whose every byte is acknowledged.
+fn write_acknowledged(dir: &Path, bytes: &[u8], records: u64) {
+    fs::write(log_file(dir, 0), bytes).unwrap();
+    write_ack(dir, 0, 7, records, bytes.len() as u64);
+}
+
 #[test]
 fn a_frame_that_does_not_continue_its_batch_is_corrupt() {
     let dir = tempfile::tempdir().unwrap();
+    Log::init(dir.path(), 1).unwrap();
     let first = frame(0, 1, 0, 0, 2, b"p1");
     // Checksum-valid and at the right offset, but from another producer than its batch.
     let intruder = frame(1, 2, 0, 1, 2, b"p2");
@@ -294,14 +353,24 @@ fn a_frame_that_does_not_continue_its_batch_is_corrupt() {
     bytes.extend_from_slice(&first);
     bytes.extend_from_slice(&intruder);
     bytes.extend_from_slice(&frame(2, 0, 0, 0, 1, b"after"));
-    fs::write(log_file(dir.path(), 0), &bytes).unwrap();
-    match Log::open_writer(dir.path(), 1) {
+    write_acknowledged(dir.path(), &bytes, 3);
+    // Checked: acknowledged records are damaged; the batch it breaks is not readable at all.
+    let (mut log, repairs) = open_writer(dir.path()).unwrap();
+    assert_eq!(repairs, vec![]);
+    let damage = log.damage(0).unwrap().expect("damaged");
+    assert_eq!((damage.offset, damage.position, damage.acked_end), (0, HEADER as u64, 3));
+    assert!(damage.reason.contains("does not continue the batch"), "{}", damage.reason);
+    assert!(matches!(log.append(0, b"x"), Err(LogError::Damaged { offset: 0, .. })));
+    drop(log);
+    // Unchecked (the file alone): the intact frame after it makes it corrupt, not torn.
+    match open_unchecked(dir.path()) {
         Err(LogError::Corrupt { offset: 1, position, reason, .. }) => {
             assert_eq!(position, (HEADER + first.len()) as u64);
             assert!(reason.contains("does not continue the batch"), "{reason}");
         }
         other => panic!("expected Corrupt at offset 1, got {:?}", other.map(|_| ())),
     }
+    assert_eq!(fs::read(log_file(dir.path(), 0)).unwrap(), bytes, "damage is never repaired away");
 }
 
 #[test]
@@ -315,28 +384,54 @@ fn a_damaged_start_file_is_corrupt() {
     let mut bytes = fs::read(&path).unwrap();
     bytes[0] ^= 0x40;
     fs::write(&path, &bytes).unwrap();
-    let err = Log::open_writer(dir.path(), 1).err().expect("a damaged start must not open");
+    let err = open_writer(dir.path()).err().expect("a damaged start must not open");
     assert!(matches!(&err, LogError::Corrupt { path: p, .. } if *p == path), "{err}");
 }
 
+/// A flipped byte in an acknowledged record: the writer opens, changes nothing and refuses to
+/// append or retain on that partition, naming file, partition and offset in one line; readers
+/// read the records below the damage; another partition is unaffected. The unchecked writer
+/// calls it corrupt, as the log did before the acknowledgement record.
 #[test]
-fn errors_name_their_file() {
+fn a_damaged_partition_refuses_appends_and_retention_but_reads_below_the_damage() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = writer(dir.path(), 1);
-    log.append(0, b"abc").unwrap();
-    log.append(0, b"def").unwrap();
+    let mut log = writer(dir.path(), 2);
+    for payload in [b"abc", b"def", b"ghi"] {
+        log.append(0, payload).unwrap();
+    }
     drop(log);
     let path = log_file(dir.path(), 0);
     let mut bytes = fs::read(&path).unwrap();
-    bytes[HEADER + FRAME_HEAD] ^= 1; // first payload byte of record 0
+    let second = HEADER + FRAME_HEAD + 3;
+    bytes[second + FRAME_HEAD] ^= 1; // first payload byte of record 1
     fs::write(&path, &bytes).unwrap();
-    let err = Log::open_writer(dir.path(), 1).err().expect("damage before the tail");
+
+    let (mut log, repairs) = open_writer(dir.path()).unwrap();
+    assert_eq!(repairs, vec![], "damage is not an unacknowledged tail");
+    let text = log.append(0, b"jkl").unwrap_err().to_string();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let expected = format!(
+        "partition 0 lost acknowledged records: {} holds intact records only up to offset 1 (byte {second})",
+        path.display()
+    );
+    assert!(text.starts_with(&expected), "'{text}' lacks '{expected}'");
+    assert!(matches!(log.retain_before(0, 1), Err(LogError::Damaged { partition: 0, offset: 1, acked_end: 3, .. })));
+    assert_eq!(log.read(0, 0).unwrap().payload, b"abc".to_vec());
+    assert!(matches!(log.read(0, 1), Err(LogError::OffsetOutOfRange { offset: 1, end: 1, .. })));
+    assert_eq!(log.append(1, b"elsewhere").unwrap(), 0, "another partition still appends");
+    drop(log);
+    let mut reader = open_reader(dir.path()).unwrap();
+    assert_eq!((reader.end(0).unwrap(), reader.damaged(0).unwrap(), reader.damaged(1).unwrap()), (1, true, false));
+    assert_eq!(read_all(&mut reader, 0), vec![b"abc".to_vec()]);
+    assert_eq!(fs::read(&path).unwrap(), bytes, "nobody modified the damaged file");
+
+    let err = open_unchecked(dir.path()).err().expect("the unchecked writer finds damage before the tail");
     let text = err.to_string();
-    assert!(text.contains("partition-0.log is corrupt at offset 0 (byte 8)"), "{text}");
+    assert!(text.contains(&format!("partition-0.log is corrupt at offset 1 (byte {second})")), "{text}");
 }
 
 #[test]
-fn a_missing_record_in_the_middle_is_corrupt() {
+fn a_missing_record_in_the_middle_is_damage() {
     let dir = tempfile::tempdir().unwrap();
     let payloads = vec![b"zero".to_vec(), b"one".to_vec(), b"two".to_vec()];
     let original = write_log(dir.path(), &payloads);
@@ -345,7 +440,13 @@ fn a_missing_record_in_the_middle_is_corrupt() {
     let mut bytes = original[..ends[0]].to_vec();
     bytes.extend_from_slice(&original[ends[1]..]);
     fs::write(log_file(dir.path(), 0), &bytes).unwrap();
-    match Log::open_writer(dir.path(), 1) {
+    let (log, _) = open_writer(dir.path()).unwrap();
+    let mut log = log;
+    let damage = log.damage(0).unwrap().expect("acknowledged records are missing");
+    assert_eq!((damage.offset, damage.position), (1, ends[0] as u64));
+    assert!(damage.reason.contains("offset 2"), "{}", damage.reason);
+    drop(log);
+    match open_unchecked(dir.path()) {
         Err(LogError::Corrupt { offset: 1, position, reason, .. }) => {
             assert_eq!(position, ends[0] as u64);
             assert!(reason.contains("offset 2"), "{reason}");
@@ -374,23 +475,55 @@ fn write_log(dir: &Path, payloads: &[Vec<u8>]) -> Vec<u8> {
     fs::read(log_file(dir, 0)).unwrap()
 }
 
-/// Opens `bytes` as partition 0 of `dir` with a reader and then a writer, and checks what
-/// both hold against `payloads`. `intact` is how many leading records are undamaged.
-/// Returns the writer's result so each test can check how the damage was classified.
-fn reopen_damaged(dir: &Path, bytes: &[u8], payloads: &[Vec<u8>]) -> Result<(Vec<Vec<u8>>, Vec<TailRepair>), LogError> {
-    let path = log_file(dir, 0);
-    fs::write(&path, bytes).unwrap();
-    let read = Log::open_reader(dir, 1).map(|mut r| read_all(&mut r, 0));
-    assert_eq!(fs::read(&path).unwrap(), bytes, "open_reader must never modify the file");
-    let written = Log::open_writer(dir, 1).map(|(mut w, repairs)| (read_all(&mut w, 0), repairs));
-    match (&read, &written) {
-        (Ok(r), Ok((w, _))) => assert_eq!(r, w, "reader and writer must agree on the records"),
-        (Err(LogError::Corrupt { .. }), Err(LogError::Corrupt { .. })) => {}
-        (Err(LogError::BadHeader { .. }), Err(LogError::BadHeader { .. })) => {}
-        _ => panic!("reader {read:?} and writer {:?} disagree", written.as_ref().map(|_| ())),
-    }
+/// Opens `bytes` as partition 0 of `dir` with the unchecked writer (the file alone decides,
+/// as before the acknowledgement record) and checks its records against `payloads`. Returns
+/// the writer's result so each test can check how the damage was classified.
+fn reopen_unchecked(
+    dir: &Path,
+    bytes: &[u8],
+    payloads: &[Vec<u8>],
+) -> Result<(Vec<Vec<u8>>, Vec<TailRepair>), LogError> {
+    fs::write(log_file(dir, 0), bytes).unwrap();
+    let written = open_unchecked(dir).map(|(mut w, repairs)| (read_all(&mut w, 0), repairs));
     if let Ok((records, _)) = &written {
         assert_eq!(records[..], payloads[..records.len()], "a record came back altered");
+    }
+    written
+}
+
+/// What a checked open of partition 0 found.
+#[derive(Debug)]
+struct Opened {
+    records: Vec<Vec<u8>>,
+    repairs: Vec<TailRepair>,
+    damage: Option<Damage>,
+}
+
+/// Opens `bytes` as partition 0 of `dir`, acknowledged by the acknowledgement file `ack`, with
+/// a reader and then a checked writer: checks that they agree, that the records are those of
+/// `payloads`, that the reader modifies nothing and that nobody modifies a damaged partition.
+fn reopen_checked(dir: &Path, bytes: &[u8], ack: &[u8], payloads: &[Vec<u8>]) -> Result<Opened, LogError> {
+    let path = log_file(dir, 0);
+    fs::write(&path, bytes).unwrap();
+    fs::write(ack_file(dir, 0), ack).unwrap();
+    let read = open_reader(dir).map(|mut r| (read_all(&mut r, 0), r.damage(0).unwrap()));
+    assert_eq!(fs::read(&path).unwrap(), bytes, "open_reader must never modify the file");
+    let written = open_writer(dir).map(|(mut w, repairs)| {
+        let (records, damage) = (read_all(&mut w, 0), w.damage(0).unwrap());
+        Opened { records, repairs, damage }
+    });
+    match (&read, &written) {
+        (Ok((records, damage)), Ok(opened)) => {
+            assert_eq!((records, damage), (&opened.records, &opened.damage), "reader and writer must agree");
+        }
+        (Err(LogError::BadHeader { .. }), Err(LogError::BadHeader { .. })) => {}
+        _ => panic!("reader {read:?} and writer {written:?} disagree"),
+    }
+    if let Ok(opened) = &written {
+        assert_eq!(opened.records[..], payloads[..opened.records.len()], "a record came back altered");
+        if opened.damage.is_some() {
+            assert_eq!(fs::read(&path).unwrap(), bytes, "nobody modifies a damaged partition");
+        }
     }
     written
 }
@@ -429,12 +562,14 @@ fn producer(id: u64) -> Producer {
     Producer { id, epoch: 1 }
 }
 
-/// Writes `batches` to partition 0 of a fresh log in `dir` and returns the file's bytes and
-/// each batch's base sequence (0 for a plain one). Each producer's sequences are dense from 0.
-fn write_batches(dir: &Path, batches: &[Batch]) -> (Vec<u8>, Vec<u32>) {
+/// Writes `batches` to partition 0 of a fresh log in `dir` and returns the file's bytes,
+/// each batch's base sequence (0 for a plain one; each producer's sequences are dense from 0)
+/// and the acknowledgement file as it was before each batch and after the last.
+fn write_batches(dir: &Path, batches: &[Batch]) -> (Vec<u8>, Vec<u32>, Vec<Vec<u8>>) {
     let mut log = writer(dir, 1);
     let mut next = std::collections::HashMap::new();
     let mut bases = Vec::new();
+    let mut acks = vec![fs::read(ack_file(dir, 0)).unwrap()];
     let mut end = 0;
     for batch in batches {
         let count = batch.payloads.len() as u64;
@@ -451,10 +586,11 @@ fn write_batches(dir: &Path, batches: &[Batch]) -> (Vec<u8>, Vec<u32>) {
         };
         assert_eq!(offsets, end..end + count);
         bases.push(base);
+        acks.push(fs::read(ack_file(dir, 0)).unwrap());
         end += count;
     }
     drop(log);
-    (fs::read(log_file(dir, 0)).unwrap(), bases)
+    (fs::read(log_file(dir, 0)).unwrap(), bases, acks)
 }
 
 /// The records of `batches` in offset order.
@@ -490,17 +626,54 @@ proptest! {
         prop_assert_eq!(&read_all(&mut reopened, 0), &payloads);
     }
 
+    /// A flipped byte anywhere in acknowledged bytes damages the partition from the batch
+    /// holding it on: never repaired away, the records before that batch still readable.
     #[test]
-    fn every_single_byte_flip_is_detected(batches in batches(2..5, 24), mask in 1u8..=255) {
+    fn every_single_byte_flip_in_acknowledged_bytes_damages_the_partition(
+        batches in batches(2..5, 24),
+        mask in 1u8..=255,
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let payloads = flatten(&batches);
-        let (original, _) = write_batches(dir.path(), &batches);
+        let (original, _, acks) = write_batches(dir.path(), &batches);
+        let ack = acks.last().unwrap();
+        let ends = frame_ends(&payloads);
+        let firsts = first_offsets(&batches);
+        for position in 0..original.len() {
+            let mut bytes = original.clone();
+            bytes[position] ^= mask;
+            let result = reopen_checked(dir.path(), &bytes, ack, &payloads);
+            if position < HEADER {
+                prop_assert!(matches!(result, Err(LogError::BadHeader { .. })), "byte {}", position);
+                continue;
+            }
+            // The damaged record is the first whose frame ends after the flipped byte; its
+            // batch is lost whole, as nobody reads part of a batch.
+            let damaged = ends.iter().position(|&end| end > position).unwrap();
+            let batch_start = *firsts.iter().rev().find(|&&first| first <= damaged).unwrap();
+            let opened = result.unwrap_or_else(|e| panic!("byte {position}: a damaged partition still opens, not {e}"));
+            prop_assert_eq!(opened.records.len(), batch_start, "byte {}", position);
+            prop_assert_eq!(opened.repairs, vec![], "byte {}: damage is not an unacknowledged tail", position);
+            let damage = opened.damage.unwrap_or_else(|| panic!("byte {position}: the damage went unnoticed"));
+            prop_assert_eq!((damage.offset, damage.acked_end), (batch_start as u64, payloads.len() as u64));
+        }
+    }
+
+    /// The unchecked writer classifies from the file alone, as the log did before the
+    /// acknowledgement record: damage followed by an intact record is corrupt, and damage in
+    /// the last record passes for a torn append, losing its batch (the trap a flipped byte in
+    /// an acknowledged last frame fell into).
+    #[test]
+    fn every_single_byte_flip_is_classified_by_the_unchecked_writer(batches in batches(2..5, 24), mask in 1u8..=255) {
+        let dir = tempfile::tempdir().unwrap();
+        let payloads = flatten(&batches);
+        let (original, _, _) = write_batches(dir.path(), &batches);
         let ends = frame_ends(&payloads);
         let last_batch_start = *first_offsets(&batches).last().unwrap();
         for position in 0..original.len() {
             let mut bytes = original.clone();
             bytes[position] ^= mask;
-            let result = reopen_damaged(dir.path(), &bytes, &payloads);
+            let result = reopen_unchecked(dir.path(), &bytes, &payloads);
             if position < HEADER {
                 prop_assert!(matches!(result, Err(LogError::BadHeader { .. })), "byte {}", position);
                 continue;
@@ -537,28 +710,97 @@ proptest! {
     }
 }
 
+/// The batches whose every frame fits in `len` bytes, and the records and bytes they hold.
+fn whole_batches(batches: &[Batch], len: usize) -> (usize, usize, usize) {
+    let payloads = flatten(batches);
+    let (ends, firsts) = (frame_ends(&payloads), first_offsets(batches));
+    let whole = batches.iter().zip(&firsts).take_while(|(b, &first)| ends[first + b.payloads.len() - 1] <= len).count();
+    let kept = firsts.get(whole).copied().unwrap_or(payloads.len());
+    let valid_len = if kept == 0 { HEADER } else { ends[kept - 1] };
+    (whole, kept, valid_len)
+}
+
+/// Retries every idempotent batch of the first `whole` on a writer of `dir`: each must be a
+/// duplicate with its original offsets (the rebuilt producer table knows exactly them), and
+/// the log must end at `kept`.
+fn check_retries(dir: &Path, batches: &[Batch], bases: &[u32], whole: usize, kept: usize) -> Result<(), TestCaseError> {
+    let mut log = writer(dir, 1);
+    let firsts = first_offsets(batches);
+    for ((batch, &first), &base) in batches.iter().zip(&firsts).zip(bases).take(whole) {
+        let Some(id) = batch.producer else { continue };
+        let retried = log.append_idempotent(0, producer(id), base, &batch.payloads).unwrap();
+        prop_assert!(retried.duplicate, "batch at {} was appended again", first);
+        prop_assert_eq!(retried.offsets, first as u64..(first + batch.payloads.len()) as u64);
+    }
+    prop_assert_eq!(log.end(0).unwrap(), kept as u64);
+    Ok(())
+}
+
 proptest! {
     // Each case already tries every length of its file, so fewer cases suffice.
     #![proptest_config(deterministic(32))]
 
+    /// A cut anywhere in acknowledged bytes loses acknowledged records: the partition is
+    /// damaged from the first batch the cut reaches, and the whole batches before it read.
     #[test]
-    fn every_truncation_keeps_the_longest_prefix_of_whole_batches(batches in batches(1..5, 24)) {
+    fn every_cut_of_acknowledged_bytes_damages_the_partition(batches in batches(1..5, 24)) {
         let dir = tempfile::tempdir().unwrap();
         let payloads = flatten(&batches);
-        let (original, bases) = write_batches(dir.path(), &batches);
-        let ends = frame_ends(&payloads);
-        let firsts = first_offsets(&batches);
+        let (original, _, acks) = write_batches(dir.path(), &batches);
+        for len in HEADER..original.len() {
+            let (_, kept, valid_len) = whole_batches(&batches, len);
+            let opened = reopen_checked(dir.path(), &original[..len], acks.last().unwrap(), &payloads)
+                .unwrap_or_else(|e| panic!("a cut to {len} bytes still opens, not {e}"));
+            prop_assert_eq!(opened.records.len(), kept, "len {}", len);
+            prop_assert_eq!(opened.repairs, vec![], "len {}: acknowledged records are never cut away", len);
+            let damage = opened.damage.unwrap_or_else(|| panic!("len {len}: the loss went unnoticed"));
+            prop_assert_eq!((damage.offset, damage.position), (kept as u64, valid_len as u64), "len {}", len);
+        }
+    }
+
+    /// Batches appended after the last acknowledged one whose acknowledgement never became
+    /// durable (a crash or power cut during the append), cut anywhere: the writer cuts them
+    /// and reports it, the acknowledged batches stay, and their retries are duplicates.
+    #[test]
+    fn every_cut_of_an_unacknowledged_tail_is_repaired_and_reported(
+        batches in batches(1..5, 24),
+        split in 0usize..5,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let payloads = flatten(&batches);
+        let (original, bases, acks) = write_batches(dir.path(), &batches);
+        let split = split.min(batches.len());
+        let acked: usize = batches[..split].iter().map(|b| b.payloads.len()).sum();
+        let acked_len = if acked == 0 { HEADER } else { frame_ends(&payloads)[acked - 1] };
+        for len in acked_len..=original.len() {
+            let opened = reopen_checked(dir.path(), &original[..len], &acks[split], &payloads)
+                .unwrap_or_else(|e| panic!("len {len}: {e}"));
+            prop_assert_eq!(opened.records.len(), acked, "len {}", len);
+            prop_assert!(opened.damage.is_none(), "len {}: an unacknowledged tail is no damage", len);
+            let expected: Vec<TailRepair> = if len == acked_len {
+                vec![]
+            } else {
+                let (kept_records, dropped_bytes) = (acked as u64, (len - acked_len) as u64);
+                vec![TailRepair { path: log_file(dir.path(), 0), partition: 0, kept_records, dropped_bytes }]
+            };
+            prop_assert_eq!(opened.repairs, expected, "len {}", len);
+            prop_assert_eq!(fs::metadata(log_file(dir.path(), 0)).unwrap().len(), acked_len as u64);
+            check_retries(dir.path(), &batches, &bases, split, acked)?;
+        }
+    }
+
+    /// The unchecked writer (the file alone) keeps the longest prefix of whole batches, as the
+    /// log did before the acknowledgement record.
+    #[test]
+    fn every_truncation_keeps_the_longest_prefix_of_whole_batches_unchecked(batches in batches(1..5, 24)) {
+        let dir = tempfile::tempdir().unwrap();
+        let payloads = flatten(&batches);
+        let (original, bases, _) = write_batches(dir.path(), &batches);
         for len in HEADER..=original.len() {
             // The batches whose every frame fits in `len` bytes survive; a batch cut short,
             // even between two of its frames, is a torn tail.
-            let whole = batches
-                .iter()
-                .zip(&firsts)
-                .take_while(|(b, &first)| ends[first + b.payloads.len() - 1] <= len)
-                .count();
-            let kept = firsts.get(whole).copied().unwrap_or(payloads.len());
-            let valid_len = if kept == 0 { HEADER } else { ends[kept - 1] };
-            let (records, repairs) = reopen_damaged(dir.path(), &original[..len], &payloads)
+            let (whole, kept, valid_len) = whole_batches(&batches, len);
+            let (records, repairs) = reopen_unchecked(dir.path(), &original[..len], &payloads)
                 .unwrap_or_else(|e| panic!("truncation to {len} bytes is a torn tail, not {e}"));
             prop_assert_eq!(records.len(), kept);
             let expected: Vec<TailRepair> = if valid_len == len {
@@ -573,16 +815,9 @@ proptest! {
             };
             prop_assert_eq!(repairs, expected);
             prop_assert_eq!(fs::metadata(log_file(dir.path(), 0)).unwrap().len(), valid_len as u64);
-            // The rebuilt producer table knows exactly the surviving idempotent batches: a
-            // retry of each is a duplicate with its original offsets and appends nothing.
-            let mut log = writer(dir.path(), 1);
-            for ((batch, &first), &base) in batches.iter().zip(&firsts).zip(&bases).take(whole) {
-                let Some(id) = batch.producer else { continue };
-                let retried = log.append_idempotent(0, producer(id), base, &batch.payloads).unwrap();
-                prop_assert!(retried.duplicate, "len {}: batch at {} was appended again", len, first);
-                prop_assert_eq!(retried.offsets, first as u64..(first + batch.payloads.len()) as u64);
-            }
-            prop_assert_eq!(log.end(0).unwrap(), kept as u64);
+            // The unchecked writer made the acknowledgement record say what the file holds,
+            // so a checked writer opens it clean.
+            check_retries(dir.path(), &batches, &bases, whole, kept)?;
         }
     }
 }

@@ -240,8 +240,10 @@ fn batch(step: usize, count: u32) -> Vec<Vec<u8>> {
     (0..count).map(|i| format!("step {step} record {i}").into_bytes()).collect()
 }
 
+/// The writer of the log in `dir`, made first (as `init` does) if there is none.
 fn writer(dir: &Path, partitions: u32) -> Log {
-    let (log, repairs) = Log::open_writer(dir, partitions).expect("open writer");
+    let identity = Log::init(dir, partitions).expect("init the log");
+    let (log, repairs) = Log::open_writer(dir, identity).expect("open writer");
     assert_eq!(repairs, vec![], "a cleanly written log needs no repair");
     log
 }
@@ -357,19 +359,24 @@ fn a_batch_torn_anywhere_is_dropped_whole_and_its_retry_appends_it() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = writer(dir.path(), 1);
     log.append_idempotent(0, producer, 0, &first).unwrap();
+    // A crash during the second batch's write never reaches its acknowledgement record.
+    let ack = dir.path().join("partition-0.ack");
+    let acknowledged_first = fs::read(&ack).unwrap();
     log.append_idempotent(0, producer, 1, &torn).unwrap();
     drop(log);
     let path = dir.path().join("partition-0.log");
     let full = fs::read(&path).unwrap();
+    let identity = Log::read_identity(dir.path()).unwrap().expect("made by writer()");
     let kept_len = 8 + frame_len(5);
     assert_eq!(full.len() as u64, kept_len + 3 * frame_len(6), "the log layout is not the documented one");
     // Every cut inside the second batch, between its frames as well as inside them, is
     // what a crash during its write can leave.
     for cut in kept_len + 1..full.len() as u64 {
         fs::write(&path, &full[..cut as usize]).unwrap();
-        let mut reader = Log::open_reader(dir.path(), 1).unwrap();
+        fs::write(&ack, &acknowledged_first).unwrap();
+        let mut reader = Log::open_reader(dir.path(), identity).unwrap();
         assert_eq!(reader.end(0).unwrap(), 1, "cut at {cut}: a reader saw part of a batch");
-        let (mut log, repairs) = Log::open_writer(dir.path(), 1).unwrap();
+        let (mut log, repairs) = Log::open_writer(dir.path(), identity).unwrap();
         let repair = TailRepair { path: path.clone(), partition: 0, kept_records: 1, dropped_bytes: cut - kept_len };
         assert_eq!(repairs, vec![repair], "cut at {cut}");
         assert_eq!(

@@ -491,7 +491,7 @@ fn a_version_2_store_is_refused() {
         let output = dir.run(subcommand, args);
         common::expect_code(case, subcommand, &output, FAILED);
         let expected = format!(
-            "error: database {} has schema version 2, this build reads version 3\n",
+            "error: database {} has schema version 2, this build reads version 4\n",
             dir.store_path().display()
         );
         assert_eq!(

@@ -60,7 +60,8 @@ pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>
         }
     }
     if state.retentions_used < config.retentions {
-        for (partition, log) in state.log.iter().enumerate() {
+        // A damaged log refuses every change (appends, retention) until it is repaired.
+        for (partition, log) in state.log.iter().enumerate().filter(|&(p, _)| !state.damaged[p]) {
             for before in state.log_start[partition] + 1..=log.len() as Offset {
                 actions.push(Action::Retain { partition: partition as u8, before });
             }
@@ -320,10 +321,13 @@ fn produce(config: &Config, state: &mut State, kind: Send, partition: u8, delta:
         Send::Retry => {
             let send = producer.unacked.take().expect("a retry has an unacknowledged send");
             state.witness(Witness::AppendRetried);
+            // The log recognises the exact retry and returns the original offsets, unless it
+            // lost the original (a log that grew again after losing its tail): then the retry
+            // is a new append.
+            let recognised = state.sends[partition].contains(&send);
             match config.strategy.rules().producer {
-                // The log recognises the exact retry and returns the original offsets.
-                ProducerRetry::SameSequence => return,
-                ProducerRetry::NewSequence => send,
+                ProducerRetry::SameSequence if recognised => return,
+                ProducerRetry::SameSequence | ProducerRetry::NewSequence => send,
             }
         }
         Send::Acked | Send::AckLost => {

@@ -55,6 +55,40 @@ pub enum LogError {
         epoch: u32,
         current: u32,
     },
+    /// Acknowledged records of a partition are missing or damaged: its file holds intact
+    /// records only up to `offset` (byte `position`), below the `acked_end` its acknowledgement
+    /// record says was acknowledged. The writer refuses the partition; readers read below it.
+    Damaged {
+        path: PathBuf,
+        partition: u32,
+        offset: u64,
+        position: u64,
+        acked_end: u64,
+        reason: String,
+    },
+    /// A file the log cannot do without is gone (`what` says which): it is never recreated in
+    /// place, because records the store depends on may have been in it.
+    Missing {
+        path: PathBuf,
+        what: &'static str,
+    },
+    /// The log directory's partition files hold records, but it has no identity file: nothing
+    /// can tell whether they are the store's log.
+    Unidentified {
+        path: PathBuf,
+    },
+    /// The log directory holds another log than the one the store was initialised with.
+    IdentityMismatch {
+        path: PathBuf,
+        found: u64,
+        expected: u64,
+    },
+    /// The log directory has another partition count than the store (or `init`) expects.
+    PartitionCount {
+        path: PathBuf,
+        found: u32,
+        expected: u32,
+    },
 }
 
 impl fmt::Display for LogError {
@@ -98,6 +132,32 @@ impl fmt::Display for LogError {
                 "producer {producer} is fenced on partition {partition}: \
                  its epoch {epoch} is below the current epoch {current}"
             ),
+            LogError::Damaged { path, partition, offset, position, acked_end, reason } => write!(
+                f,
+                "partition {partition} lost acknowledged records: {} holds intact records only up to offset \
+                 {offset} (byte {position}) of the {acked_end} acknowledged ({reason}); run `consumer repair`",
+                path.display()
+            ),
+            LogError::Missing { path, what } => write!(
+                f,
+                "{what} {} is missing: refused (nothing recreates it in place; `consumer repair` does, \
+                 recording the loss)",
+                path.display()
+            ),
+            LogError::Unidentified { path } => write!(
+                f,
+                "log {} holds records but no identity file: nothing can tell whether it is the store's log (refused)",
+                path.display()
+            ),
+            LogError::IdentityMismatch { path, found, expected } => write!(
+                f,
+                "log {} has identity {found:016x}, but the store was initialised with log {expected:016x}: \
+                 it is another log (refused; `consumer repair` does not repair this)",
+                path.display()
+            ),
+            LogError::PartitionCount { path, found, expected } => {
+                write!(f, "log {} has {found} partition(s), but {expected} were expected: refused", path.display())
+            }
         }
     }
 }
@@ -112,7 +172,34 @@ impl std::error::Error for LogError {
             | LogError::Locked { .. }
             | LogError::BadHeader { .. }
             | LogError::OutOfOrderSequence { .. }
-            | LogError::ProducerFenced { .. } => None,
+            | LogError::ProducerFenced { .. }
+            | LogError::Damaged { .. }
+            | LogError::Missing { .. }
+            | LogError::Unidentified { .. }
+            | LogError::IdentityMismatch { .. }
+            | LogError::PartitionCount { .. } => None,
+        }
+    }
+}
+
+impl LogError {
+    /// Whether the error is a refusal to protect data (acknowledged records lost or damaged, a
+    /// file missing, another log): the command line's exit status 4, where bad input is 2.
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            LogError::Corrupt { .. }
+            | LogError::Damaged { .. }
+            | LogError::Missing { .. }
+            | LogError::Unidentified { .. }
+            | LogError::IdentityMismatch { .. }
+            | LogError::PartitionCount { .. } => true,
+            LogError::Io { .. }
+            | LogError::OffsetOutOfRange { .. }
+            | LogError::NoSuchPartition { .. }
+            | LogError::Locked { .. }
+            | LogError::BadHeader { .. }
+            | LogError::OutOfOrderSequence { .. }
+            | LogError::ProducerFenced { .. } => false,
         }
     }
 }

@@ -37,8 +37,9 @@ impl FrameMeta {
 pub(super) enum ScanEnd {
     /// Every byte belonged to a valid frame of a complete batch.
     Clean,
-    /// A torn tail from `position` (absolute, the start of an incomplete batch) to `file_len`.
-    Torn { position: u64, file_len: u64 },
+    /// A torn tail from `position` (absolute, the start of an incomplete batch) to `file_len`;
+    /// `reason` says which frame ended the valid prefix and why.
+    Torn { position: u64, file_len: u64, reason: String },
     /// Damage before the tail.
     Corrupt { offset: u64, position: u64, reason: String },
 }
@@ -125,7 +126,11 @@ pub(super) fn scan(
             Frame::BadChecksum => "checksum mismatch".to_string(),
         };
         let end = match find_later_frame(bytes, pos, expected) {
-            None => ScanEnd::Torn { position: base + valid as u64, file_len: base + bytes.len() as u64 },
+            None => ScanEnd::Torn {
+                position: base + valid as u64,
+                file_len: base + bytes.len() as u64,
+                reason: format!("record {expected} at byte {}: {why}", base + pos as u64),
+            },
             Some((offset, at)) => ScanEnd::Corrupt {
                 offset: expected,
                 position: base + pos as u64,

@@ -23,25 +23,42 @@
 //! is `ONCELOG1` (the version without producer fields) is refused as [`LogError::BadHeader`]:
 //! nothing converts it.
 //!
-//! `dir/partition-{N}.start` holds the retained log start: 8 bytes LE and their crc32c (LE).
-//! It is replaced atomically (temp file, fsync, rename, fsync of the directory); a missing file
-//! means start 0. `dir/writer.lock` is locked exclusively by the single writer.
+//! `dir/partition-{N}.start` holds the retained start: 8 bytes LE and their crc32c (LE).
+//! It is replaced atomically (temp file, fsync, rename, fsync of the directory). `init` makes
+//! it; a missing one is [`LogError::Missing`], never read as 0. `dir/writer.lock` is locked
+//! exclusively by the single writer.
 //!
-//! # Recovery
+//! `dir/identity` holds the log's random id and partition count (`identity.rs`), written last
+//! by `init` and recorded in the store: every open checks both ([`LogError::IdentityMismatch`],
+//! [`LogError::PartitionCount`]), so a store never runs against another log.
 //!
-//! A frame that runs past the end of the file, fails its checksum, carries an unexpected
-//! offset or does not continue its batch ends the valid prefix. If a valid frame with a later
-//! plausible offset follows it, records were damaged in the middle of the log: that is
-//! [`LogError::Corrupt`], never a silent skip. Otherwise it is a torn tail (an append cut short
-//! by a crash), which begins at the first record of the incomplete batch: the writer truncates
-//! it and reports a [`TailRepair`]; a reader treats it as not yet written. A batch is thus all
-//! or nothing: nobody ever reads part of one, and a retry of a batch a crash cut short appends
-//! it again rather than finding half of it.
+//! `dir/partition-{N}.ack` holds the acknowledgement record (`ack.rs`): the end offset and
+//! byte length of the file as of the last acknowledged append, in two alternating
+//! checksummed slots of a preallocated file. `dir/repairs.log` records, one line each, what
+//! every [`Log::repair`] removed or accepted as lost.
 //!
-//! The classification assumes appends reach the file in order, which holds for process
-//! crashes (a killed writer leaves a prefix of its last `write`). After a power loss a file
-//! system may persist the pages of one unacknowledged batch out of order; that surfaces as
-//! `Corrupt`, which errs on the side of a loud stop rather than a silent loss.
+//! # Appends and recovery
+//!
+//! An append writes its batch's frames and `fdatasync`s the file, then writes the next slot of
+//! the acknowledgement record and `fdatasync`s that, and only then returns. So on open:
+//!
+//! - bytes past the acknowledged length were never acknowledged (an append a crash or power
+//!   cut interrupted): the writer cuts them and reports a [`TailRepair`]; readers never look
+//!   at them;
+//! - a frame below the acknowledged length that is missing (the file is shorter) or fails
+//!   its checks means acknowledged records were lost: the partition is *damaged*. The writer
+//!   refuses to append to it or move its start ([`LogError::Damaged`], naming file, partition
+//!   and offset) and modifies nothing; readers read the intact records below the damage and
+//!   report it ([`Log::damage`]). Only [`Log::repair`] changes a damaged partition.
+//!
+//! Frames are checked batch by batch: a frame that fails its checksum, carries an unexpected
+//! offset or does not continue its batch ends the intact prefix, which therefore ends with a
+//! complete batch. A batch is thus all or nothing: nobody ever reads part of one, and a retry
+//! of a batch a crash cut short appends it again rather than finding half of it.
+//!
+//! The test-only [`WriterMode::Unchecked`] writer recovers the way the log did before the
+//! acknowledgement record: from the file alone, where a damaged last batch passes for a torn
+//! tail (and valid frames after damage make it [`LogError::Corrupt`]).
 //!
 //! # Idempotent producers
 //!
@@ -55,24 +72,39 @@
 //! # Files
 //!
 //! A DAG, leaves first: `header.rs` (the 8-byte header); `error.rs` (`LogError`);
-//! `producer.rs` (the idempotent producer table); `frame.rs` (the frame codec and the scan);
-//! `retention.rs` (start files); `partition.rs` (one partition: open, repair, append, read);
-//! `reader.rs` (a reader's refresh); this file, the front (`Log`).
+//! `durable.rs` (files replaced and directories made durably); `identity.rs` (the identity
+//! file); `ack.rs` (the acknowledgement record); `producer.rs` (the idempotent producer
+//! table); `frame.rs` (the frame codec and the scan); `retention.rs` (start files);
+//! `partition.rs` (one partition: open, recovery, append, read); `reader.rs` (a reader's
+//! refresh); this file, the front (`Log`); `repair.rs` (`Log::repair`) and `fault.rs` (fault
+//! injection for tests), which use the front's lock.
 
+mod ack;
+mod durable;
 mod error;
+pub mod fault;
 mod frame;
 mod header;
+mod identity;
 mod partition;
 mod producer;
 mod reader;
+mod repair;
 mod retention;
 
+pub use durable::create_dir_durably;
 pub use error::LogError;
-pub use partition::{Record, TailRepair};
+pub use identity::LogIdentity;
+pub use partition::{Damage, Record, TailRepair, WriterMode};
 pub use producer::{Appended, Producer, RECENT_BATCHES};
+pub use repair::{RepairAction, Repaired};
 
+use ack::create_ack_file;
+use durable::replace_file;
 use error::io_err;
-use partition::Partition;
+use header::{HEADER_LEN, MAGIC};
+use identity::{check_identity, check_matches, read_identity, write_identity};
+use partition::{partition_path, Partition};
 use retention::write_start;
 use std::fs::{self, File, OpenOptions};
 use std::ops::Range;
@@ -81,9 +113,21 @@ use std::path::Path;
 /// The handle on a log directory, either as its single writer or as one of its readers.
 pub struct Log {
     writer: bool,
+    identity: LogIdentity,
     parts: Vec<Partition>,
     /// Never read: the exclusive lock lives exactly as long as this open file.
     _lock: Option<File>,
+}
+
+/// What a reader sees of one partition after one refresh.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionView {
+    pub start: u64,
+    /// The end of the readable records (the intact ones when the partition is damaged).
+    pub end: u64,
+    /// The end the acknowledgement record holds.
+    pub acked_end: u64,
+    pub damage: Option<Damage>,
 }
 
 /// Encodes a record's delta as its payload: 8 bytes, little-endian.
@@ -98,42 +142,123 @@ pub fn decode_delta(payload: &[u8]) -> Option<i64> {
 }
 
 impl Log {
-    /// Opens `dir` (creating it and any missing partition file) as its only writer.
+    /// `init`'s first half, which writes nothing: the identity of the log in `dir` if it has
+    /// one with `partitions` partitions and every file ([`LogError::PartitionCount`] for
+    /// another count), else a new random identity. A directory whose partition files hold
+    /// records but that has no identity file is refused: nothing can tell which log it is.
+    pub fn identity_for_init(dir: &Path, partitions: u32) -> Result<LogIdentity, LogError> {
+        match read_identity(dir)? {
+            Some(found) => {
+                check_matches(dir, found, LogIdentity { id: found.id, partitions })?;
+                Log::open_reader(dir, found)?;
+                Ok(found)
+            }
+            None if holds_records(dir, partitions)? => Err(LogError::Unidentified { path: dir.to_path_buf() }),
+            None => LogIdentity::new_random(partitions),
+        }
+    }
+
+    /// `init`'s second half: creates the log `identity` names in `dir` (the directory, made
+    /// durably, and per partition its file, start 0 and acknowledgement record, then the
+    /// identity file, whose presence marks a complete log). Nothing to do when `dir` holds
+    /// that log already; another one is refused.
+    pub fn create(dir: &Path, identity: LogIdentity) -> Result<(), LogError> {
+        create_dir_durably(dir)?;
+        if let Some(found) = read_identity(dir)? {
+            check_matches(dir, found, identity)?;
+            return Log::open_reader(dir, identity).map(|_| ());
+        }
+        if holds_records(dir, identity.partitions)? {
+            return Err(LogError::Unidentified { path: dir.to_path_buf() });
+        }
+        for number in 0..identity.partitions {
+            replace_file(dir, &partition_path(dir, number, "log"), MAGIC)?;
+            write_start(&partition_path(dir, number, "start"), 0)?;
+            create_ack_file(&partition_path(dir, number, "ack"), 0, 0, HEADER_LEN)?;
+        }
+        write_identity(dir, identity)
+    }
+
+    /// The identity of the log in `dir`, read from its identity file; `None` when it has none.
+    pub fn read_identity(dir: &Path) -> Result<Option<LogIdentity>, LogError> {
+        read_identity(dir)
+    }
+
+    /// [`Log::identity_for_init`] then [`Log::create`]: a new log (or the one already there).
+    pub fn init(dir: &Path, partitions: u32) -> Result<LogIdentity, LogError> {
+        let identity = Log::identity_for_init(dir, partitions)?;
+        Log::create(dir, identity)?;
+        Ok(identity)
+    }
+
+    /// Opens the log `expected` names in `dir` as its only writer ([`WriterMode::Checked`]).
     ///
     /// Takes an exclusive lock on `dir/writer.lock` for the life of the `Log`, because two
-    /// writers would hand out the same offsets; a held lock gives [`LogError::Locked`].
-    /// Every torn tail found (including an incomplete batch) is truncated and returned as a
-    /// [`TailRepair`]; damage before the tail is [`LogError::Corrupt`] and nothing is
-    /// modified. The idempotent producers' table is rebuilt from every record in the files,
-    /// and the files are synced, so what the table records is durable.
-    pub fn open_writer(dir: &Path, partitions: u32) -> Result<(Log, Vec<TailRepair>), LogError> {
-        fs::create_dir_all(dir).map_err(io_err(dir))?;
+    /// writers would hand out the same offsets; a held lock gives [`LogError::Locked`]. Another
+    /// log, or a missing file, is refused (nothing is created in its place). Bytes past each
+    /// partition's acknowledged length are cut and returned as [`TailRepair`]s; a damaged
+    /// partition is left as it is and refuses appends. The idempotent producers' table is
+    /// rebuilt from every acknowledged record, and the files are synced, so what the table
+    /// records is durable.
+    pub fn open_writer(dir: &Path, expected: LogIdentity) -> Result<(Log, Vec<TailRepair>), LogError> {
+        Log::open_writer_with(dir, expected, WriterMode::Checked)
+    }
+
+    /// Test only: the writer of the trap "a log that grows again after losing its tail"
+    /// ([`WriterMode::Unchecked`]).
+    pub fn open_writer_unchecked(dir: &Path, expected: LogIdentity) -> Result<(Log, Vec<TailRepair>), LogError> {
+        Log::open_writer_with(dir, expected, WriterMode::Unchecked)
+    }
+
+    /// [`Log::open_writer`] in the given mode.
+    pub fn open_writer_with(
+        dir: &Path,
+        expected: LogIdentity,
+        mode: WriterMode,
+    ) -> Result<(Log, Vec<TailRepair>), LogError> {
+        check_identity(dir, expected)?;
         let lock = lock_dir(dir)?;
         let mut parts = Vec::new();
         let mut repairs = Vec::new();
-        for number in 0..partitions {
-            let (part, repair) = Partition::open_writer(dir, number)?;
+        for number in 0..expected.partitions {
+            let (part, repair) = Partition::open_writer(dir, number, mode)?;
             parts.push(part);
             repairs.extend(repair);
         }
-        Ok((Log { writer: true, parts, _lock: Some(lock) }, repairs))
+        Ok((Log { writer: true, identity: expected, parts, _lock: Some(lock) }, repairs))
     }
 
-    /// Opens `dir` for reading only, possibly while another process appends to it.
+    /// Opens the log `expected` names in `dir` for reading only, possibly while another
+    /// process appends to it.
     ///
-    /// Never modifies a file and takes no lock. A torn or incomplete tail (an incomplete
-    /// batch included) is treated as not yet written, because it may be a batch being
-    /// appended right now; damage before the tail is [`LogError::Corrupt`]. A partition file
-    /// that does not exist yet reads as empty until the writer creates it. A reader keeps no
-    /// producer table.
-    pub fn open_reader(dir: &Path, partitions: u32) -> Result<Log, LogError> {
+    /// Never modifies a file and takes no lock. Nothing past a partition's acknowledged end is
+    /// read. Another log or a missing file is refused; a damaged partition opens, its intact
+    /// records readable ([`Log::damage`] says where they end). A reader keeps no producer table.
+    pub fn open_reader(dir: &Path, expected: LogIdentity) -> Result<Log, LogError> {
+        check_identity(dir, expected)?;
         let mut parts = Vec::new();
-        for number in 0..partitions {
+        for number in 0..expected.partitions {
             let mut part = Partition::new(dir, number);
             part.refresh()?;
             parts.push(part);
         }
-        Ok(Log { writer: false, parts, _lock: None })
+        Ok(Log { writer: false, identity: expected, parts, _lock: None })
+    }
+
+    /// Makes the log `expected` names in `dir` consistent again after a loss: see `repair.rs`.
+    /// `before` is shown every action before anything changes; a healthy log gets none and is
+    /// left as it is. Another log is refused. Takes the writer lock.
+    pub fn repair(
+        dir: &Path,
+        expected: LogIdentity,
+        before: impl FnOnce(&[RepairAction]),
+    ) -> Result<Repaired, LogError> {
+        repair::repair(dir, expected, before)
+    }
+
+    /// The identity this handle was opened with (checked against the directory's).
+    pub fn identity(&self) -> LogIdentity {
+        self.identity
     }
 
     /// The number of partitions this handle was opened with.
@@ -205,6 +330,22 @@ impl Log {
         part.read_record(offset)
     }
 
+    /// Reads the records `offsets` of `partition`, each as [`Log::read`] would, with one
+    /// refresh for all of them (a fetch of a batch). The whole range must lie within the start
+    /// and the end, else [`LogError::OffsetOutOfRange`] names the first offset outside.
+    pub fn read_range(&mut self, partition: u32, offsets: Range<u64>) -> Result<Vec<Record>, LogError> {
+        let part = self.current(partition)?;
+        let (start, end) = (part.start, part.end());
+        if offsets.is_empty() {
+            return Ok(Vec::new());
+        }
+        if offsets.start < start || offsets.end > end {
+            let offset = if offsets.start < start { offsets.start } else { end.max(offsets.start) };
+            return Err(LogError::OffsetOutOfRange { partition, offset, start, end });
+        }
+        offsets.map(|offset| part.read_record(offset)).collect()
+    }
+
     /// The first readable offset of `partition` (refreshed for a reader).
     pub fn start(&mut self, partition: u32) -> Result<u64, LogError> {
         Ok(self.current(partition)?.start)
@@ -215,6 +356,22 @@ impl Log {
         Ok(self.current(partition)?.end())
     }
 
+    /// Whether `partition` lost acknowledged records (refreshed for a reader).
+    pub fn damaged(&mut self, partition: u32) -> Result<bool, LogError> {
+        Ok(self.current(partition)?.damage.is_some())
+    }
+
+    /// Where the intact records of a damaged `partition` end and why (refreshed for a reader).
+    pub fn damage(&mut self, partition: u32) -> Result<Option<Damage>, LogError> {
+        Ok(self.current(partition)?.damage.clone())
+    }
+
+    /// Start, end, acknowledged end and damage of `partition`, after one refresh.
+    pub fn view(&mut self, partition: u32) -> Result<PartitionView, LogError> {
+        let part = self.current(partition)?;
+        Ok(PartitionView { start: part.start, end: part.end(), acked_end: part.ack.end, damage: part.damage.clone() })
+    }
+
     /// Retention: advances the start of `partition` to `offset` and returns the new start.
     ///
     /// Writer only. The start never moves backwards (an `offset` below it changes nothing)
@@ -222,10 +379,11 @@ impl Log {
     /// no longer readable by anyone, though their bytes physically stay in the file: dropping
     /// them would mean rewriting the file, and a reader must only ever see a higher start.
     /// Their producer fields still count when the writer rebuilds its producer table.
-    /// An `Ok` means the new start is durable.
+    /// An `Ok` means the new start is durable. A damaged partition is refused.
     pub fn retain_before(&mut self, partition: u32, offset: u64) -> Result<u64, LogError> {
         assert!(self.writer, "retain_before on a log opened with open_reader: only the writer moves the start");
         let part = self.part(partition)?;
+        part.check_writable()?;
         if offset > part.end() {
             return Err(LogError::OffsetOutOfRange { partition, offset, start: part.start, end: part.end() });
         }
@@ -263,6 +421,21 @@ impl Log {
         }
         Ok(part)
     }
+}
+
+/// Whether any of the first `partitions` partition files in `dir` holds a byte past its
+/// header (a record, or part of one).
+fn holds_records(dir: &Path, partitions: u32) -> Result<bool, LogError> {
+    for number in 0..partitions {
+        let path = partition_path(dir, number, "log");
+        match fs::metadata(&path) {
+            Ok(metadata) if metadata.len() > HEADER_LEN => return Ok(true),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(&path)(e)),
+        }
+    }
+    Ok(false)
 }
 
 /// Takes the single-writer lock, held for as long as the returned file stays open.

@@ -1,12 +1,14 @@
-//! One partition's file and in-memory index: opening it as the writer (header check, torn-tail
-//! repair, producer table rebuild), durable appends and checked reads. A reader's refresh is
-//! in `reader.rs`.
+//! One partition's files and in-memory index: opening it as the writer (header check, the
+//! acknowledged length checked against the file, an unacknowledged tail cut, the producer
+//! table rebuilt), durable acknowledged appends and checked reads. A reader's refresh is in
+//! `reader.rs`.
 
+use super::ack::{create_ack_file, inspect_ack, open_ack, read_ack, write_ack, Ack, AckFile};
 use super::error::{io_err, LogError};
 use super::frame::{encode_frame, parse_frame, scan, Frame, FrameMeta, ScanEnd, FRAME_HEAD};
 use super::header::{HEADER_LEN, MAGIC};
 use super::producer::{Appended, Producer, ProducerBatch, ProducerTable};
-use super::retention::{read_start, replace_file};
+use super::retention::read_start;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::Range;
@@ -32,20 +34,54 @@ pub struct TailRepair {
     pub dropped_bytes: u64,
 }
 
+/// Acknowledged records a partition file lost: its intact records end at `offset` (byte
+/// `position`), below the `acked_end` its acknowledgement record holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    pub offset: u64,
+    pub position: u64,
+    pub acked_end: u64,
+    pub reason: String,
+}
+
+/// How a writer treats the acknowledgement record (`partition-N.ack`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriterMode {
+    /// On open, bytes past the acknowledged length are an unacknowledged tail (cut and
+    /// reported) and acknowledged records missing or damaged make the partition damaged
+    /// (appends refused, nothing modified); every append updates the record before it returns.
+    Checked,
+    /// Test only, the trap: on open the record is ignored (the file alone decides, torn-tail
+    /// repair as before the record existed) and then made to say what the file holds, so a
+    /// log that lost its tail grows again at its new end.
+    Unchecked,
+    /// Benchmark only: as `Checked`, but appends leave the record alone. They are durable yet
+    /// not acknowledged, so the next open cuts them; this measures what the record costs.
+    WithoutAckRecord,
+}
+
 /// One partition's files and its in-memory index. The `pub(super)` fields are those a reader's
 /// refresh (`reader.rs`) and `Log` (`mod.rs`) read or move; the rest only this file touches.
 pub(super) struct Partition {
     number: u32,
     pub(super) log_path: PathBuf,
     pub(super) start_path: PathBuf,
-    /// `None` only for a reader whose writer has not created the file yet.
+    pub(super) ack_path: PathBuf,
+    /// Opened by the writer's open and by a reader's first refresh.
     pub(super) file: Option<File>,
+    /// The writer's open acknowledgement file.
+    ack_file: Option<File>,
     /// Byte position of the frame of each offset, from offset 0 (retention keeps the bytes).
-    index: Vec<u64>,
+    pub(super) index: Vec<u64>,
     /// Byte position just after the last indexed frame; the writer appends here. Always the
     /// end of a complete batch.
-    tail: u64,
+    pub(super) tail: u64,
     pub(super) start: u64,
+    /// The acknowledged state last read (reader) or written (writer).
+    pub(super) ack: Ack,
+    /// Set when acknowledged records are missing or damaged: the writer refuses to append.
+    pub(super) damage: Option<Damage>,
+    mode: WriterMode,
     /// Set after a failed write or fsync: the disk state is unknown until a reopen repairs it.
     poisoned: bool,
     /// The writer's idempotent producers; `None` for a reader.
@@ -56,12 +92,17 @@ impl Partition {
     pub(super) fn new(dir: &Path, number: u32) -> Partition {
         Partition {
             number,
-            log_path: dir.join(format!("partition-{number}.log")),
-            start_path: dir.join(format!("partition-{number}.start")),
+            log_path: partition_path(dir, number, "log"),
+            start_path: partition_path(dir, number, "start"),
+            ack_path: partition_path(dir, number, "ack"),
             file: None,
+            ack_file: None,
             index: Vec::new(),
             tail: HEADER_LEN,
             start: 0,
+            ack: Ack { generation: 0, end: 0, len: HEADER_LEN },
+            damage: None,
+            mode: WriterMode::Checked,
             poisoned: false,
             producers: None,
         }
@@ -71,31 +112,129 @@ impl Partition {
         self.index.len() as u64
     }
 
-    /// Opens or creates the partition for writing, repairs a torn tail and rebuilds the
-    /// producer table. The file is synced either way, so everything indexed is durable.
-    pub(super) fn open_writer(dir: &Path, number: u32) -> Result<(Partition, Option<TailRepair>), LogError> {
+    /// Opens the partition for writing: checks the file against its acknowledgement record
+    /// (or, `Unchecked`, repairs a torn tail from the file alone) and rebuilds the producer
+    /// table. Everything indexed is durable when this returns.
+    pub(super) fn open_writer(
+        dir: &Path,
+        number: u32,
+        mode: WriterMode,
+    ) -> Result<(Partition, Option<TailRepair>), LogError> {
         let mut part = Partition::new(dir, number);
         part.producers = Some(ProducerTable::default());
-        if !part.log_path.exists() {
-            create_log_file(dir, &part.log_path)?;
-        }
-        let file = OpenOptions::new().read(true).write(true).open(&part.log_path).map_err(io_err(&part.log_path))?;
-        check_header(&file, &part.log_path)?;
-        part.file = Some(file);
-        let repair = match part.scan_tail()? {
-            ScanEnd::Clean => None,
-            ScanEnd::Torn { position, file_len } => Some(part.truncate(position, file_len)?),
-            ScanEnd::Corrupt { offset, position, reason } => return Err(part.corrupt(offset, position, reason)),
+        part.mode = mode;
+        part.open_data(true)?;
+        let repair = match mode {
+            WriterMode::Checked | WriterMode::WithoutAckRecord => part.recover_acknowledged()?,
+            WriterMode::Unchecked => part.recover_unchecked()?,
         };
-        if repair.is_none() {
-            // A crashed writer may have left its last batch in the page cache only; a retry
-            // must not be told that batch is durable before it is.
-            let file = part.file.as_ref().expect("opened above");
-            file.sync_data().map_err(io_err(&part.log_path))?;
-        }
         part.start = read_start(&part.start_path)?;
         part.check_start_within_end()?;
         Ok((part, repair))
+    }
+
+    /// Opens the partition file (read-write for the writer) and checks its header. A missing
+    /// file is refused: it held acknowledged records, or `init` made it.
+    pub(super) fn open_data(&mut self, write: bool) -> Result<(), LogError> {
+        let file = match OpenOptions::new().read(true).write(write).open(&self.log_path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(LogError::Missing { path: self.log_path.clone(), what: "the partition file" })
+            }
+            Err(e) => return Err(io_err(&self.log_path)(e)),
+        };
+        check_header(&file, &self.log_path)?;
+        self.file = Some(file);
+        Ok(())
+    }
+
+    /// The checked open: the acknowledged bytes must hold the acknowledged records, else the
+    /// partition is damaged and left untouched; bytes past them were never acknowledged (an
+    /// append a crash interrupted) and are cut.
+    fn recover_acknowledged(&mut self) -> Result<Option<TailRepair>, LogError> {
+        let ack_file = open_ack(&self.ack_path, true)?;
+        let ack = read_ack(&ack_file, &self.ack_path)?;
+        let file_len = self.file_len()?;
+        self.damage = self.index_acknowledged(ack, file_len)?;
+        self.ack = ack;
+        let ack_file = self.ack_file.insert(ack_file);
+        if self.damage.is_some() {
+            return Ok(None);
+        }
+        // A crashed writer may have left its last record in the page cache only; a retry must
+        // not be told that batch is durable before it is.
+        ack_file.sync_data().map_err(io_err(&self.ack_path))?;
+        if file_len > ack.len {
+            return self.truncate(ack.len, file_len).map(Some);
+        }
+        let file = self.file.as_ref().expect("opened before recovery");
+        file.sync_data().map_err(io_err(&self.log_path))?;
+        Ok(None)
+    }
+
+    /// The trap (`WriterMode::Unchecked`): the file alone decides (a torn tail is cut, damage
+    /// before it is `Corrupt`), and the acknowledgement record is then made to say what the
+    /// file holds, forgetting any acknowledged record it lost.
+    fn recover_unchecked(&mut self) -> Result<Option<TailRepair>, LogError> {
+        let repair = match self.scan_tail()? {
+            ScanEnd::Clean => None,
+            ScanEnd::Torn { position, file_len, .. } => Some(self.truncate(position, file_len)?),
+            ScanEnd::Corrupt { offset, position, reason } => return Err(self.corrupt(offset, position, reason)),
+        };
+        if repair.is_none() {
+            let file = self.file.as_ref().expect("opened before recovery");
+            file.sync_data().map_err(io_err(&self.log_path))?;
+        }
+        let (end, len) = (self.end(), self.tail);
+        self.ack = match inspect_ack(&self.ack_path)? {
+            AckFile::Valid(ack) if (ack.end, ack.len) == (end, len) => ack,
+            AckFile::Valid(ack) => {
+                let forgotten = Ack { generation: ack.generation + 1, end, len };
+                write_ack(&open_ack(&self.ack_path, true)?, &self.ack_path, forgotten)?;
+                forgotten
+            }
+            AckFile::Missing | AckFile::Unreadable(_) => create_ack_file(&self.ack_path, 0, end, len)?,
+        };
+        self.ack_file = Some(open_ack(&self.ack_path, true)?);
+        Ok(repair)
+    }
+
+    /// Indexes the acknowledged bytes not indexed yet (up to `ack.len` or the file's end) and
+    /// says whether they hold exactly the acknowledged records; bytes past `ack.len` are never
+    /// looked at. Complete idempotent batches go to the producer table. Never modifies a file.
+    pub(super) fn index_acknowledged(&mut self, ack: Ack, file_len: u64) -> Result<Option<Damage>, LogError> {
+        let limit = file_len.min(ack.len);
+        let mut detail = None;
+        if self.tail < limit {
+            let file = self.file.as_ref().expect("indexing needs the open file");
+            let bytes = read_range(file, self.tail, limit).map_err(io_err(&self.log_path))?;
+            let mut batches = Vec::new();
+            let (valid_len, end) = scan(&bytes, self.tail, &mut self.index, &mut batches);
+            self.tail += valid_len as u64;
+            if let Some(table) = self.producers.as_mut() {
+                batches.into_iter().for_each(|batch| table.record(batch));
+            }
+            detail = match end {
+                ScanEnd::Clean => None,
+                ScanEnd::Torn { reason, .. } | ScanEnd::Corrupt { reason, .. } => Some(reason),
+            };
+        }
+        if self.tail == ack.len && self.end() == ack.end {
+            return Ok(None);
+        }
+        let short =
+            (file_len < ack.len).then(|| format!("the file has {file_len} of the {} acknowledged bytes", ack.len));
+        let reason = match (detail, short) {
+            (Some(detail), Some(short)) => format!("{detail}; {short}"),
+            (Some(reason), None) | (None, Some(reason)) => reason,
+            (None, None) => format!("its acknowledged bytes hold {} records, not {}", self.end(), ack.end),
+        };
+        Ok(Some(Damage { offset: self.end(), position: self.tail, acked_end: ack.end, reason }))
+    }
+
+    fn file_len(&self) -> Result<u64, LogError> {
+        let file = self.file.as_ref().expect("the partition file is open");
+        Ok(file.metadata().map_err(io_err(&self.log_path))?.len())
     }
 
     /// Cuts a torn tail off the file, durably, and describes what was cut.
@@ -114,15 +253,12 @@ impl Partition {
 
     /// Reads every byte after the indexed frames, indexes the complete batches, records the
     /// idempotent ones in the writer's producer table and classifies the rest. Never
-    /// modifies the file.
+    /// modifies the file. The unchecked writer, which trusts the file alone, and `repair` of a
+    /// partition whose acknowledgement record is gone use it.
     pub(super) fn scan_tail(&mut self) -> Result<ScanEnd, LogError> {
         let file = self.file.as_ref().expect("scan_tail needs an open file");
         let file_len = file.metadata().map_err(io_err(&self.log_path))?.len();
-        if file_len < self.tail {
-            let reason = format!("the file shrank to {file_len} bytes below indexed records");
-            return Ok(ScanEnd::Corrupt { offset: self.end(), position: self.tail, reason });
-        }
-        let bytes = read_from(file, self.tail).map_err(io_err(&self.log_path))?;
+        let bytes = read_range(file, self.tail, file_len.max(self.tail)).map_err(io_err(&self.log_path))?;
         let mut batches = Vec::new();
         let (valid_len, end) = scan(&bytes, self.tail, &mut self.index, &mut batches);
         self.tail += valid_len as u64;
@@ -140,6 +276,7 @@ impl Partition {
         base_sequence: u32,
         payloads: &[&[u8]],
     ) -> Result<Appended, LogError> {
+        self.check_writable()?;
         let count = batch_len(payloads);
         let table = self.producers.as_ref().expect("the writer keeps a producer table");
         if let Some(original) = table.check(self.number, producer, base_sequence, count)? {
@@ -153,21 +290,20 @@ impl Partition {
         Ok(Appended { offsets, duplicate: false })
     }
 
-    /// Writes the batch's frames at the tail, syncs once and only then indexes them.
+    /// Writes the batch's frames at the tail and syncs them once, then records the new
+    /// acknowledged end and syncs that, and only then indexes them: a crash before the record
+    /// is durable leaves bytes past the acknowledged length, which the next open cuts.
     /// `producer` is the idempotent producer and the batch's base sequence, if any.
     pub(super) fn append(
         &mut self,
         payloads: &[&[u8]],
         producer: Option<(Producer, u32)>,
     ) -> Result<Range<u64>, LogError> {
+        self.check_writable()?;
         let first = self.end();
         let count = batch_len(payloads);
         if count == 0 {
             return Ok(first..first);
-        }
-        if self.poisoned {
-            let msg = "an earlier append failed, so the file's tail is unknown: reopen the log";
-            return Err(io_err(&self.log_path)(io::Error::other(msg)));
         }
         let mut bytes = Vec::new();
         let mut positions = Vec::new();
@@ -182,9 +318,55 @@ impl Partition {
             self.poisoned = true;
             return Err(io_err(&self.log_path)(e));
         }
-        self.tail += bytes.len() as u64;
+        let ack = Ack {
+            generation: self.ack.generation + 1,
+            end: first + u64::from(count),
+            len: self.tail + bytes.len() as u64,
+        };
+        if let Err(error) = self.acknowledge(ack) {
+            self.poisoned = true;
+            return Err(error);
+        }
+        self.tail = ack.len;
         self.index.extend(positions);
         Ok(first..self.end())
+    }
+
+    /// Makes `ack` the durable acknowledged state (but for `WithoutAckRecord`).
+    fn acknowledge(&mut self, ack: Ack) -> Result<(), LogError> {
+        match self.mode {
+            WriterMode::Checked | WriterMode::Unchecked => {
+                let file = self.ack_file.as_ref().expect("the writer keeps its acknowledgement file open");
+                write_ack(file, &self.ack_path, ack)?;
+                self.ack = ack;
+            }
+            WriterMode::WithoutAckRecord => {}
+        }
+        Ok(())
+    }
+
+    /// A damaged partition, or one whose last write failed, takes no append.
+    pub(super) fn check_writable(&self) -> Result<(), LogError> {
+        if let Some(damage) = &self.damage {
+            return Err(self.damaged(damage));
+        }
+        if self.poisoned {
+            let msg = "an earlier append failed, so the file's tail is unknown: reopen the log";
+            return Err(io_err(&self.log_path)(io::Error::other(msg)));
+        }
+        Ok(())
+    }
+
+    /// The refusal naming a damaged partition.
+    pub(super) fn damaged(&self, damage: &Damage) -> LogError {
+        LogError::Damaged {
+            path: self.log_path.clone(),
+            partition: self.number,
+            offset: damage.offset,
+            position: damage.position,
+            acked_end: damage.acked_end,
+            reason: damage.reason.clone(),
+        }
     }
 
     /// Reads one indexed record and re-verifies its frame.
@@ -204,18 +386,25 @@ impl Partition {
         }
     }
 
-    /// A start past the end can only come from damage (retention never passes the end).
+    /// A start past the acknowledged end can only come from damage (retention never passes
+    /// the end). The acknowledged end, not the intact one: a loss does not move the start.
     pub(super) fn check_start_within_end(&self) -> Result<(), LogError> {
-        if self.start <= self.end() {
+        let end = self.ack.end.max(self.end());
+        if self.start <= end {
             return Ok(());
         }
-        let reason = format!("the start {} is past the end {} of the log", self.start, self.end());
+        let reason = format!("the start {} is past the end {end} of the log", self.start);
         Err(LogError::Corrupt { path: self.start_path.clone(), offset: self.start, position: 0, reason })
     }
 
     pub(super) fn corrupt(&self, offset: u64, position: u64, reason: String) -> LogError {
         LogError::Corrupt { path: self.log_path.clone(), offset, position, reason }
     }
+}
+
+/// `partition-{number}.{extension}` in `dir`.
+pub(super) fn partition_path(dir: &Path, number: u32, extension: &str) -> PathBuf {
+    dir.join(format!("partition-{number}.{extension}"))
 }
 
 /// The number of records of a batch, which its frames store as a u32.
@@ -225,18 +414,12 @@ fn batch_len(payloads: &[&[u8]]) -> u32 {
     len.expect("checked above")
 }
 
-/// Every byte of `file` from `from` to its current end (the end may grow as we read).
-fn read_from(mut file: &File, from: u64) -> io::Result<Vec<u8>> {
+/// The bytes of `file` from `from` up to `to`, or to its end if that comes first.
+pub(super) fn read_range(mut file: &File, from: u64, to: u64) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     file.seek(SeekFrom::Start(from))?;
-    file.read_to_end(&mut bytes)?;
+    file.take(to.saturating_sub(from)).read_to_end(&mut bytes)?;
     Ok(bytes)
-}
-
-/// Creates a partition file holding just the header. It appears by rename, complete, so a
-/// crash can never leave a file with a partial header (a short file is a bad header).
-fn create_log_file(dir: &Path, path: &Path) -> Result<(), LogError> {
-    replace_file(dir, path, MAGIC)
 }
 
 /// A partition file must start with our magic; we never repair, convert or overwrite

@@ -1,37 +1,58 @@
 //! The retained start of each partition, `partition-{N}.start`: its 8 bytes and their
-//! crc32c, read back (missing means 0) and replaced atomically. `Log::retain_before` moves it.
+//! crc32c, read back and replaced atomically. `Log::retain_before` moves it. `init` creates it
+//! (start 0); a missing start file is refused, never read as 0, because reading it as 0 would
+//! silently move the start back over records retention removed.
 
+use super::durable::replace_file;
 use super::error::{io_err, LogError};
-use std::fs::{self, File};
+use std::fs;
 use std::io;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A start file is the start offset and its checksum, nothing else.
 const START_LEN: usize = 12;
 
-/// Reads a start file; a missing one means nothing was ever retained.
+/// What a start file holds: its offset, or why it cannot be read (`repair` tells them apart;
+/// everyone else refuses both).
+pub(super) enum StartFile {
+    Valid(u64),
+    Missing,
+    Unreadable(LogError),
+}
+
+/// Reads a start file; a missing one is [`LogError::Missing`].
 pub(super) fn read_start(path: &Path) -> Result<u64, LogError> {
+    match inspect_start(path)? {
+        StartFile::Valid(start) => Ok(start),
+        StartFile::Missing => Err(LogError::Missing { path: path.to_path_buf(), what: "the start file" }),
+        StartFile::Unreadable(error) => Err(error),
+    }
+}
+
+/// Reads a start file, telling a missing or damaged one apart from an I/O error.
+pub(super) fn inspect_start(path: &Path) -> Result<StartFile, LogError> {
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(StartFile::Missing),
         Err(e) => return Err(io_err(path)(e)),
     };
-    let corrupt = |offset, position, reason: &str| LogError::Corrupt {
-        path: path.to_path_buf(),
-        offset,
-        position,
-        reason: reason.to_string(),
+    let corrupt = |offset, position, reason: &str| {
+        StartFile::Unreadable(LogError::Corrupt {
+            path: path.to_path_buf(),
+            offset,
+            position,
+            reason: reason.to_string(),
+        })
     };
     if bytes.len() != START_LEN {
-        return Err(corrupt(0, bytes.len() as u64, "a start file holds exactly 12 bytes"));
+        return Ok(corrupt(0, bytes.len() as u64, "a start file holds exactly 12 bytes"));
     }
     let start = u64::from_le_bytes(bytes[0..8].try_into().expect("8 bytes"));
     let crc = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     if crc32c::crc32c(&bytes[0..8]) != crc {
-        return Err(corrupt(start, 8, "checksum mismatch"));
+        return Ok(corrupt(start, 8, "checksum mismatch"));
     }
-    Ok(start)
+    Ok(StartFile::Valid(start))
 }
 
 /// Replaces a start file atomically: a crash leaves either the old start or the new one.
@@ -40,17 +61,4 @@ pub(super) fn write_start(path: &Path, start: u64) -> Result<(), LogError> {
     bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
     let dir = path.parent().expect("a start file lives in the log directory");
     replace_file(dir, path, &bytes)
-}
-
-/// Writes `bytes` to a temp file, syncs it, renames it over `path` and syncs the directory,
-/// so the rename itself survives a crash. New partition files are created this way too.
-pub(super) fn replace_file(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), LogError> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let file = File::create(&tmp).map_err(io_err(&tmp))?;
-    file.write_all_at(bytes, 0).map_err(io_err(&tmp))?;
-    file.sync_all().map_err(io_err(&tmp))?;
-    fs::rename(&tmp, path).map_err(io_err(path))?;
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))
 }

@@ -14,10 +14,11 @@ mod types;
 pub use self::postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use types::{
-    Claimed, DeadLetter, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset,
+    Claimed, DeadLetter, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset, Rewind,
     StoreError, StoreOptions, SCHEMA_VERSION,
 };
 
+use crate::log::LogIdentity;
 use std::path::{Path, PathBuf};
 
 /// Where a store lives: an SQLite file (the default, `store.db` in the data directory) or a
@@ -62,9 +63,9 @@ macro_rules! dispatch {
 }
 
 impl Store {
-    /// Creates an SQLite store (see `SqliteStore::create`).
-    pub fn create(path: &Path, partitions: u32, options: StoreOptions) -> Result<Store, StoreError> {
-        SqliteStore::create(path, partitions, options).map(Store::Sqlite)
+    /// Creates an SQLite store for the log `log` (see `SqliteStore::create`).
+    pub fn create(path: &Path, log: LogIdentity, options: StoreOptions) -> Result<Store, StoreError> {
+        SqliteStore::create(path, log, options).map(Store::Sqlite)
     }
 
     /// Opens an SQLite store (see `SqliteStore::open`).
@@ -72,11 +73,11 @@ impl Store {
         SqliteStore::open(path, options).map(Store::Sqlite)
     }
 
-    /// Creates a store of either backend; PostgreSQL ignores the journal mode.
-    pub fn create_at(location: &Location, partitions: u32, options: StoreOptions) -> Result<Store, StoreError> {
+    /// Creates a store of either backend for the log `log`; PostgreSQL ignores the journal mode.
+    pub fn create_at(location: &Location, log: LogIdentity, options: StoreOptions) -> Result<Store, StoreError> {
         match location {
-            Location::Sqlite(path) => Store::create(path, partitions, options),
-            Location::Postgres(url) => PgStore::create(url, partitions, options).map(Store::Postgres),
+            Location::Sqlite(path) => Store::create(path, log, options),
+            Location::Postgres(url) => PgStore::create(url, log, options).map(Store::Postgres),
         }
     }
 
@@ -98,6 +99,15 @@ impl Store {
 
     pub fn partitions(&self) -> u32 {
         dispatch!(self, s => s.partitions())
+    }
+
+    /// The log this store was initialised with: every open of the log checks it.
+    pub fn log_identity(&self) -> LogIdentity {
+        dispatch!(self, s => s.log_identity())
+    }
+
+    pub fn rewind_to_log_end(&mut self, group: &str, partition: u32, end: u64) -> Result<Option<Rewind>, StoreError> {
+        dispatch!(self, s => s.rewind_to_log_end(group, partition, end))
     }
 
     pub fn ensure_group(&mut self, group: &str, initial_owner: &str) -> Result<(), StoreError> {

@@ -13,9 +13,10 @@
 //! the `schema_version` row of `meta`.
 
 use super::types::{
-    Claimed, DeadLetter, Ending, FailurePolicy, Guard, InsideHook, Item, PoisonAttempt, ProgressRow, Reset, StoreError,
-    StoreOptions, SCHEMA_VERSION,
+    Claimed, DeadLetter, Ending, FailurePolicy, Guard, InsideHook, Item, PoisonAttempt, ProgressRow, Reset, Rewind,
+    StoreError, StoreOptions, SCHEMA_VERSION,
 };
+use crate::log::LogIdentity;
 use postgres::config::Host;
 use postgres::types::ToSql;
 use postgres::{Client, Config, IsolationLevel, NoTls, Row, Transaction};
@@ -24,7 +25,7 @@ use std::str::FromStr;
 
 /// The store's tables, created once by `PgStore::create`; `table_names` reads their names back.
 pub(super) const SCHEMA: &str = "
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);  -- partitions, schema_version, log_id
     CREATE TABLE effect (grp TEXT PRIMARY KEY, total BIGINT NOT NULL);
     CREATE TABLE progress (
         grp TEXT NOT NULL, part BIGINT NOT NULL,
@@ -60,6 +61,8 @@ pub struct PgStore {
     client: RefCell<Client>,
     target: String,
     partitions: u32,
+    /// The identity of the log this store was initialised with (`meta.log_id`, `partitions`).
+    log: LogIdentity,
 }
 
 /// The connection target of a URL without its password: `postgres://user@host:port/dbname`.
@@ -183,9 +186,9 @@ impl PgStore {
         Ok((client, target))
     }
 
-    /// Creates the store's schema in the URL's database for `partitions` partitions, refusing
-    /// a database that holds any of the store's tables already.
-    pub fn create(url: &str, partitions: u32, options: StoreOptions) -> Result<PgStore, StoreError> {
+    /// Creates the store's schema in the URL's database for the log `log` (its partitions; its
+    /// id recorded), refusing a database that holds any of the store's tables already.
+    pub fn create(url: &str, log: LogIdentity, options: StoreOptions) -> Result<PgStore, StoreError> {
         let (mut client, target) = PgStore::connect(url, options)?;
         // No crash point names this write: its hook does nothing.
         transaction(&mut client, &target, &mut || {}, |write| {
@@ -197,8 +200,9 @@ impl PgStore {
                 return Err(StoreError::PgAlreadyInitialised { target: target.clone() });
             }
             write.tx.batch_execute(SCHEMA).map_err(fail(write.target, "schema"))?;
-            let sql = "INSERT INTO meta (key, value) VALUES ('partitions', $1), ('schema_version', $2)";
-            write.exec(sql, &[&i64::from(partitions), &SCHEMA_VERSION])?;
+            let sql = "INSERT INTO meta (key, value) VALUES ('partitions', $1), ('schema_version', $2), ('log_id', $3)";
+            // The id's bits as a signed BIGINT.
+            write.exec(sql, &[&i64::from(log.partitions), &SCHEMA_VERSION, &(log.id as i64)])?;
             Ok(Ending::Commit(()))
         })?;
         PgStore::open(url, options)
@@ -222,7 +226,15 @@ impl PgStore {
         }
         let sql = "SELECT value FROM meta WHERE key = 'partitions'";
         let partitions: i64 = client.query_one(sql, &[]).map_err(fail(&target, sql))?.get(0);
-        Ok(PgStore { client: RefCell::new(client), target, partitions: partitions as u32 })
+        let sql = "SELECT value FROM meta WHERE key = 'log_id'";
+        let log_id: i64 = client.query_one(sql, &[]).map_err(fail(&target, sql))?.get(0);
+        let log = LogIdentity { id: log_id as u64, partitions: partitions as u32 };
+        Ok(PgStore { client: RefCell::new(client), target, partitions: partitions as u32, log })
+    }
+
+    /// The log this store was initialised with.
+    pub fn log_identity(&self) -> LogIdentity {
+        self.log
     }
 
     /// The connection target, without the password.
@@ -592,6 +604,42 @@ impl PgStore {
             write.exec(sql, &[&group, &i64::from(partition), &from, &(to as i64)])?;
             write.exec(SET_NEXT_SQL, &[&group, &i64::from(partition), &(to as i64)])?;
             Ok(from as u64)
+        })
+    }
+
+    /// `consumer repair` (see `SqliteStore::rewind_to_log_end`), with the progress row locked
+    /// first. `None` (and nothing written) when nothing of the group's is at or past `end`.
+    pub fn rewind_to_log_end(&mut self, group: &str, partition: u32, end: u64) -> Result<Option<Rewind>, StoreError> {
+        self.check_partition(partition)?;
+        let (part, end_sql) = (i64::from(partition), end as i64);
+        // No crash point names this write: its hook does nothing.
+        self.write_ending(&mut || {}, |write| {
+            let sql = "SELECT next_offset, stamp FROM progress WHERE grp = $1 AND part = $2 FOR UPDATE";
+            let row = write.one(sql, &[&group, &part])?;
+            let (from, stamp) = (row.get::<_, i64>(0) as u64, row.get::<_, Option<i64>>(1).map(|stamp| stamp as u64));
+            let sql = "DELETE FROM processed WHERE grp = $1 AND part = $2 AND log_offset >= $3";
+            let processed_dropped = write.exec(sql, &[&group, &part, &end_sql])?;
+            let sql = "DELETE FROM attempts WHERE grp = $1 AND part = $2 AND log_offset >= $3";
+            let attempts_dropped = write.exec(sql, &[&group, &part, &end_sql])?;
+            let stamp_from = stamp.filter(|&stamp| stamp >= end);
+            if from <= end && processed_dropped == 0 && attempts_dropped == 0 && stamp_from.is_none() {
+                return Ok(Ending::RollBack(None));
+            }
+            if stamp_from.is_some() {
+                let sql = "UPDATE progress SET stamp = $3 WHERE grp = $1 AND part = $2";
+                write.exec(sql, &[&group, &part, &end.checked_sub(1).map(|stamp| stamp as i64)])?;
+            }
+            if from > end {
+                let sql = "INSERT INTO resets (grp, part, from_offset, to_offset) VALUES ($1, $2, $3, $4) \
+                           ON CONFLICT DO NOTHING";
+                write.exec(sql, &[&group, &part, &(from as i64), &end_sql])?;
+                write.exec(SET_NEXT_SQL, &[&group, &part, &end_sql])?;
+            }
+            let sql = "UPDATE progress SET epoch = epoch + 1 WHERE grp = $1 AND part = $2 RETURNING epoch";
+            let epoch: i64 = write.one(sql, &[&group, &part])?.get(0);
+            let (group, to) = (group.to_string(), from.min(end));
+            let rewind = Rewind { group, partition, from, to, processed_dropped, attempts_dropped, stamp_from, epoch };
+            Ok(Ending::Commit(Some(rewind)))
         })
     }
 

@@ -5,15 +5,16 @@
 
 use super::types::{
     Claimed, DeadLetter, Ending, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset,
-    StoreError, StoreOptions, SCHEMA_VERSION,
+    Rewind, StoreError, StoreOptions, SCHEMA_VERSION,
 };
+use crate::log::LogIdentity;
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The store's tables, created once by `SqliteStore::create`.
 pub(super) const SCHEMA: &str = "
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);  -- partitions, wal, log_id
     CREATE TABLE effect (grp TEXT PRIMARY KEY, total INTEGER NOT NULL);
     CREATE TABLE progress (
         grp TEXT NOT NULL, part INTEGER NOT NULL,
@@ -48,6 +49,8 @@ pub struct SqliteStore {
     busy_timeout: Duration,
     partitions: u32,
     journal: Journal,
+    /// The identity of the log this store was initialised with (`meta.log_id`, `partitions`).
+    log: LogIdentity,
 }
 
 /// A write's open transaction, with what its errors name: the database path and the busy
@@ -59,8 +62,9 @@ struct Write<'a> {
 }
 
 impl SqliteStore {
-    /// Creates a store for `partitions` partitions (failing if one exists already).
-    pub fn create(path: &Path, partitions: u32, options: StoreOptions) -> Result<SqliteStore, StoreError> {
+    /// Creates a store for the log `log` (its partitions; its id recorded, so every open can
+    /// check the log is that one), failing if one exists already.
+    pub fn create(path: &Path, log: LogIdentity, options: StoreOptions) -> Result<SqliteStore, StoreError> {
         if path.exists() {
             return Err(StoreError::AlreadyExists { path: path.to_path_buf() });
         }
@@ -69,7 +73,10 @@ impl SqliteStore {
         let sql = "schema and meta";
         let fail = |source| StoreError::Sqlite { path: path.to_path_buf(), sql, source };
         conn.execute_batch(SCHEMA).map_err(fail)?;
-        conn.execute("INSERT INTO meta (key, value) VALUES ('partitions', ?1)", params![partitions]).map_err(fail)?;
+        conn.execute("INSERT INTO meta (key, value) VALUES ('partitions', ?1)", params![log.partitions])
+            .map_err(fail)?;
+        // The id's bits as SQLite's signed 64-bit integer.
+        conn.execute("INSERT INTO meta (key, value) VALUES ('log_id', ?1)", params![log.id as i64]).map_err(fail)?;
         let wal = i64::from(options.journal == Journal::Wal);
         conn.execute("INSERT INTO meta (key, value) VALUES ('wal', ?1)", params![wal]).map_err(fail)?;
         conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(fail)?;
@@ -102,8 +109,18 @@ impl SqliteStore {
             .query_row(sql, [], |row| row.get(0))
             .map_err(|source| classify(path, sql, source, options.busy_timeout))?;
         let journal = if wal == 1 { Journal::Wal } else { Journal::Delete };
+        let sql = "SELECT value FROM meta WHERE key = 'log_id'";
+        let log_id: i64 = conn
+            .query_row(sql, [], |row| row.get(0))
+            .map_err(|source| classify(path, sql, source, options.busy_timeout))?;
+        let log = LogIdentity { id: log_id as u64, partitions };
         set_durability(&conn, path, journal, options.busy_timeout)?;
-        Ok(SqliteStore { conn, path: path.to_path_buf(), busy_timeout: options.busy_timeout, partitions, journal })
+        Ok(SqliteStore { conn, path: path.to_path_buf(), busy_timeout: options.busy_timeout, partitions, journal, log })
+    }
+
+    /// The log this store was initialised with.
+    pub fn log_identity(&self) -> LogIdentity {
+        self.log
     }
 
     pub fn path(&self) -> &Path {
@@ -469,6 +486,45 @@ impl SqliteStore {
             write.exec(sql, params![group, partition, from, to])?;
             write.exec(SET_NEXT_SQL, params![group, partition, to])?;
             Ok(from)
+        })
+    }
+
+    /// `consumer repair`, after the log lost records from `end` on: one transaction that drops
+    /// the group's processed ids and counted attempts at or past `end`, moves an offset stamp
+    /// at or past it to `end - 1` (none for 0), and moves a next offset past `end` back to it,
+    /// recording that in `resets` (from the stored offset to `end`: a row whose `from` is above
+    /// its `to` is such a rewind). Records appended later at those offsets are then applied,
+    /// not skipped. The epoch moves up, fencing any owner still running on the partition.
+    /// `None` (and nothing written) when nothing of the group's is at or past `end`.
+    pub fn rewind_to_log_end(&mut self, group: &str, partition: u32, end: u64) -> Result<Option<Rewind>, StoreError> {
+        self.check_partition(partition)?;
+        // No crash point names this write: its hook does nothing.
+        self.write_ending(&mut || {}, |write| {
+            let sql = "SELECT next_offset, stamp FROM progress WHERE grp = ?1 AND part = ?2";
+            let (from, stamp): (u64, Option<u64>) =
+                write.row(sql, params![group, partition], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            let sql = "DELETE FROM processed WHERE grp = ?1 AND part = ?2 AND log_offset >= ?3";
+            let processed_dropped = write.exec(sql, params![group, partition, end])? as u64;
+            let sql = "DELETE FROM attempts WHERE grp = ?1 AND part = ?2 AND log_offset >= ?3";
+            let attempts_dropped = write.exec(sql, params![group, partition, end])? as u64;
+            let stamp_from = stamp.filter(|&stamp| stamp >= end);
+            if from <= end && processed_dropped == 0 && attempts_dropped == 0 && stamp_from.is_none() {
+                return Ok(Ending::RollBack(None));
+            }
+            if stamp_from.is_some() {
+                let sql = "UPDATE progress SET stamp = ?3 WHERE grp = ?1 AND part = ?2";
+                write.exec(sql, params![group, partition, end.checked_sub(1)])?;
+            }
+            if from > end {
+                let sql = "INSERT OR IGNORE INTO resets (grp, part, from_offset, to_offset) VALUES (?1, ?2, ?3, ?4)";
+                write.exec(sql, params![group, partition, from, end])?;
+                write.exec(SET_NEXT_SQL, params![group, partition, end])?;
+            }
+            let sql = "UPDATE progress SET epoch = epoch + 1 WHERE grp = ?1 AND part = ?2 RETURNING epoch";
+            let epoch = write.row(sql, params![group, partition], |row| row.get(0))?;
+            let (group, to) = (group.to_string(), from.min(end));
+            let rewind = Rewind { group, partition, from, to, processed_dropped, attempts_dropped, stamp_from, epoch };
+            Ok(Ending::Commit(Some(rewind)))
         })
     }
 

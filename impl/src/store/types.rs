@@ -7,8 +7,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The schema version in `PRAGMA user_version`; a database with another one is refused.
-pub const SCHEMA_VERSION: i64 = 3;
+/// The schema version in `PRAGMA user_version` (SQLite) or `meta` (PostgreSQL); a database
+/// with another one is refused. Version 4 records the log's identity (`meta.log_id`).
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// SQLite's journal mode: DELETE (the mission's scenario, the default) or WAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -238,6 +239,27 @@ pub struct Reset {
     pub partition: u32,
     pub from: u64,
     pub to: u64,
+}
+
+/// What `Store::rewind_to_log_end` changed in one (group, partition) whose log lost records
+/// (`consumer repair`): one transaction, recorded in `resets` when the next offset moved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Rewind {
+    pub group: String,
+    pub partition: u32,
+    /// The stored next offset before the rewind.
+    pub from: u64,
+    /// The next offset after it: the log end when `from` was past it, else `from`.
+    pub to: u64,
+    /// Processed ids (dedup strategies) at or past the log end, dropped: they named records
+    /// the log no longer holds, and would make the records appended there later be skipped.
+    pub processed_dropped: u64,
+    /// Counted failed attempts (atomic-dlq) at or past the log end, dropped likewise.
+    pub attempts_dropped: u64,
+    /// The offset stamp before, when it was at or past the log end (it moves just below it).
+    pub stamp_from: Option<u64>,
+    /// The partition's epoch after the rewind, one higher: an owner still running on it is fenced.
+    pub epoch: i64,
 }
 
 /// The phases of a write a crash point can name; `Inside` runs after the statements and

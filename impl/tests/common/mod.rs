@@ -21,6 +21,9 @@ pub const CRASHED: i32 = 9;
 pub const FENCED: i32 = 4;
 /// The exit status of every rejected input or failed operation.
 pub const FAILED: i32 = 2;
+/// The exit status of a refusal to protect data: the log lost acknowledged records (or a file,
+/// or is another log), or the store is ahead of it.
+pub const REFUSED: i32 = 4;
 
 /// What a scenario reads back from the store: a group's `total` and the `next_offset` of its
 /// partition 0 (the committed checkpoint).
@@ -97,6 +100,10 @@ impl DataDir {
     /// The rollback journal SQLite leaves behind when a writer dies before COMMIT.
     pub fn journal_path(&self) -> PathBuf {
         self.path.join("store.db-journal")
+    }
+
+    pub fn log_dir(&self) -> PathBuf {
+        self.path.join("log")
     }
 
     pub fn log_file(&self, partition: u32) -> PathBuf {

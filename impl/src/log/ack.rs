@@ -1,0 +1,135 @@
+//! The acknowledgement record of a partition, `partition-{N}.ack`: the end offset and byte
+//! length of the partition file as of the last acknowledged append, made durable before the
+//! append returns. It is what tells "acknowledged records lost" (a frame below the length is
+//! missing or fails its checksum) from "an append a crash interrupted" (bytes past it).
+//!
+//! Layout: a preallocated 8 KiB file of two slots, slot `k` at byte `k * 4096`, each
+//! `ONCEACK1` | generation u64 | end u64 | length u64 | crc32c u32 of the 32 bytes before it
+//! (all LE). Generation `g` is written to slot `g % 2`, in place (`pwrite` within allocated
+//! blocks, then `fdatasync`: no metadata changes), so a torn slot write leaves the other slot,
+//! the previous acknowledged state, valid; readers take the valid slot of the highest
+//! generation. Each slot has a 4 KiB block of its own, so one torn sector cannot reach both.
+
+use super::durable::replace_file;
+use super::error::{io_err, LogError};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+const MAGIC: &[u8; 8] = b"ONCEACK1";
+/// Bytes of one slot's record.
+const RECORD_LEN: usize = 36;
+/// Each slot starts a block of its own.
+const SLOT_STRIDE: u64 = 4096;
+/// The file's preallocated length: two slots.
+const FILE_LEN: usize = 2 * SLOT_STRIDE as usize;
+
+/// One acknowledged state of a partition file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Ack {
+    /// Written to slot `generation % 2`; the highest valid one wins.
+    pub(super) generation: u64,
+    /// Records acknowledged: offsets `0..end`.
+    pub(super) end: u64,
+    /// Bytes of the partition file those records end at (header included).
+    pub(super) len: u64,
+}
+
+/// What an acknowledgement file holds: the newest valid slot, or why there is none (`repair`
+/// tells them apart; everyone else refuses both).
+pub(super) enum AckFile {
+    Valid(Ack),
+    Missing,
+    Unreadable(LogError),
+}
+
+fn encode(ack: Ack) -> [u8; RECORD_LEN] {
+    let mut bytes = [0u8; RECORD_LEN];
+    bytes[..8].copy_from_slice(MAGIC);
+    bytes[8..16].copy_from_slice(&ack.generation.to_le_bytes());
+    bytes[16..24].copy_from_slice(&ack.end.to_le_bytes());
+    bytes[24..32].copy_from_slice(&ack.len.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[..32]);
+    bytes[32..].copy_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+/// The record in `bytes` if it is valid and belongs in `slot`.
+fn decode(bytes: &[u8; RECORD_LEN], slot: u64) -> Option<Ack> {
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let crc = u32::from_le_bytes(bytes[32..].try_into().expect("4 bytes"));
+    let valid = &bytes[..8] == MAGIC && crc32c::crc32c(&bytes[..32]) == crc;
+    let ack = Ack { generation: u64_at(8), end: u64_at(16), len: u64_at(24) };
+    (valid && ack.generation % 2 == slot).then_some(ack)
+}
+
+/// The newest valid slot of an open acknowledgement file.
+pub(super) fn read_ack(file: &File, path: &Path) -> Result<Ack, LogError> {
+    let mut newest: Option<Ack> = None;
+    for slot in 0..2 {
+        let mut bytes = [0u8; RECORD_LEN];
+        match file.read_exact_at(&mut bytes, slot * SLOT_STRIDE) {
+            Ok(()) => {}
+            // A short file leaves this slot unreadable; the other may still hold a record.
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => continue,
+            Err(e) => return Err(io_err(path)(e)),
+        }
+        if let Some(ack) = decode(&bytes, slot) {
+            newest = Some(newest.map_or(ack, |other| if ack.generation > other.generation { ack } else { other }));
+        }
+    }
+    newest.ok_or_else(|| LogError::Corrupt {
+        path: path.to_path_buf(),
+        offset: 0,
+        position: 0,
+        reason: "neither slot of the acknowledgement record is valid".into(),
+    })
+}
+
+/// Opens an acknowledgement file (for writing too when `write`); missing is `Missing`.
+pub(super) fn open_ack(path: &Path, write: bool) -> Result<File, LogError> {
+    match OpenOptions::new().read(true).write(write).open(path) {
+        Ok(file) => Ok(file),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Err(LogError::Missing { path: path.to_path_buf(), what: "the acknowledgement record" })
+        }
+        Err(e) => Err(io_err(path)(e)),
+    }
+}
+
+/// Reads the acknowledgement file at `path`, telling a missing or unreadable one apart.
+pub(super) fn inspect_ack(path: &Path) -> Result<AckFile, LogError> {
+    let file = match open_ack(path, false) {
+        Ok(file) => file,
+        Err(LogError::Missing { .. }) => return Ok(AckFile::Missing),
+        Err(error) => return Err(error),
+    };
+    match read_ack(&file, path) {
+        Ok(ack) => Ok(AckFile::Valid(ack)),
+        Err(error @ LogError::Corrupt { .. }) => Ok(AckFile::Unreadable(error)),
+        Err(error) => Err(error),
+    }
+}
+
+/// Writes `ack` into its slot of the open file and `fdatasync`s it: once this returns, the
+/// acknowledged state survives a power cut.
+pub(super) fn write_ack(file: &File, path: &Path, ack: Ack) -> Result<(), LogError> {
+    let slot = ack.generation % 2;
+    file.write_all_at(&encode(ack), slot * SLOT_STRIDE).and_then(|()| file.sync_data()).map_err(io_err(path))
+}
+
+/// Creates (or replaces, atomically) the preallocated file with both slots describing the same
+/// state, at generations `after + 1` and `after + 2`; returns the newer record.
+pub(super) fn create_ack_file(path: &Path, after: u64, end: u64, len: u64) -> Result<Ack, LogError> {
+    let mut bytes = vec![0u8; FILE_LEN];
+    let mut newest = Ack { generation: after, end, len };
+    for generation in [after + 1, after + 2] {
+        newest = Ack { generation, end, len };
+        let at = (generation % 2 * SLOT_STRIDE) as usize;
+        bytes[at..at + RECORD_LEN].copy_from_slice(&encode(newest));
+    }
+    let dir = path.parent().expect("an acknowledgement file lives in the log directory");
+    replace_file(dir, path, &bytes)?;
+    Ok(newest)
+}

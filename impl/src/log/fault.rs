@@ -1,0 +1,40 @@
+//! Fault injection for tests and conformance: losses a real disk or operator inflicts on a
+//! log, made on purpose. Nothing in the consumer calls these; they exist so that the refusals
+//! and `repair` can be tested against the loss they are about.
+
+use super::error::{io_err, LogError};
+use super::frame::{parse_frame, Frame};
+use super::header::HEADER_LEN;
+use super::lock_dir;
+use super::partition::{check_header, partition_path, read_range};
+use std::fs::OpenOptions;
+use std::path::Path;
+
+/// Fault injection: cuts the file of `partition` at the frame of record `keep_records`, so
+/// that the log keeps records `0..keep_records` and loses the rest, while its acknowledgement
+/// record still says they were acknowledged (a truncated file, a lost page). Every open then
+/// sees acknowledged records missing: the partition is damaged.
+///
+/// Takes the writer lock, so no writer may have the log open ([`LogError::Locked`]).
+/// `keep_records` beyond the records in the file is [`LogError::OffsetOutOfRange`]. A cut
+/// inside a batch loses the whole batch for readers, who never read part of one. The cut is
+/// durable when this returns.
+pub fn lose_tail(log_dir: &Path, partition: u32, keep_records: u64) -> Result<(), LogError> {
+    let _lock = lock_dir(log_dir)?;
+    let path = partition_path(log_dir, partition, "log");
+    let file = OpenOptions::new().read(true).write(true).open(&path).map_err(io_err(&path))?;
+    check_header(&file, &path)?;
+    let len = file.metadata().map_err(io_err(&path))?.len();
+    let bytes = read_range(&file, HEADER_LEN, len).map_err(io_err(&path))?;
+    let (mut at, mut records) = (0, 0);
+    while records < keep_records {
+        match parse_frame(&bytes, at) {
+            Frame::Valid { offset, next, .. } if offset == records => (at, records) = (next, records + 1),
+            Frame::Valid { .. } | Frame::Incomplete | Frame::BadChecksum => {
+                return Err(LogError::OffsetOutOfRange { partition, offset: keep_records, start: 0, end: records })
+            }
+        }
+    }
+    file.set_len(HEADER_LEN + at as u64).map_err(io_err(&path))?;
+    file.sync_all().map_err(io_err(&path))
+}

@@ -1,0 +1,330 @@
+//! `Log::repair`: makes a log that lost acknowledged records, or files, consistent again, and
+//! says exactly what it removes or accepts as lost. Per partition: a missing file is made
+//! again empty; a corrupt or missing acknowledged frame and everything after it are cut; bytes
+//! past the acknowledged length (never acknowledged) are cut; the acknowledgement record is
+//! set to the intact end; a missing start file is made again at the first frame's offset (0:
+//! frames are numbered from 0 and retention keeps their bytes), and a start past the new end
+//! moves back to it. Another log (an identity mismatch) is refused, never repaired.
+//!
+//! Every action is appended to `dir/repairs.log` (one line each, synced) before anything
+//! changes, so the loss stays recorded with the log even when no group had consumed it.
+//!
+//! The log's part only: moving each group's stored offsets back to the log end is the store's
+//! (`consumer repair` does both, the log first, so a crash between them leaves a consistent
+//! log whose groups are ahead of it, which a second `repair` finishes).
+
+use super::ack::{create_ack_file, inspect_ack, AckFile};
+use super::durable::{create_dir_durably, replace_file, sync_dir};
+use super::error::{io_err, LogError};
+use super::frame::ScanEnd;
+use super::header::{HEADER_LEN, MAGIC};
+use super::identity::{check_matches, identity_path, read_identity, write_identity, LogIdentity};
+use super::lock_dir;
+use super::partition::Partition;
+use super::retention::{inspect_start, write_start, StartFile};
+use std::fmt;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+/// One thing `repair` changes, with what it removes or accepts as lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RepairAction {
+    /// The log directory was missing: made again, empty, with the store's identity.
+    RecreatedDirectory { path: PathBuf },
+    /// The identity file was missing (and no partition file held a record): written again.
+    RecreatedIdentity { path: PathBuf },
+    /// A partition file was missing: made again, empty. `lost` is the acknowledged records
+    /// its acknowledgement record names, `None` when that record is gone too.
+    RecreatedPartition { path: PathBuf, partition: u32, lost: Option<Range<u64>> },
+    /// Acknowledged records were missing or damaged: the file is cut after its intact records.
+    LostAcknowledged { path: PathBuf, partition: u32, offsets: Range<u64>, cut_bytes: u64, reason: String },
+    /// Bytes past the acknowledged length: an append a crash interrupted, never acknowledged.
+    CutUnacknowledged { path: PathBuf, partition: u32, kept_records: u64, cut_bytes: u64 },
+    /// The acknowledgement record is gone, so whether the bytes after the intact records were
+    /// acknowledged is unknown: they are cut all the same.
+    CutUnknown { path: PathBuf, partition: u32, kept_records: u64, cut_bytes: u64, reason: String },
+    /// The acknowledgement record was missing or unreadable: the intact records are accepted
+    /// as the acknowledged ones.
+    RebuiltAck { path: PathBuf, partition: u32, end: u64, reason: String },
+    /// The start file was missing or unreadable: made again at the first frame's offset.
+    RecreatedStart { path: PathBuf, partition: u32, start: u64, reason: String },
+    /// The start was past the partition's new end: moved back to it.
+    MovedStart { path: PathBuf, partition: u32, from: u64, to: u64 },
+}
+
+impl fmt::Display for RepairAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RepairAction::RecreatedDirectory { path } => {
+                let what = "the log directory was missing: made again, empty, with the store's log identity";
+                write!(f, "{}: {what}", path.display())
+            }
+            RepairAction::RecreatedIdentity { path } => {
+                let what = "the identity file was missing: written again with the store's log identity";
+                write!(f, "{}: {what}", path.display())
+            }
+            RepairAction::RecreatedPartition { path, partition, lost } => {
+                let lost = match lost {
+                    Some(lost) if lost.is_empty() => "it held no acknowledged record".to_string(),
+                    Some(lost) => format!("acknowledged offsets {}..{} are lost", lost.start, lost.end),
+                    None => "how many acknowledged records it held is unknown (its acknowledgement record is gone too)"
+                        .to_string(),
+                };
+                write!(f, "partition {partition}: {} was missing: made again, empty; {lost}", path.display())
+            }
+            RepairAction::LostAcknowledged { path, partition, offsets, cut_bytes, reason } => write!(
+                f,
+                "partition {partition}: {} lost acknowledged offsets {}..{} ({reason}): cut after its intact \
+                 records, {cut_bytes} byte(s) removed",
+                path.display(),
+                offsets.start,
+                offsets.end
+            ),
+            RepairAction::CutUnacknowledged { path, partition, kept_records, cut_bytes } => write!(
+                f,
+                "partition {partition}: {} held {cut_bytes} byte(s) past its acknowledged end {kept_records} \
+                 (an append a crash interrupted, never acknowledged): removed",
+                path.display()
+            ),
+            RepairAction::CutUnknown { path, partition, kept_records, cut_bytes, reason } => write!(
+                f,
+                "partition {partition}: {} held {cut_bytes} byte(s) past its intact records 0..{kept_records} \
+                 ({reason}), acknowledged or not (unknown): removed",
+                path.display()
+            ),
+            RepairAction::RebuiltAck { path, partition, end, reason } => write!(
+                f,
+                "partition {partition}: {} ({reason}) rebuilt: the intact records 0..{end} are accepted as \
+                 acknowledged",
+                path.display()
+            ),
+            RepairAction::RecreatedStart { path, partition, start, reason } => write!(
+                f,
+                "partition {partition}: {} ({reason}) made again at offset {start}, the first frame's offset \
+                 (records below the old start, if any, are readable again)",
+                path.display()
+            ),
+            RepairAction::MovedStart { path, partition, from, to } => write!(
+                f,
+                "partition {partition}: {}: the start {from} is past the new end: moved back to {to}",
+                path.display()
+            ),
+        }
+    }
+}
+
+/// What `repair` did: its actions (empty for a healthy log) and each partition's end after it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Repaired {
+    pub actions: Vec<RepairAction>,
+    pub ends: Vec<u64>,
+}
+
+/// What one partition needs, found by reading only.
+struct Plan {
+    number: u32,
+    actions: Vec<RepairAction>,
+    /// The partition file is missing: make it, header only.
+    create_file: bool,
+    /// The file's new length, when bytes are cut.
+    cut_to: Option<u64>,
+    /// The acknowledgement file to write: the generation to follow, end and length.
+    ack: Option<(u64, u64, u64)>,
+    /// The start file to write.
+    start: Option<u64>,
+    /// Records after the repair.
+    end: u64,
+}
+
+/// See the module documentation. `before` is shown every action before anything changes.
+pub(super) fn repair(
+    dir: &Path,
+    expected: LogIdentity,
+    before: impl FnOnce(&[RepairAction]),
+) -> Result<Repaired, LogError> {
+    let exists = dir.exists();
+    let identity = if exists { read_identity(dir)? } else { None };
+    if let Some(found) = identity {
+        check_matches(dir, found, expected)?;
+    }
+    let mut lock = if exists { Some(lock_dir(dir)?) } else { None };
+    let mut actions = Vec::new();
+    let plans: Vec<Plan> = if exists {
+        (0..expected.partitions).map(|number| plan_partition(dir, number)).collect::<Result<_, _>>()?
+    } else {
+        actions.push(RepairAction::RecreatedDirectory { path: dir.to_path_buf() });
+        (0..expected.partitions).map(|number| fresh_plan(dir, number)).collect()
+    };
+    if identity.is_none() && exists {
+        if plans.iter().any(|plan| plan.end > 0 || plan.cut_to.is_some()) {
+            return Err(LogError::Unidentified { path: dir.to_path_buf() });
+        }
+        actions.push(RepairAction::RecreatedIdentity { path: identity_path(dir) });
+    }
+    actions.extend(plans.iter().flat_map(|plan| plan.actions.iter().cloned()));
+    before(&actions);
+    if lock.is_none() {
+        create_dir_durably(dir)?;
+        lock = Some(lock_dir(dir)?);
+    }
+    record(dir, &actions)?;
+    let ends = plans.iter().map(|plan| plan.end).collect();
+    for plan in plans {
+        apply(dir, plan)?;
+    }
+    if identity.is_none() {
+        write_identity(dir, expected)?;
+    }
+    drop(lock);
+    Ok(Repaired { actions, ends })
+}
+
+/// The journal of every repair's actions, kept with the log.
+const JOURNAL: &str = "repairs.log";
+
+/// Appends `actions` to the journal, one line each, and makes them durable before any of
+/// them is carried out.
+fn record(dir: &Path, actions: &[RepairAction]) -> Result<(), LogError> {
+    if actions.is_empty() {
+        return Ok(());
+    }
+    let path = dir.join(JOURNAL);
+    let created = !path.exists();
+    let mut file = OpenOptions::new().create(true).append(true).open(&path).map_err(io_err(&path))?;
+    let text: String = actions.iter().map(|action| format!("{action}\n")).collect();
+    file.write_all(text.as_bytes()).and_then(|()| file.sync_data()).map_err(io_err(&path))?;
+    if created {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// A partition of a log directory that is gone: everything made again, nothing known lost.
+fn fresh_plan(dir: &Path, number: u32) -> Plan {
+    let part = Partition::new(dir, number);
+    let actions = vec![RepairAction::RecreatedPartition { path: part.log_path, partition: number, lost: None }];
+    Plan { number, actions, create_file: true, cut_to: None, ack: Some((0, 0, HEADER_LEN)), start: Some(0), end: 0 }
+}
+
+/// Reads one partition's files and plans what makes them consistent; changes nothing.
+fn plan_partition(dir: &Path, number: u32) -> Result<Plan, LogError> {
+    let mut part = Partition::new(dir, number);
+    let mut plan =
+        Plan { number, actions: Vec::new(), create_file: false, cut_to: None, ack: None, start: None, end: 0 };
+    let ack = inspect_ack(&part.ack_path)?;
+    let (end, len) = match part.open_data(false) {
+        Ok(()) => plan_data(&mut part, &ack, &mut plan)?,
+        Err(LogError::Missing { .. }) => {
+            let lost = match &ack {
+                AckFile::Valid(ack) => Some(0..ack.end),
+                AckFile::Missing | AckFile::Unreadable(_) => None,
+            };
+            plan.actions.push(RepairAction::RecreatedPartition {
+                path: part.log_path.clone(),
+                partition: number,
+                lost,
+            });
+            plan.create_file = true;
+            (0, HEADER_LEN)
+        }
+        Err(error) => return Err(error),
+    };
+    let path = part.ack_path.clone();
+    plan.ack = match ack {
+        AckFile::Valid(ack) if (ack.end, ack.len) == (end, len) => None,
+        AckFile::Valid(ack) => Some((ack.generation, end, len)),
+        AckFile::Missing => {
+            let reason = "missing".to_string();
+            plan.actions.push(RepairAction::RebuiltAck { path, partition: number, end, reason });
+            Some((0, end, len))
+        }
+        AckFile::Unreadable(error) => {
+            plan.actions.push(RepairAction::RebuiltAck { path, partition: number, end, reason: error.to_string() });
+            Some((0, end, len))
+        }
+    };
+    plan.start = plan_start(&part, number, end, &mut plan.actions)?;
+    plan.end = end;
+    Ok(plan)
+}
+
+/// Plans what an existing partition file needs and returns its (end, length) after it.
+fn plan_data(part: &mut Partition, ack: &AckFile, plan: &mut Plan) -> Result<(u64, u64), LogError> {
+    let file = part.file.as_ref().expect("opened by the caller");
+    let file_len = file.metadata().map_err(io_err(&part.log_path))?.len();
+    let (path, partition) = (part.log_path.clone(), plan.number);
+    match ack {
+        AckFile::Valid(ack) => match part.index_acknowledged(*ack, file_len)? {
+            Some(damage) => {
+                let offsets = damage.offset..ack.end;
+                let cut_bytes = file_len.saturating_sub(part.tail);
+                let reason = damage.reason;
+                plan.actions.push(RepairAction::LostAcknowledged { path, partition, offsets, cut_bytes, reason });
+            }
+            None if file_len > ack.len => {
+                let (kept_records, cut_bytes) = (ack.end, file_len - ack.len);
+                plan.actions.push(RepairAction::CutUnacknowledged { path, partition, kept_records, cut_bytes });
+            }
+            None => {}
+        },
+        AckFile::Missing | AckFile::Unreadable(_) => match part.scan_tail()? {
+            ScanEnd::Clean => {}
+            ScanEnd::Torn { reason, .. } | ScanEnd::Corrupt { reason, .. } => {
+                let (kept_records, cut_bytes) = (part.end(), file_len - part.tail);
+                plan.actions.push(RepairAction::CutUnknown { path, partition, kept_records, cut_bytes, reason });
+            }
+        },
+    }
+    if file_len > part.tail {
+        plan.cut_to = Some(part.tail);
+    }
+    Ok((part.end(), part.tail))
+}
+
+/// Plans the start file: made again at the first frame's offset if missing or unreadable,
+/// moved back to `end` if past it.
+fn plan_start(
+    part: &Partition,
+    partition: u32,
+    end: u64,
+    actions: &mut Vec<RepairAction>,
+) -> Result<Option<u64>, LogError> {
+    let path = part.start_path.clone();
+    // Frames are numbered from 0 and retention keeps their bytes: the first frame is offset 0.
+    let first = 0;
+    let reason = match inspect_start(&part.start_path)? {
+        StartFile::Valid(start) if start <= end => return Ok(None),
+        StartFile::Valid(from) => {
+            actions.push(RepairAction::MovedStart { path, partition, from, to: end });
+            return Ok(Some(end));
+        }
+        StartFile::Missing => "missing".to_string(),
+        StartFile::Unreadable(error) => error.to_string(),
+    };
+    actions.push(RepairAction::RecreatedStart { path, partition, start: first, reason });
+    Ok(Some(first))
+}
+
+/// Carries out one partition's plan, each write durable: the data file first, then the
+/// acknowledgement record, then the start, so a crash in between leaves at worst a damaged
+/// partition that a second `repair` finds again.
+fn apply(dir: &Path, plan: Plan) -> Result<(), LogError> {
+    let part = Partition::new(dir, plan.number);
+    if plan.create_file {
+        replace_file(dir, &part.log_path, MAGIC)?;
+    }
+    if let Some(len) = plan.cut_to {
+        let file = OpenOptions::new().write(true).open(&part.log_path).map_err(io_err(&part.log_path))?;
+        file.set_len(len).map_err(io_err(&part.log_path))?;
+        file.sync_all().map_err(io_err(&part.log_path))?;
+    }
+    if let Some((after, end, len)) = plan.ack {
+        create_ack_file(&part.ack_path, after, end, len)?;
+    }
+    if let Some(start) = plan.start {
+        write_start(&part.start_path, start)?;
+    }
+    Ok(())
+}

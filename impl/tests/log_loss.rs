@@ -1,0 +1,270 @@
+//! The log's defences against losing acknowledged records, through the library: the identity
+//! every open checks, the acknowledgement record's documented layout and its torn slot
+//! writes, fault injection (`fault::lose_tail`) and `Log::repair`, case by case. The same
+//! losses through the command line: `loss.rs`.
+
+use consumer::log::{fault, Log, LogError, LogIdentity, RepairAction, TailRepair};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Bytes before the first frame, and of a frame of a 3-byte payload (`src/log/mod.rs`).
+const HEADER: u64 = 8;
+const FRAME3: u64 = 36 + 3;
+/// The acknowledgement record's layout (`src/log/ack.rs`): 8 KiB, slot k at byte 4096 k,
+/// each `ONCEACK1`, generation, end, length (u64 LE) and the crc32c of those 32 bytes.
+const SLOT_STRIDE: usize = 4096;
+const RECORD_LEN: usize = 36;
+
+fn path(dir: &Path, partition: u32, extension: &str) -> PathBuf {
+    dir.join(format!("partition-{partition}.{extension}"))
+}
+
+/// A log of `partitions` partitions with `records` three-byte records in partition 0, one per
+/// append; its identity.
+fn log_with(dir: &Path, partitions: u32, records: u64) -> LogIdentity {
+    let identity = Log::init(dir, partitions).expect("init");
+    let (mut log, _) = Log::open_writer(dir, identity).expect("writer");
+    for i in 0..records {
+        assert_eq!(log.append(0, format!("r{i:02}").as_bytes()).expect("append"), i);
+    }
+    identity
+}
+
+/// The valid slots of an acknowledgement file as (slot, generation, end, length), decoded by
+/// the documented layout.
+fn slots(bytes: &[u8]) -> Vec<(usize, u64, u64, u64)> {
+    assert_eq!(bytes.len(), 2 * SLOT_STRIDE, "the acknowledgement file is preallocated to two 4 KiB slots");
+    (0..2)
+        .filter_map(|slot| {
+            let record = &bytes[slot * SLOT_STRIDE..slot * SLOT_STRIDE + RECORD_LEN];
+            let u64_at = |at: usize| u64::from_le_bytes(record[at..at + 8].try_into().unwrap());
+            let crc = u32::from_le_bytes(record[32..36].try_into().unwrap());
+            let valid = &record[..8] == b"ONCEACK1" && crc32c::crc32c(&record[..32]) == crc;
+            valid.then(|| (slot, u64_at(8), u64_at(16), u64_at(24)))
+        })
+        .collect()
+}
+
+#[test]
+fn the_ack_record_layout_is_the_documented_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let identity = Log::init(dir.path(), 1).unwrap();
+    let ack = path(dir.path(), 0, "ack");
+    assert_eq!(slots(&fs::read(&ack).unwrap()), vec![(0, 2, 0, HEADER), (1, 1, 0, HEADER)], "after init");
+    let (mut log, _) = Log::open_writer(dir.path(), identity).unwrap();
+    log.append(0, b"one").unwrap();
+    assert_eq!(slots(&fs::read(&ack).unwrap()), vec![(0, 2, 0, HEADER), (1, 3, 1, HEADER + FRAME3)]);
+    log.append_batch(0, &[b"two".to_vec(), b"six".to_vec()]).unwrap();
+    let expected = vec![(0, 4, 3, HEADER + 3 * FRAME3), (1, 3, 1, HEADER + FRAME3)];
+    assert_eq!(slots(&fs::read(&ack).unwrap()), expected, "generation g goes to slot g % 2, in place");
+    assert_eq!(fs::metadata(path(dir.path(), 0, "log")).unwrap().len(), HEADER + 3 * FRAME3);
+}
+
+/// A slot write torn anywhere (a byte of it wrong, the slot zeroed, the new record's first
+/// bytes over the old one's last) leaves the other slot, the previous acknowledged state:
+/// the last append counts as unacknowledged, invisible to readers and cut by the writer.
+/// Both slots unreadable is refused.
+#[test]
+fn a_torn_slot_write_leaves_the_previous_acknowledged_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let identity = log_with(dir.path(), 1, 1);
+    let ack = path(dir.path(), 0, "ack");
+    let before = fs::read(&ack).unwrap();
+    let (mut log, _) = Log::open_writer(dir.path(), identity).unwrap();
+    log.append(0, b"new").unwrap();
+    drop(log);
+    let (after, data) = (fs::read(&ack).unwrap(), fs::read(path(dir.path(), 0, "log")).unwrap());
+    // Generation 4, end 2, went to slot 0 over generation 2.
+    assert_eq!(slots(&after)[0], (0, 4, 2, HEADER + 2 * FRAME3));
+    let mut tears: Vec<(String, Vec<u8>)> = Vec::new();
+    for byte in 0..RECORD_LEN {
+        let mut torn = after.clone();
+        torn[byte] ^= 0x10;
+        tears.push((format!("byte {byte} flipped"), torn));
+    }
+    for written in 1..RECORD_LEN {
+        let mut torn = before.clone();
+        torn[..written].copy_from_slice(&after[..written]);
+        tears.push((format!("{written} bytes of the new record written"), torn));
+    }
+    let mut zeroed = after.clone();
+    zeroed[..SLOT_STRIDE].fill(0);
+    tears.push(("the slot zeroed".to_string(), zeroed));
+    for (tear, torn) in tears {
+        fs::write(&ack, &torn).unwrap();
+        fs::write(path(dir.path(), 0, "log"), &data).unwrap();
+        let mut reader = Log::open_reader(dir.path(), identity).unwrap();
+        assert_eq!((reader.end(0).unwrap(), reader.damaged(0).unwrap()), (1, false), "{tear}");
+        let (mut writer, repairs) = Log::open_writer(dir.path(), identity).unwrap();
+        let cut = TailRepair { path: path(dir.path(), 0, "log"), partition: 0, kept_records: 1, dropped_bytes: FRAME3 };
+        assert_eq!(repairs, vec![cut], "{tear}");
+        assert_eq!(writer.append(0, b"9th").unwrap(), 1, "{tear}: the offset of the unacknowledged record is reused");
+    }
+    let mut both = after.clone();
+    both[0] ^= 1;
+    both[SLOT_STRIDE] ^= 1;
+    fs::write(&ack, &both).unwrap();
+    for error in [Log::open_reader(dir.path(), identity).err(), Log::open_writer(dir.path(), identity).err()] {
+        let error = error.expect("refused");
+        assert!(matches!(&error, LogError::Corrupt { path, .. } if *path == ack), "{error}");
+        assert!(error.is_refusal() && error.to_string().contains("neither slot"), "{error}");
+    }
+}
+
+/// Every open checks the directory holds the store's log, whole.
+#[test]
+fn a_log_opens_only_as_the_log_its_store_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let none = Log::open_reader(dir.path(), LogIdentity { id: 7, partitions: 1 }).err().expect("no log yet");
+    assert!(matches!(&none, LogError::Missing { path, .. } if path.ends_with("identity")), "{none}");
+    let identity = log_with(dir.path(), 2, 2);
+    let other = LogIdentity { id: identity.id ^ 1, ..identity };
+    let error = Log::open_writer(dir.path(), other).err().expect("another id");
+    let mismatch = (identity.id, other.id);
+    assert!(matches!(error, LogError::IdentityMismatch { found, expected, .. } if (found, expected) == mismatch));
+    let fewer = LogIdentity { partitions: 1, ..identity };
+    let error = Log::open_reader(dir.path(), fewer).err().expect("another count");
+    assert!(matches!(error, LogError::PartitionCount { found: 2, expected: 1, .. }), "{error}");
+    let error = Log::init(dir.path(), 1).expect_err("init with another count");
+    assert!(matches!(error, LogError::PartitionCount { found: 2, expected: 1, .. }), "{error}");
+    assert_eq!(Log::init(dir.path(), 2).unwrap(), identity, "init over the same log adopts it");
+    for extension in ["log", "start", "ack"] {
+        let file = path(dir.path(), 1, extension);
+        let bytes = fs::read(&file).unwrap();
+        fs::remove_file(&file).unwrap();
+        for error in [Log::open_reader(dir.path(), identity).err(), Log::open_writer(dir.path(), identity).err()] {
+            let error = error.expect("a missing file is refused");
+            assert!(matches!(&error, LogError::Missing { path, .. } if *path == file), "{error}");
+            assert_eq!(error.to_string().lines().count(), 1);
+        }
+        assert!(!file.exists(), "nothing recreates a missing {extension} file in place");
+        fs::write(&file, bytes).unwrap();
+    }
+    fs::remove_file(dir.path().join("identity")).unwrap();
+    let error = Log::init(dir.path(), 2).expect_err("records without an identity");
+    assert!(matches!(error, LogError::Unidentified { .. }), "{error}");
+}
+
+#[test]
+fn lose_tail_keeps_the_records_below_and_refuses_a_held_log_or_a_keep_past_the_end() {
+    for keep in 0..=4 {
+        let dir = tempfile::tempdir().unwrap();
+        let identity = log_with(dir.path(), 1, 4);
+        fault::lose_tail(dir.path(), 0, keep).unwrap();
+        let mut reader = Log::open_reader(dir.path(), identity).unwrap();
+        let view = reader.view(0).unwrap();
+        assert_eq!((view.end, view.acked_end, view.damage.is_some()), (keep, 4, keep < 4), "keep {keep}");
+        assert_eq!(fs::metadata(path(dir.path(), 0, "log")).unwrap().len(), HEADER + keep * FRAME3);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let identity = log_with(dir.path(), 1, 2);
+    let error = fault::lose_tail(dir.path(), 0, 3).expect_err("past the end");
+    assert!(matches!(error, LogError::OffsetOutOfRange { offset: 3, end: 2, .. }), "{error}");
+    let _writer = Log::open_writer(dir.path(), identity).unwrap();
+    assert!(matches!(fault::lose_tail(dir.path(), 0, 1), Err(LogError::Locked { .. })));
+}
+
+/// One damage `repair` meets, what it must say it did (by kind, in order) and the end after.
+struct RepairCase {
+    name: &'static str,
+    damage: fn(&Path),
+    /// The kinds of the actions, as their Debug text starts.
+    actions: &'static [&'static str],
+    end: u64,
+}
+
+/// Each damage is made consistent and recorded in `repairs.log`: the writer then opens with
+/// no repair to make, readers see no damage, appends continue at the end, and a second repair
+/// finds nothing.
+#[test]
+fn repair_makes_each_damage_consistent_and_says_what_it_removed() {
+    let cases = [
+        RepairCase { name: "a healthy log", damage: |_| {}, actions: &[], end: 4 },
+        RepairCase {
+            name: "a lost tail",
+            damage: |dir| fault::lose_tail(dir, 0, 1).unwrap(),
+            actions: &["LostAcknowledged { path: "],
+            end: 1,
+        },
+        RepairCase {
+            name: "an unacknowledged tail",
+            damage: |dir| {
+                let mut file = fs::OpenOptions::new().append(true).open(path(dir, 0, "log")).unwrap();
+                std::io::Write::write_all(&mut file, b"half a frame").unwrap();
+            },
+            actions: &["CutUnacknowledged { path: "],
+            end: 4,
+        },
+        RepairCase {
+            name: "both acknowledgement slots unreadable, a torn tail",
+            damage: |dir| {
+                fs::write(path(dir, 0, "ack"), vec![0u8; 2 * SLOT_STRIDE]).unwrap();
+                let log = path(dir, 0, "log");
+                let len = fs::metadata(&log).unwrap().len();
+                fs::OpenOptions::new().write(true).open(&log).unwrap().set_len(len - 1).unwrap();
+            },
+            actions: &["CutUnknown { path: ", "RebuiltAck { path: "],
+            end: 3,
+        },
+        RepairCase {
+            name: "a start past the new end",
+            damage: |dir| {
+                let identity = Log::read_identity(dir).unwrap().unwrap();
+                Log::open_writer(dir, identity).unwrap().0.retain_before(0, 3).unwrap();
+                fault::lose_tail(dir, 0, 2).unwrap();
+            },
+            actions: &["LostAcknowledged { path: ", "MovedStart { path: "],
+            end: 2,
+        },
+        RepairCase {
+            name: "an identity file lost, with no records anywhere",
+            damage: |dir| {
+                fault::lose_tail(dir, 0, 0).unwrap();
+                fs::remove_file(dir.join("identity")).unwrap();
+            },
+            actions: &["RecreatedIdentity { path: ", "LostAcknowledged { path: "],
+            end: 0,
+        },
+    ];
+    for case in &cases {
+        let dir = tempfile::tempdir().unwrap();
+        let identity = log_with(dir.path(), 2, 4);
+        (case.damage)(dir.path());
+        let mut shown = Vec::new();
+        let repaired = Log::repair(dir.path(), identity, |actions| shown = actions.to_vec()).unwrap();
+        assert_eq!(shown, repaired.actions, "{}: what is shown before is what is done", case.name);
+        let kinds: Vec<String> = repaired.actions.iter().map(|action| format!("{action:?}")).collect();
+        assert_eq!(kinds.len(), case.actions.len(), "{}: {kinds:?}", case.name);
+        for (kind, expected) in kinds.iter().zip(case.actions) {
+            assert!(kind.starts_with(expected), "{}: {kind} is not {expected}", case.name);
+        }
+        assert!(repaired.actions.iter().all(|action| action.to_string().lines().count() == 1), "{}", case.name);
+        // The journal kept with the log records every action, so the loss stays on record.
+        let journal: String = repaired.actions.iter().map(|action| format!("{action}\n")).collect();
+        let kept = fs::read_to_string(dir.path().join("repairs.log")).unwrap_or_default();
+        assert_eq!(kept, journal, "{}: repairs.log", case.name);
+        assert_eq!(repaired.ends, vec![case.end, 0], "{}", case.name);
+        let (mut writer, repairs) = Log::open_writer(dir.path(), identity).unwrap();
+        assert_eq!((repairs, writer.damaged(0).unwrap()), (vec![], false), "{}", case.name);
+        assert_eq!(writer.append(0, b"new").unwrap(), case.end, "{}: appends continue at the end", case.name);
+        drop(writer);
+        let again = Log::repair(dir.path(), identity, |_| {}).unwrap();
+        assert_eq!(again.actions, Vec::<RepairAction>::new(), "{}: a second repair", case.name);
+        assert_eq!(fs::read_to_string(dir.path().join("repairs.log")).unwrap_or_default(), journal, "{}", case.name);
+    }
+}
+
+/// Repair refuses what it cannot tell is the store's log, and changes nothing.
+#[test]
+fn repair_refuses_another_log_or_records_without_an_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let identity = log_with(dir.path(), 1, 2);
+    let other = LogIdentity { id: identity.id.wrapping_add(1), ..identity };
+    let mut shown = false;
+    let error = Log::repair(dir.path(), other, |_| shown = true).expect_err("another log");
+    assert!(matches!(error, LogError::IdentityMismatch { .. }) && !shown, "{error}");
+    fs::remove_file(dir.path().join("identity")).unwrap();
+    let error = Log::repair(dir.path(), identity, |_| shown = true).expect_err("no identity, records");
+    assert!(matches!(error, LogError::Unidentified { .. }) && !shown, "{error}");
+    assert!(!dir.path().join("identity").exists());
+}
