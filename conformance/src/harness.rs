@@ -600,7 +600,12 @@ impl Harness {
                 *failures = (*failures + 1).min(self.config.max_attempts + 1);
                 self.witness(Witness::PoisonFailed);
             }
-            Outcome::Fenced { .. } => self.witness(Witness::ZombieFenced),
+            Outcome::Fenced { .. } => {
+                self.witness(Witness::ZombieFenced);
+                if usize::from(owner) >= usize::from(self.config.owners) {
+                    self.witness(Witness::PausedFenced);
+                }
+            }
             Outcome::DeadLettered { .. } => self.witness(Witness::DeadLettered),
             Outcome::Reset { .. } => {
                 self.witness(Witness::OutOfRange);

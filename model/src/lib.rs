@@ -54,6 +54,7 @@ impl ConsumerModel {
             ("paused-write", Witness::PausedWrite),
             ("store-ahead", Witness::StoreAhead),
             ("refused", Witness::Refused),
+            ("paused-fenced", Witness::PausedFenced),
         ]
         .iter()
         .filter(|(name, _)| properties.iter().any(|p| p.name == *name))

@@ -36,7 +36,7 @@ pub enum Role {
 }
 
 /// The `sometimes` properties and their role, in the order `properties_for` lists them.
-pub const SOMETIMES: [(&str, Role); 17] = [
+pub const SOMETIMES: [(&str, Role); 18] = [
     ("out-of-range", Role::FaultWitness),
     ("reset-recorded", Role::Observation),
     ("append-retried", Role::FaultWitness),
@@ -54,6 +54,7 @@ pub const SOMETIMES: [(&str, Role); 17] = [
     ("paused-write", Role::FaultWitness),
     ("store-ahead", Role::FaultWitness),
     ("refused", Role::Observation),
+    ("paused-fenced", Role::Observation),
 ];
 
 /// The role of a property by name; every property `properties_for` builds has one.
@@ -282,6 +283,10 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
     }
     if config.pauses > 0 {
         properties.push(Property::sometimes("paused-write", |_, s: &State| s.has_witnessed(Witness::PausedWrite)));
+        if rules.guard == Guard::Fenced && claims {
+            let fenced = |_: &ConsumerModel, s: &State| s.has_witnessed(Witness::PausedFenced);
+            properties.push(Property::sometimes("paused-fenced", fenced));
+        }
     }
     if rules.is_parallel() && config.inflight > 1 && config.records > 1 {
         properties.push(Property::sometimes("out-of-order", |_, s: &State| s.has_witnessed(Witness::OutOfOrder)));

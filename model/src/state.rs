@@ -213,6 +213,8 @@ pub enum Witness {
     StoreAhead = 13,
     /// An owner refused to go on because its group was ahead of the log.
     Refused = 14,
+    /// An earlier incarnation's fenced write aborted: its successor's claimed epoch fenced it.
+    PausedFenced = 15,
 }
 
 impl Stage {

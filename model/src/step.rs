@@ -615,6 +615,9 @@ fn apply_deduped(config: &Config, state: &mut State, (group, owner, partition): 
 /// The fenced transaction aborted: the owner, told its epoch is stale, drops the partition.
 fn fence(state: &mut State, (group, owner, partition): (u8, u8, u8)) {
     state.witness(Witness::ZombieFenced);
+    if state.groups[usize::from(group)].slot(owner).incarnation_of.is_some() {
+        state.witness(Witness::PausedFenced);
+    }
     state.groups[usize::from(group)].slot_mut(owner).leases[usize::from(partition)] = None;
 }
 
