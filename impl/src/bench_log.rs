@@ -66,6 +66,7 @@ fn mode_name(mode: WriterMode) -> &'static str {
         WriterMode::WithoutAckRecord => "without",
         WriterMode::Checked => "with",
         WriterMode::Unchecked => "unchecked",
+        WriterMode::AckBeforeDataSync => "ack-before-data-sync",
     }
 }
 

@@ -1,5 +1,6 @@
 //! Named crash points: the process ends with `exit(9)` before, inside or after a step, as a
-//! real crash would (no destructor, no COMMIT, no flush of anything but stdout).
+//! real crash would (no destructor, no COMMIT, no flush of anything but stdout). The power-cut
+//! runs (`crate::power`) crash in process instead: the point unwinds to their `catch_unwind`.
 
 use crate::strategy::StepKind;
 use std::fmt;
@@ -69,7 +70,24 @@ impl fmt::Display for CrashPoint {
 #[derive(Clone, Debug, Default)]
 pub struct CrashPlan {
     points: Vec<CrashPoint>,
+    on_crash: OnCrash,
 }
+
+/// What a crash point does when it is hit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnCrash {
+    /// The process ends: `crash_now`.
+    #[default]
+    Exit,
+    /// Unwinds, with a [`Crashed`] payload and no panic message, to the caller's
+    /// `catch_unwind`, which then drops everything the "process" held: an SQLite transaction
+    /// still open rolls back, as the next open would roll back a killed process's.
+    Unwind,
+}
+
+/// The payload of an in-process crash ([`OnCrash::Unwind`]): the point that was hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Crashed(pub CrashPoint);
 
 /// The exit status of a deliberate crash.
 pub const CRASH_EXIT_CODE: i32 = 9;
@@ -80,20 +98,27 @@ impl CrashPlan {
     }
 
     pub fn new(points: Vec<CrashPoint>) -> CrashPlan {
-        CrashPlan { points }
+        CrashPlan { points, on_crash: OnCrash::Exit }
+    }
+
+    /// A plan whose points crash in process ([`OnCrash::Unwind`]).
+    pub fn in_process(points: Vec<CrashPoint>) -> CrashPlan {
+        CrashPlan { points, on_crash: OnCrash::Unwind }
     }
 
     pub fn arm(&mut self, point: CrashPoint) {
         self.points.push(point);
     }
 
-    /// Ends the process if a point names this step, phase and one of the offsets in `span`.
+    /// Crashes if a point names this step, phase and one of the offsets in `span`.
     pub fn at(&self, kind: StepKind, when: When, span: Range<u64>) {
-        let hit = self.points.iter().any(|point| {
+        let hit = self.points.iter().find(|point| {
             point.kind == kind && point.when == when && point.offset.is_none_or(|offset| span.contains(&offset))
         });
-        if hit {
-            crash_now();
+        let Some(&point) = hit else { return };
+        match self.on_crash {
+            OnCrash::Exit => crash_now(),
+            OnCrash::Unwind => std::panic::resume_unwind(Box::new(Crashed(point))),
         }
     }
 }

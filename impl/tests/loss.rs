@@ -531,6 +531,7 @@ fn the_store_ahead_of_the_log_is_refused_and_repaired_on_postgres() {
     fault::lose_tail(&dir.log_dir(), 0, 3).expect("lose the tail");
     expect_refused(case, &dir, CONSUME_G, &["refused: group g partition 0: stored next offset 5", "log end 3"]);
     let text = expect_ok(case, &dir, &["status"]);
+    // Epoch 2: the first consume's start claimed it; the refused one claimed nothing.
     assert!(text.contains("next offset 5, epoch 2, owner o0, stamp null: AHEAD of the log end"), "{text}");
     assert!(text.contains("log partition 0: start 0 end 3 of 5 acknowledged: DAMAGED"), "{text}");
     let said = expect_ok(case, &dir, &["repair"]);

@@ -12,9 +12,8 @@
 
 use super::durable::replace_file;
 use super::error::{io_err, LogError};
-use std::fs::{File, OpenOptions};
+use super::storage::{OpenMode, Storage, StorageFile};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 const MAGIC: &[u8; 8] = b"ONCEACK1";
@@ -65,7 +64,7 @@ fn decode(bytes: &[u8; RECORD_LEN], slot: u64) -> Option<Ack> {
 }
 
 /// The newest valid slot of an open acknowledgement file.
-pub(super) fn read_ack(file: &File, path: &Path) -> Result<Ack, LogError> {
+pub(super) fn read_ack(file: &StorageFile, path: &Path) -> Result<Ack, LogError> {
     let mut newest: Option<Ack> = None;
     for slot in 0..2 {
         let mut bytes = [0u8; RECORD_LEN];
@@ -88,8 +87,9 @@ pub(super) fn read_ack(file: &File, path: &Path) -> Result<Ack, LogError> {
 }
 
 /// Opens an acknowledgement file (for writing too when `write`); missing is `Missing`.
-pub(super) fn open_ack(path: &Path, write: bool) -> Result<File, LogError> {
-    match OpenOptions::new().read(true).write(write).open(path) {
+pub(super) fn open_ack(storage: &Storage, path: &Path, write: bool) -> Result<StorageFile, LogError> {
+    let mode = if write { OpenMode::ReadWrite } else { OpenMode::Read };
+    match storage.open(path, mode) {
         Ok(file) => Ok(file),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             Err(LogError::Missing { path: path.to_path_buf(), what: "the acknowledgement record" })
@@ -99,8 +99,8 @@ pub(super) fn open_ack(path: &Path, write: bool) -> Result<File, LogError> {
 }
 
 /// Reads the acknowledgement file at `path`, telling a missing or unreadable one apart.
-pub(super) fn inspect_ack(path: &Path) -> Result<AckFile, LogError> {
-    let file = match open_ack(path, false) {
+pub(super) fn inspect_ack(storage: &Storage, path: &Path) -> Result<AckFile, LogError> {
+    let file = match open_ack(storage, path, false) {
         Ok(file) => file,
         Err(LogError::Missing { .. }) => return Ok(AckFile::Missing),
         Err(error) => return Err(error),
@@ -114,14 +114,14 @@ pub(super) fn inspect_ack(path: &Path) -> Result<AckFile, LogError> {
 
 /// Writes `ack` into its slot of the open file and `fdatasync`s it: once this returns, the
 /// acknowledged state survives a power cut.
-pub(super) fn write_ack(file: &File, path: &Path, ack: Ack) -> Result<(), LogError> {
+pub(super) fn write_ack(file: &StorageFile, path: &Path, ack: Ack) -> Result<(), LogError> {
     let slot = ack.generation % 2;
     file.write_all_at(&encode(ack), slot * SLOT_STRIDE).and_then(|()| file.sync_data()).map_err(io_err(path))
 }
 
 /// Creates (or replaces, atomically) the preallocated file with both slots describing the same
 /// state, at generations `after + 1` and `after + 2`; returns the newer record.
-pub(super) fn create_ack_file(path: &Path, after: u64, end: u64, len: u64) -> Result<Ack, LogError> {
+pub(super) fn create_ack_file(storage: &Storage, path: &Path, after: u64, end: u64, len: u64) -> Result<Ack, LogError> {
     let mut bytes = vec![0u8; FILE_LEN];
     let mut newest = Ack { generation: after, end, len };
     for generation in [after + 1, after + 2] {
@@ -130,6 +130,6 @@ pub(super) fn create_ack_file(path: &Path, after: u64, end: u64, len: u64) -> Re
         bytes[at..at + RECORD_LEN].copy_from_slice(&encode(newest));
     }
     let dir = path.parent().expect("an acknowledgement file lives in the log directory");
-    replace_file(dir, path, &bytes)?;
+    replace_file(storage, dir, path, &bytes)?;
     Ok(newest)
 }

@@ -6,8 +6,8 @@ use super::error::{io_err, LogError};
 use super::frame::{parse_frame, Frame};
 use super::header::HEADER_LEN;
 use super::lock_dir;
-use super::partition::{check_header, partition_path, read_range};
-use std::fs::OpenOptions;
+use super::partition::{check_header, partition_path};
+use super::storage::{OpenMode, Storage};
 use std::path::Path;
 
 /// Fault injection: cuts the file of `partition` at the frame of record `keep_records`, so
@@ -20,12 +20,13 @@ use std::path::Path;
 /// inside a batch loses the whole batch for readers, who never read part of one. The cut is
 /// durable when this returns.
 pub fn lose_tail(log_dir: &Path, partition: u32, keep_records: u64) -> Result<(), LogError> {
-    let _lock = lock_dir(log_dir)?;
+    let storage = Storage::Real;
+    let _lock = lock_dir(&storage, log_dir)?;
     let path = partition_path(log_dir, partition, "log");
-    let file = OpenOptions::new().read(true).write(true).open(&path).map_err(io_err(&path))?;
+    let file = storage.open(&path, OpenMode::ReadWrite).map_err(io_err(&path))?;
     check_header(&file, &path)?;
-    let len = file.metadata().map_err(io_err(&path))?.len();
-    let bytes = read_range(&file, HEADER_LEN, len).map_err(io_err(&path))?;
+    let len = file.len().map_err(io_err(&path))?;
+    let bytes = file.read_range(HEADER_LEN, len).map_err(io_err(&path))?;
     let (mut at, mut records) = (0, 0);
     while records < keep_records {
         match parse_frame(&bytes, at) {

@@ -9,9 +9,10 @@
 
 use super::durable::replace_file;
 use super::error::{io_err, LogError};
+use super::storage::Storage;
 use serde::Serialize;
 use std::fmt;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
@@ -51,9 +52,9 @@ pub(super) fn identity_path(dir: &Path) -> PathBuf {
 }
 
 /// Reads the identity file of `dir`; `None` when it does not exist.
-pub(super) fn read_identity(dir: &Path) -> Result<Option<LogIdentity>, LogError> {
+pub(super) fn read_identity(storage: &Storage, dir: &Path) -> Result<Option<LogIdentity>, LogError> {
     let path = identity_path(dir);
-    let bytes = match fs::read(&path) {
+    let bytes = match storage.read(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err(&path)(e)),
@@ -73,18 +74,18 @@ pub(super) fn read_identity(dir: &Path) -> Result<Option<LogIdentity>, LogError>
 }
 
 /// Writes the identity file of `dir` atomically and durably (file and directory synced).
-pub(super) fn write_identity(dir: &Path, identity: LogIdentity) -> Result<(), LogError> {
+pub(super) fn write_identity(storage: &Storage, dir: &Path, identity: LogIdentity) -> Result<(), LogError> {
     let mut bytes = MAGIC.to_vec();
     bytes.extend_from_slice(&identity.id.to_le_bytes());
     bytes.extend_from_slice(&identity.partitions.to_le_bytes());
     bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
-    replace_file(dir, &identity_path(dir), &bytes)
+    replace_file(storage, dir, &identity_path(dir), &bytes)
 }
 
 /// Checks that `dir` holds the log `expected` names: its identity file exists and carries the
 /// same id and partition count.
-pub(super) fn check_identity(dir: &Path, expected: LogIdentity) -> Result<(), LogError> {
-    let Some(found) = read_identity(dir)? else {
+pub(super) fn check_identity(storage: &Storage, dir: &Path, expected: LogIdentity) -> Result<(), LogError> {
+    let Some(found) = read_identity(storage, dir)? else {
         return Err(LogError::Missing { path: identity_path(dir), what: "the log's identity file" });
     };
     check_matches(dir, found, expected)

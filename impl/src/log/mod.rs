@@ -40,7 +40,9 @@
 //! # Appends and recovery
 //!
 //! An append writes its batch's frames and `fdatasync`s the file, then writes the next slot of
-//! the acknowledgement record and `fdatasync`s that, and only then returns. So on open:
+//! the acknowledgement record and `fdatasync`s that, and only then returns. A reader that finds
+//! a new acknowledgement record syncs it before it exposes what it covers, so nobody consumes
+//! a record a power cut can still take. So on open:
 //!
 //! - bytes past the acknowledged length were never acknowledged (an append a crash or power
 //!   cut interrupted): the writer cuts them and reports a [`TailRepair`]; readers never look
@@ -72,7 +74,9 @@
 //! # Files
 //!
 //! A DAG, leaves first: `header.rs` (the 8-byte header); `error.rs` (`LogError`);
-//! `durable.rs` (files replaced and directories made durably); `identity.rs` (the identity
+//! `simdisk.rs` (the test-only simulated disk) and `storage.rs` (`Storage`, through which
+//! every file operation goes: `std::fs`, or the simulated disk); `durable.rs` (files replaced
+//! and directories made durably); `identity.rs` (the identity
 //! file); `ack.rs` (the acknowledgement record); `producer.rs` (the idempotent producer
 //! table); `frame.rs` (the frame codec and the scan); `retention.rs` (start files);
 //! `partition.rs` (one partition: open, recovery, append, read); `reader.rs` (a reader's
@@ -91,6 +95,8 @@ mod producer;
 mod reader;
 mod repair;
 mod retention;
+mod simdisk;
+mod storage;
 
 pub use durable::create_dir_durably;
 pub use error::LogError;
@@ -98,25 +104,27 @@ pub use identity::LogIdentity;
 pub use partition::{Damage, Record, TailRepair, WriterMode};
 pub use producer::{Appended, Producer, RECENT_BATCHES};
 pub use repair::{RepairAction, Repaired};
+pub use simdisk::{Cut, Halt, SimDisk, SimOp, SplitMix64};
+pub use storage::Storage;
 
 use ack::create_ack_file;
-use durable::replace_file;
+use durable::{create_dir_durably_on, replace_file};
 use error::io_err;
 use header::{HEADER_LEN, MAGIC};
 use identity::{check_identity, check_matches, read_identity, write_identity};
 use partition::{partition_path, Partition};
 use retention::write_start;
-use std::fs::{self, File, OpenOptions};
 use std::ops::Range;
 use std::path::Path;
+use storage::DirLock;
 
 /// The handle on a log directory, either as its single writer or as one of its readers.
 pub struct Log {
     writer: bool,
     identity: LogIdentity,
     parts: Vec<Partition>,
-    /// Never read: the exclusive lock lives exactly as long as this open file.
-    _lock: Option<File>,
+    /// Never read: the exclusive lock lives exactly as long as this value.
+    _lock: Option<DirLock>,
 }
 
 /// What a reader sees of one partition after one refresh.
@@ -147,13 +155,16 @@ impl Log {
     /// another count), else a new random identity. A directory whose partition files hold
     /// records but that has no identity file is refused: nothing can tell which log it is.
     pub fn identity_for_init(dir: &Path, partitions: u32) -> Result<LogIdentity, LogError> {
-        match read_identity(dir)? {
+        let storage = Storage::Real;
+        match read_identity(&storage, dir)? {
             Some(found) => {
                 check_matches(dir, found, LogIdentity { id: found.id, partitions })?;
                 Log::open_reader(dir, found)?;
                 Ok(found)
             }
-            None if holds_records(dir, partitions)? => Err(LogError::Unidentified { path: dir.to_path_buf() }),
+            None if holds_records(&storage, dir, partitions)? => {
+                Err(LogError::Unidentified { path: dir.to_path_buf() })
+            }
             None => LogIdentity::new_random(partitions),
         }
     }
@@ -163,25 +174,30 @@ impl Log {
     /// identity file, whose presence marks a complete log). Nothing to do when `dir` holds
     /// that log already; another one is refused.
     pub fn create(dir: &Path, identity: LogIdentity) -> Result<(), LogError> {
-        create_dir_durably(dir)?;
-        if let Some(found) = read_identity(dir)? {
+        Log::create_on(&Storage::Real, dir, identity)
+    }
+
+    /// [`Log::create`] on `storage`.
+    pub fn create_on(storage: &Storage, dir: &Path, identity: LogIdentity) -> Result<(), LogError> {
+        create_dir_durably_on(storage, dir)?;
+        if let Some(found) = read_identity(storage, dir)? {
             check_matches(dir, found, identity)?;
-            return Log::open_reader(dir, identity).map(|_| ());
+            return Log::open_reader_on(storage, dir, identity).map(|_| ());
         }
-        if holds_records(dir, identity.partitions)? {
+        if holds_records(storage, dir, identity.partitions)? {
             return Err(LogError::Unidentified { path: dir.to_path_buf() });
         }
         for number in 0..identity.partitions {
-            replace_file(dir, &partition_path(dir, number, "log"), MAGIC)?;
-            write_start(&partition_path(dir, number, "start"), 0)?;
-            create_ack_file(&partition_path(dir, number, "ack"), 0, 0, HEADER_LEN)?;
+            replace_file(storage, dir, &partition_path(dir, number, "log"), MAGIC)?;
+            write_start(storage, &partition_path(dir, number, "start"), 0)?;
+            create_ack_file(storage, &partition_path(dir, number, "ack"), 0, 0, HEADER_LEN)?;
         }
-        write_identity(dir, identity)
+        write_identity(storage, dir, identity)
     }
 
     /// The identity of the log in `dir`, read from its identity file; `None` when it has none.
     pub fn read_identity(dir: &Path) -> Result<Option<LogIdentity>, LogError> {
-        read_identity(dir)
+        read_identity(&Storage::Real, dir)
     }
 
     /// [`Log::identity_for_init`] then [`Log::create`]: a new log (or the one already there).
@@ -216,12 +232,22 @@ impl Log {
         expected: LogIdentity,
         mode: WriterMode,
     ) -> Result<(Log, Vec<TailRepair>), LogError> {
-        check_identity(dir, expected)?;
-        let lock = lock_dir(dir)?;
+        Log::open_writer_on(&Storage::Real, dir, expected, mode)
+    }
+
+    /// [`Log::open_writer_with`] on `storage`.
+    pub fn open_writer_on(
+        storage: &Storage,
+        dir: &Path,
+        expected: LogIdentity,
+        mode: WriterMode,
+    ) -> Result<(Log, Vec<TailRepair>), LogError> {
+        check_identity(storage, dir, expected)?;
+        let lock = lock_dir(storage, dir)?;
         let mut parts = Vec::new();
         let mut repairs = Vec::new();
         for number in 0..expected.partitions {
-            let (part, repair) = Partition::open_writer(dir, number, mode)?;
+            let (part, repair) = Partition::open_writer(storage, dir, number, mode)?;
             parts.push(part);
             repairs.extend(repair);
         }
@@ -235,10 +261,15 @@ impl Log {
     /// read. Another log or a missing file is refused; a damaged partition opens, its intact
     /// records readable ([`Log::damage`] says where they end). A reader keeps no producer table.
     pub fn open_reader(dir: &Path, expected: LogIdentity) -> Result<Log, LogError> {
-        check_identity(dir, expected)?;
+        Log::open_reader_on(&Storage::Real, dir, expected)
+    }
+
+    /// [`Log::open_reader`] on `storage`.
+    pub fn open_reader_on(storage: &Storage, dir: &Path, expected: LogIdentity) -> Result<Log, LogError> {
+        check_identity(storage, dir, expected)?;
         let mut parts = Vec::new();
         for number in 0..expected.partitions {
-            let mut part = Partition::new(dir, number);
+            let mut part = Partition::new(storage, dir, number);
             part.refresh()?;
             parts.push(part);
         }
@@ -253,7 +284,7 @@ impl Log {
         expected: LogIdentity,
         before: impl FnOnce(&[RepairAction]),
     ) -> Result<Repaired, LogError> {
-        repair::repair(dir, expected, before)
+        repair::repair(&Storage::Real, dir, expected, before)
     }
 
     /// The identity this handle was opened with (checked against the directory's).
@@ -388,7 +419,7 @@ impl Log {
             return Err(LogError::OffsetOutOfRange { partition, offset, start: part.start, end: part.end() });
         }
         if offset > part.start {
-            write_start(&part.start_path, offset)?;
+            write_start(&part.storage, &part.start_path, offset)?;
             part.start = offset;
         }
         Ok(part.start)
@@ -425,11 +456,11 @@ impl Log {
 
 /// Whether any of the first `partitions` partition files in `dir` holds a byte past its
 /// header (a record, or part of one).
-fn holds_records(dir: &Path, partitions: u32) -> Result<bool, LogError> {
+fn holds_records(storage: &Storage, dir: &Path, partitions: u32) -> Result<bool, LogError> {
     for number in 0..partitions {
         let path = partition_path(dir, number, "log");
-        match fs::metadata(&path) {
-            Ok(metadata) if metadata.len() > HEADER_LEN => return Ok(true),
+        match storage.len(&path) {
+            Ok(len) if len > HEADER_LEN => return Ok(true),
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err(&path)(e)),
@@ -438,13 +469,12 @@ fn holds_records(dir: &Path, partitions: u32) -> Result<bool, LogError> {
     Ok(false)
 }
 
-/// Takes the single-writer lock, held for as long as the returned file stays open.
-fn lock_dir(dir: &Path) -> Result<File, LogError> {
+/// Takes the single-writer lock, held for as long as the returned value lives.
+fn lock_dir(storage: &Storage, dir: &Path) -> Result<DirLock, LogError> {
     let path = dir.join("writer.lock");
-    let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io_err(&path))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(fs::TryLockError::WouldBlock) => Err(LogError::Locked { path }),
-        Err(fs::TryLockError::Error(e)) => Err(io_err(&path)(e)),
+    match storage.try_lock(&path) {
+        Ok(Some(lock)) => Ok(lock),
+        Ok(None) => Err(LogError::Locked { path }),
+        Err(e) => Err(io_err(&path)(e)),
     }
 }

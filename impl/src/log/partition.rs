@@ -9,10 +9,9 @@ use super::frame::{encode_frame, parse_frame, scan, Frame, FrameMeta, ScanEnd, F
 use super::header::{HEADER_LEN, MAGIC};
 use super::producer::{Appended, Producer, ProducerBatch, ProducerTable};
 use super::retention::read_start;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom};
+use super::storage::{OpenMode, Storage, StorageFile};
+use std::io;
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// One record as it was appended.
@@ -58,19 +57,34 @@ pub enum WriterMode {
     /// Benchmark only: as `Checked`, but appends leave the record alone. They are durable yet
     /// not acknowledged, so the next open cuts them; this measures what the record costs.
     WithoutAckRecord,
+    /// Test only, a deliberately broken writer: as `Checked`, but an append writes the record
+    /// (and syncs it) without syncing its data first, so it acknowledges records a power cut
+    /// can still take. The power-cut runs must catch it.
+    AckBeforeDataSync,
+}
+
+impl WriterMode {
+    /// Whether an append syncs its data before it writes the acknowledgement record.
+    fn syncs_data_before_ack(self) -> bool {
+        match self {
+            WriterMode::Checked | WriterMode::Unchecked | WriterMode::WithoutAckRecord => true,
+            WriterMode::AckBeforeDataSync => false,
+        }
+    }
 }
 
 /// One partition's files and its in-memory index. The `pub(super)` fields are those a reader's
 /// refresh (`reader.rs`) and `Log` (`mod.rs`) read or move; the rest only this file touches.
 pub(super) struct Partition {
     number: u32,
+    pub(super) storage: Storage,
     pub(super) log_path: PathBuf,
     pub(super) start_path: PathBuf,
     pub(super) ack_path: PathBuf,
     /// Opened by the writer's open and by a reader's first refresh.
-    pub(super) file: Option<File>,
+    pub(super) file: Option<StorageFile>,
     /// The writer's open acknowledgement file.
-    ack_file: Option<File>,
+    ack_file: Option<StorageFile>,
     /// Byte position of the frame of each offset, from offset 0 (retention keeps the bytes).
     pub(super) index: Vec<u64>,
     /// Byte position just after the last indexed frame; the writer appends here. Always the
@@ -89,9 +103,10 @@ pub(super) struct Partition {
 }
 
 impl Partition {
-    pub(super) fn new(dir: &Path, number: u32) -> Partition {
+    pub(super) fn new(storage: &Storage, dir: &Path, number: u32) -> Partition {
         Partition {
             number,
+            storage: storage.clone(),
             log_path: partition_path(dir, number, "log"),
             start_path: partition_path(dir, number, "start"),
             ack_path: partition_path(dir, number, "ack"),
@@ -116,19 +131,22 @@ impl Partition {
     /// (or, `Unchecked`, repairs a torn tail from the file alone) and rebuilds the producer
     /// table. Everything indexed is durable when this returns.
     pub(super) fn open_writer(
+        storage: &Storage,
         dir: &Path,
         number: u32,
         mode: WriterMode,
     ) -> Result<(Partition, Option<TailRepair>), LogError> {
-        let mut part = Partition::new(dir, number);
+        let mut part = Partition::new(storage, dir, number);
         part.producers = Some(ProducerTable::default());
         part.mode = mode;
         part.open_data(true)?;
         let repair = match mode {
-            WriterMode::Checked | WriterMode::WithoutAckRecord => part.recover_acknowledged()?,
+            WriterMode::Checked | WriterMode::WithoutAckRecord | WriterMode::AckBeforeDataSync => {
+                part.recover_acknowledged()?
+            }
             WriterMode::Unchecked => part.recover_unchecked()?,
         };
-        part.start = read_start(&part.start_path)?;
+        part.start = read_start(&part.storage, &part.start_path)?;
         part.check_start_within_end()?;
         Ok((part, repair))
     }
@@ -136,7 +154,8 @@ impl Partition {
     /// Opens the partition file (read-write for the writer) and checks its header. A missing
     /// file is refused: it held acknowledged records, or `init` made it.
     pub(super) fn open_data(&mut self, write: bool) -> Result<(), LogError> {
-        let file = match OpenOptions::new().read(true).write(write).open(&self.log_path) {
+        let mode = if write { OpenMode::ReadWrite } else { OpenMode::Read };
+        let file = match self.storage.open(&self.log_path, mode) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(LogError::Missing { path: self.log_path.clone(), what: "the partition file" })
@@ -152,7 +171,7 @@ impl Partition {
     /// partition is damaged and left untouched; bytes past them were never acknowledged (an
     /// append a crash interrupted) and are cut.
     fn recover_acknowledged(&mut self) -> Result<Option<TailRepair>, LogError> {
-        let ack_file = open_ack(&self.ack_path, true)?;
+        let ack_file = open_ack(&self.storage, &self.ack_path, true)?;
         let ack = read_ack(&ack_file, &self.ack_path)?;
         let file_len = self.file_len()?;
         self.damage = self.index_acknowledged(ack, file_len)?;
@@ -186,16 +205,17 @@ impl Partition {
             file.sync_data().map_err(io_err(&self.log_path))?;
         }
         let (end, len) = (self.end(), self.tail);
-        self.ack = match inspect_ack(&self.ack_path)? {
+        let storage = self.storage.clone();
+        self.ack = match inspect_ack(&storage, &self.ack_path)? {
             AckFile::Valid(ack) if (ack.end, ack.len) == (end, len) => ack,
             AckFile::Valid(ack) => {
                 let forgotten = Ack { generation: ack.generation + 1, end, len };
-                write_ack(&open_ack(&self.ack_path, true)?, &self.ack_path, forgotten)?;
+                write_ack(&open_ack(&storage, &self.ack_path, true)?, &self.ack_path, forgotten)?;
                 forgotten
             }
-            AckFile::Missing | AckFile::Unreadable(_) => create_ack_file(&self.ack_path, 0, end, len)?,
+            AckFile::Missing | AckFile::Unreadable(_) => create_ack_file(&storage, &self.ack_path, 0, end, len)?,
         };
-        self.ack_file = Some(open_ack(&self.ack_path, true)?);
+        self.ack_file = Some(open_ack(&storage, &self.ack_path, true)?);
         Ok(repair)
     }
 
@@ -207,7 +227,7 @@ impl Partition {
         let mut detail = None;
         if self.tail < limit {
             let file = self.file.as_ref().expect("indexing needs the open file");
-            let bytes = read_range(file, self.tail, limit).map_err(io_err(&self.log_path))?;
+            let bytes = file.read_range(self.tail, limit).map_err(io_err(&self.log_path))?;
             let mut batches = Vec::new();
             let (valid_len, end) = scan(&bytes, self.tail, &mut self.index, &mut batches);
             self.tail += valid_len as u64;
@@ -234,7 +254,7 @@ impl Partition {
 
     fn file_len(&self) -> Result<u64, LogError> {
         let file = self.file.as_ref().expect("the partition file is open");
-        Ok(file.metadata().map_err(io_err(&self.log_path))?.len())
+        file.len().map_err(io_err(&self.log_path))
     }
 
     /// Cuts a torn tail off the file, durably, and describes what was cut.
@@ -257,8 +277,8 @@ impl Partition {
     /// partition whose acknowledgement record is gone use it.
     pub(super) fn scan_tail(&mut self) -> Result<ScanEnd, LogError> {
         let file = self.file.as_ref().expect("scan_tail needs an open file");
-        let file_len = file.metadata().map_err(io_err(&self.log_path))?.len();
-        let bytes = read_range(file, self.tail, file_len.max(self.tail)).map_err(io_err(&self.log_path))?;
+        let file_len = file.len().map_err(io_err(&self.log_path))?;
+        let bytes = file.read_range(self.tail, file_len.max(self.tail)).map_err(io_err(&self.log_path))?;
         let mut batches = Vec::new();
         let (valid_len, end) = scan(&bytes, self.tail, &mut self.index, &mut batches);
         self.tail += valid_len as u64;
@@ -313,7 +333,11 @@ impl Partition {
             encode_frame(first + u64::from(i), meta, payload, &mut bytes);
         }
         let file = self.file.as_ref().expect("the writer always has its file open");
-        let written = file.write_all_at(&bytes, self.tail).and_then(|()| file.sync_data());
+        let written = if self.mode.syncs_data_before_ack() {
+            file.write_all_at(&bytes, self.tail).and_then(|()| file.sync_data())
+        } else {
+            file.write_all_at(&bytes, self.tail)
+        };
         if let Err(e) = written {
             self.poisoned = true;
             return Err(io_err(&self.log_path)(e));
@@ -335,7 +359,7 @@ impl Partition {
     /// Makes `ack` the durable acknowledged state (but for `WithoutAckRecord`).
     fn acknowledge(&mut self, ack: Ack) -> Result<(), LogError> {
         match self.mode {
-            WriterMode::Checked | WriterMode::Unchecked => {
+            WriterMode::Checked | WriterMode::Unchecked | WriterMode::AckBeforeDataSync => {
                 let file = self.ack_file.as_ref().expect("the writer keeps its acknowledgement file open");
                 write_ack(file, &self.ack_path, ack)?;
                 self.ack = ack;
@@ -414,17 +438,9 @@ fn batch_len(payloads: &[&[u8]]) -> u32 {
     len.expect("checked above")
 }
 
-/// The bytes of `file` from `from` up to `to`, or to its end if that comes first.
-pub(super) fn read_range(mut file: &File, from: u64, to: u64) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    file.seek(SeekFrom::Start(from))?;
-    file.take(to.saturating_sub(from)).read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
-
 /// A partition file must start with our magic; we never repair, convert or overwrite
 /// anything else (an older format version included).
-pub(super) fn check_header(file: &File, path: &Path) -> Result<(), LogError> {
+pub(super) fn check_header(file: &StorageFile, path: &Path) -> Result<(), LogError> {
     let mut header = [0u8; MAGIC.len()];
     let mut got = 0;
     while got < header.len() {

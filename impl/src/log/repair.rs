@@ -14,7 +14,7 @@
 //! log whose groups are ahead of it, which a second `repair` finishes).
 
 use super::ack::{create_ack_file, inspect_ack, AckFile};
-use super::durable::{create_dir_durably, replace_file, sync_dir};
+use super::durable::{create_dir_durably_on, replace_file, sync_dir};
 use super::error::{io_err, LogError};
 use super::frame::ScanEnd;
 use super::header::{HEADER_LEN, MAGIC};
@@ -22,9 +22,8 @@ use super::identity::{check_matches, identity_path, read_identity, write_identit
 use super::lock_dir;
 use super::partition::Partition;
 use super::retention::{inspect_start, write_start, StartFile};
+use super::storage::{OpenMode, Storage};
 use std::fmt;
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -140,22 +139,23 @@ struct Plan {
 
 /// See the module documentation. `before` is shown every action before anything changes.
 pub(super) fn repair(
+    storage: &Storage,
     dir: &Path,
     expected: LogIdentity,
     before: impl FnOnce(&[RepairAction]),
 ) -> Result<Repaired, LogError> {
-    let exists = dir.exists();
-    let identity = if exists { read_identity(dir)? } else { None };
+    let exists = storage.exists(dir);
+    let identity = if exists { read_identity(storage, dir)? } else { None };
     if let Some(found) = identity {
         check_matches(dir, found, expected)?;
     }
-    let mut lock = if exists { Some(lock_dir(dir)?) } else { None };
+    let mut lock = if exists { Some(lock_dir(storage, dir)?) } else { None };
     let mut actions = Vec::new();
     let plans: Vec<Plan> = if exists {
-        (0..expected.partitions).map(|number| plan_partition(dir, number)).collect::<Result<_, _>>()?
+        (0..expected.partitions).map(|number| plan_partition(storage, dir, number)).collect::<Result<_, _>>()?
     } else {
         actions.push(RepairAction::RecreatedDirectory { path: dir.to_path_buf() });
-        (0..expected.partitions).map(|number| fresh_plan(dir, number)).collect()
+        (0..expected.partitions).map(|number| fresh_plan(storage, dir, number)).collect()
     };
     if identity.is_none() && exists {
         if plans.iter().any(|plan| plan.end > 0 || plan.cut_to.is_some()) {
@@ -166,16 +166,16 @@ pub(super) fn repair(
     actions.extend(plans.iter().flat_map(|plan| plan.actions.iter().cloned()));
     before(&actions);
     if lock.is_none() {
-        create_dir_durably(dir)?;
-        lock = Some(lock_dir(dir)?);
+        create_dir_durably_on(storage, dir)?;
+        lock = Some(lock_dir(storage, dir)?);
     }
-    record(dir, &actions)?;
+    record(storage, dir, &actions)?;
     let ends = plans.iter().map(|plan| plan.end).collect();
     for plan in plans {
-        apply(dir, plan)?;
+        apply(storage, dir, plan)?;
     }
     if identity.is_none() {
-        write_identity(dir, expected)?;
+        write_identity(storage, dir, expected)?;
     }
     drop(lock);
     Ok(Repaired { actions, ends })
@@ -186,34 +186,34 @@ const JOURNAL: &str = "repairs.log";
 
 /// Appends `actions` to the journal, one line each, and makes them durable before any of
 /// them is carried out.
-fn record(dir: &Path, actions: &[RepairAction]) -> Result<(), LogError> {
+fn record(storage: &Storage, dir: &Path, actions: &[RepairAction]) -> Result<(), LogError> {
     if actions.is_empty() {
         return Ok(());
     }
     let path = dir.join(JOURNAL);
-    let created = !path.exists();
-    let mut file = OpenOptions::new().create(true).append(true).open(&path).map_err(io_err(&path))?;
+    let created = !storage.exists(&path);
+    let file = storage.open(&path, OpenMode::Append).map_err(io_err(&path))?;
     let text: String = actions.iter().map(|action| format!("{action}\n")).collect();
-    file.write_all(text.as_bytes()).and_then(|()| file.sync_data()).map_err(io_err(&path))?;
+    file.append(text.as_bytes()).and_then(|()| file.sync_data()).map_err(io_err(&path))?;
     if created {
-        sync_dir(dir)?;
+        sync_dir(storage, dir)?;
     }
     Ok(())
 }
 
 /// A partition of a log directory that is gone: everything made again, nothing known lost.
-fn fresh_plan(dir: &Path, number: u32) -> Plan {
-    let part = Partition::new(dir, number);
+fn fresh_plan(storage: &Storage, dir: &Path, number: u32) -> Plan {
+    let part = Partition::new(storage, dir, number);
     let actions = vec![RepairAction::RecreatedPartition { path: part.log_path, partition: number, lost: None }];
     Plan { number, actions, create_file: true, cut_to: None, ack: Some((0, 0, HEADER_LEN)), start: Some(0), end: 0 }
 }
 
 /// Reads one partition's files and plans what makes them consistent; changes nothing.
-fn plan_partition(dir: &Path, number: u32) -> Result<Plan, LogError> {
-    let mut part = Partition::new(dir, number);
+fn plan_partition(storage: &Storage, dir: &Path, number: u32) -> Result<Plan, LogError> {
+    let mut part = Partition::new(storage, dir, number);
     let mut plan =
         Plan { number, actions: Vec::new(), create_file: false, cut_to: None, ack: None, start: None, end: 0 };
-    let ack = inspect_ack(&part.ack_path)?;
+    let ack = inspect_ack(storage, &part.ack_path)?;
     let (end, len) = match part.open_data(false) {
         Ok(()) => plan_data(&mut part, &ack, &mut plan)?,
         Err(LogError::Missing { .. }) => {
@@ -253,7 +253,7 @@ fn plan_partition(dir: &Path, number: u32) -> Result<Plan, LogError> {
 /// Plans what an existing partition file needs and returns its (end, length) after it.
 fn plan_data(part: &mut Partition, ack: &AckFile, plan: &mut Plan) -> Result<(u64, u64), LogError> {
     let file = part.file.as_ref().expect("opened by the caller");
-    let file_len = file.metadata().map_err(io_err(&part.log_path))?.len();
+    let file_len = file.len().map_err(io_err(&part.log_path))?;
     let (path, partition) = (part.log_path.clone(), plan.number);
     match ack {
         AckFile::Valid(ack) => match part.index_acknowledged(*ack, file_len)? {
@@ -294,7 +294,7 @@ fn plan_start(
     let path = part.start_path.clone();
     // Frames are numbered from 0 and retention keeps their bytes: the first frame is offset 0.
     let first = 0;
-    let reason = match inspect_start(&part.start_path)? {
+    let reason = match inspect_start(&part.storage, &part.start_path)? {
         StartFile::Valid(start) if start <= end => return Ok(None),
         StartFile::Valid(from) => {
             actions.push(RepairAction::MovedStart { path, partition, from, to: end });
@@ -310,21 +310,21 @@ fn plan_start(
 /// Carries out one partition's plan, each write durable: the data file first, then the
 /// acknowledgement record, then the start, so a crash in between leaves at worst a damaged
 /// partition that a second `repair` finds again.
-fn apply(dir: &Path, plan: Plan) -> Result<(), LogError> {
-    let part = Partition::new(dir, plan.number);
+fn apply(storage: &Storage, dir: &Path, plan: Plan) -> Result<(), LogError> {
+    let part = Partition::new(storage, dir, plan.number);
     if plan.create_file {
-        replace_file(dir, &part.log_path, MAGIC)?;
+        replace_file(storage, dir, &part.log_path, MAGIC)?;
     }
     if let Some(len) = plan.cut_to {
-        let file = OpenOptions::new().write(true).open(&part.log_path).map_err(io_err(&part.log_path))?;
+        let file = storage.open(&part.log_path, OpenMode::Write).map_err(io_err(&part.log_path))?;
         file.set_len(len).map_err(io_err(&part.log_path))?;
         file.sync_all().map_err(io_err(&part.log_path))?;
     }
     if let Some((after, end, len)) = plan.ack {
-        create_ack_file(&part.ack_path, after, end, len)?;
+        create_ack_file(storage, &part.ack_path, after, end, len)?;
     }
     if let Some(start) = plan.start {
-        write_start(&part.start_path, start)?;
+        write_start(storage, &part.start_path, start)?;
     }
     Ok(())
 }

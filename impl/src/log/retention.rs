@@ -5,7 +5,7 @@
 
 use super::durable::replace_file;
 use super::error::{io_err, LogError};
-use std::fs;
+use super::storage::Storage;
 use std::io;
 use std::path::Path;
 
@@ -21,8 +21,8 @@ pub(super) enum StartFile {
 }
 
 /// Reads a start file; a missing one is [`LogError::Missing`].
-pub(super) fn read_start(path: &Path) -> Result<u64, LogError> {
-    match inspect_start(path)? {
+pub(super) fn read_start(storage: &Storage, path: &Path) -> Result<u64, LogError> {
+    match inspect_start(storage, path)? {
         StartFile::Valid(start) => Ok(start),
         StartFile::Missing => Err(LogError::Missing { path: path.to_path_buf(), what: "the start file" }),
         StartFile::Unreadable(error) => Err(error),
@@ -30,8 +30,8 @@ pub(super) fn read_start(path: &Path) -> Result<u64, LogError> {
 }
 
 /// Reads a start file, telling a missing or damaged one apart from an I/O error.
-pub(super) fn inspect_start(path: &Path) -> Result<StartFile, LogError> {
-    let bytes = match fs::read(path) {
+pub(super) fn inspect_start(storage: &Storage, path: &Path) -> Result<StartFile, LogError> {
+    let bytes = match storage.read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(StartFile::Missing),
         Err(e) => return Err(io_err(path)(e)),
@@ -56,9 +56,9 @@ pub(super) fn inspect_start(path: &Path) -> Result<StartFile, LogError> {
 }
 
 /// Replaces a start file atomically: a crash leaves either the old start or the new one.
-pub(super) fn write_start(path: &Path, start: u64) -> Result<(), LogError> {
+pub(super) fn write_start(storage: &Storage, path: &Path, start: u64) -> Result<(), LogError> {
     let mut bytes = start.to_le_bytes().to_vec();
     bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
     let dir = path.parent().expect("a start file lives in the log directory");
-    replace_file(dir, path, &bytes)
+    replace_file(storage, dir, path, &bytes)
 }

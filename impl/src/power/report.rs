@@ -1,0 +1,148 @@
+//! The power-cut runs' tallies: per strategy and point kind, per log point, and the violations.
+
+use super::run::{Case, Outcome};
+use super::{is_exact, LogPoint, Point, PointKind};
+use crate::strategy::Strategy;
+use std::collections::BTreeMap;
+
+/// Violations kept word for word; the rest are only counted.
+const VIOLATIONS_KEPT: usize = 20;
+
+/// Counts over a set of runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub points: u64,
+    pub runs: u64,
+    /// Runs whose reopen refused (a damaged partition, a group ahead of its log).
+    pub refusals: u64,
+    /// Records of interrupted appends (never acknowledged) the reopened log lacks.
+    pub lost_unacked: u64,
+    /// Acknowledged records the reopened log lacks or holds other bytes of; must be 0.
+    pub acked_lost: u64,
+    /// Runs of a strategy that is not exact whose total is not the records' sum.
+    pub inexact: u64,
+    /// Pending disk operations the cuts kept (of which garbled or torn writes) and dropped.
+    pub kept: u64,
+    pub garbled: u64,
+    pub torn: u64,
+    pub dropped: u64,
+}
+
+impl Tally {
+    fn add(&mut self, outcome: &Outcome) {
+        self.runs += 1;
+        self.refusals += u64::from(outcome.refused);
+        self.lost_unacked += outcome.lost_unacked;
+        self.acked_lost += outcome.acked_lost;
+        self.inexact += u64::from(outcome.inexact);
+        self.kept += outcome.cut.kept;
+        self.garbled += outcome.cut.garbled;
+        self.torn += outcome.cut.torn;
+        self.dropped += outcome.cut.dropped;
+    }
+
+    fn merge(&mut self, other: &Tally) {
+        self.points += other.points;
+        self.runs += other.runs;
+        self.refusals += other.refusals;
+        self.lost_unacked += other.lost_unacked;
+        self.acked_lost += other.acked_lost;
+        self.inexact += other.inexact;
+        self.kept += other.kept;
+        self.garbled += other.garbled;
+        self.torn += other.torn;
+        self.dropped += other.dropped;
+    }
+}
+
+/// Everything the runs found.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub rows: BTreeMap<(Strategy, PointKind), Tally>,
+    /// The log's own points, over every strategy.
+    pub log_points: BTreeMap<LogPoint, Tally>,
+    /// The first violations, each naming its run.
+    pub violations: Vec<String>,
+    pub violation_count: u64,
+}
+
+impl Report {
+    pub(super) fn add_point(&mut self, strategy: Strategy, kind: PointKind) {
+        self.rows.entry((strategy, kind)).or_default().points += 1;
+    }
+
+    pub(super) fn add_run(&mut self, case: &Case, outcome: Outcome) {
+        self.rows.entry((case.strategy, case.point.kind())).or_default().add(&outcome);
+        if let Point::Log(point) = case.point {
+            self.log_points.entry(point).or_default().add(&outcome);
+        }
+        for violation in &outcome.violations {
+            self.violation_count += 1;
+            if self.violations.len() < VIOLATIONS_KEPT {
+                let (strategy, point, seed) = (case.strategy, case.point, case.seed);
+                self.violations.push(format!("{strategy} at {point} (run seed {seed:#018x}): {violation}"));
+            }
+        }
+    }
+
+    /// Every row together.
+    pub fn total(&self) -> Tally {
+        let mut total = Tally::default();
+        self.rows.values().for_each(|tally| total.merge(tally));
+        total
+    }
+
+    /// The tables `consumer power-cuts` prints: per strategy and point kind, per log point,
+    /// then the cuts and the violations.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        self.strategy_rows(&mut out);
+        self.log_point_rows(&mut out);
+        let total = self.total();
+        let (kept, garbled, torn, dropped) = (total.kept, total.garbled, total.torn, total.dropped);
+        out += &format!("\npending disk operations at the cuts: {kept} kept ({garbled} garbled, {torn} torn), ");
+        out += &format!("{dropped} dropped\nviolations: {}\n", self.violation_count);
+        self.violations.iter().for_each(|violation| out += &format!("  {violation}\n"));
+        out
+    }
+
+    fn strategy_rows(&self, out: &mut String) {
+        let [strategy, exact, kind] = ["strategy", "exact", "kind"];
+        let counts_header = format!(
+            "{:>6} {:>6} {:>8} {:>12} {:>10} {:>7}",
+            "points", "runs", "refusals", "unacked lost", "acked lost", "inexact"
+        );
+        *out += &format!("{strategy:<19} {exact:>5} {kind:>9} {counts_header}\n");
+        for (&(strategy, kind), tally) in &self.rows {
+            let exact = if is_exact(strategy) { "yes" } else { "no" };
+            *out += &format!("{:<19} {exact:>5} {:>9} {}\n", strategy.name(), kind_name(kind), counts(tally));
+        }
+        *out += &format!("{:<19} {:>5} {:>9} {}\n", "all", "", "", counts(&self.total()));
+    }
+
+    fn log_point_rows(&self, out: &mut String) {
+        *out += &format!(
+            "\n{:<25} {:>6} {:>8} {:>12} {:>10}\n",
+            "log point", "runs", "refusals", "unacked lost", "acked lost"
+        );
+        for (point, tally) in &self.log_points {
+            let (runs, refusals, lost, acked_lost) = (tally.runs, tally.refusals, tally.lost_unacked, tally.acked_lost);
+            *out += &format!("{:<25} {runs:>6} {refusals:>8} {lost:>12} {acked_lost:>10}\n", point.name());
+        }
+    }
+}
+
+fn kind_name(kind: PointKind) -> &'static str {
+    match kind {
+        PointKind::Owner => "owner",
+        PointKind::Append => "append",
+        PointKind::Retention => "retention",
+    }
+}
+
+fn counts(tally: &Tally) -> String {
+    format!(
+        "{:>6} {:>6} {:>8} {:>12} {:>10} {:>7}",
+        tally.points, tally.runs, tally.refusals, tally.lost_unacked, tally.acked_lost, tally.inexact
+    )
+}
