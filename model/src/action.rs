@@ -61,6 +61,20 @@ pub enum Action {
     /// The owner finds its group's checkpoint (or its own position) ahead of the log and
     /// refuses to go on with the partition: no write.
     RefuseAhead { group: u8, owner: u8, partition: u8 },
+    /// Replicated rows: the follower fetches the leader's next record.
+    Replicate { partition: u8 },
+    /// Replicated rows, `acks=all`: the producer's in-flight append is answered.
+    Acknowledge { partition: u8 },
+    /// Replicated rows: the lagging follower leaves the ISR.
+    ShrinkIsr { partition: u8 },
+    /// Replicated rows: the leader fails and a new one is elected (or none).
+    FailLeader { partition: u8 },
+    /// Transactional rows: the output record of `offset` joins the owner's open transaction.
+    ProduceOutput { group: u8, owner: u8, partition: u8, offset: Offset },
+    /// Transactional rows: one transaction with the commit marker and the next offset.
+    CommitTxn { group: u8, owner: u8, partition: u8, offset: Offset },
+    /// Transactional rows: the downstream reader reads the output partition's next entry.
+    ReadOutput { partition: u8 },
 }
 
 impl Action {
@@ -71,8 +85,15 @@ impl Action {
             | Action::AppendAckLost { .. }
             | Action::RetryAppend { .. }
             | Action::Retain { .. }
-            | Action::LoseTail { .. } => None,
+            | Action::LoseTail { .. }
+            | Action::Replicate { .. }
+            | Action::Acknowledge { .. }
+            | Action::ShrinkIsr { .. }
+            | Action::FailLeader { .. }
+            | Action::ReadOutput { .. } => None,
             Action::Fetch { group, .. }
+            | Action::ProduceOutput { group, .. }
+            | Action::CommitTxn { group, .. }
             | Action::Pause { group, .. }
             | Action::RefuseAhead { group, .. }
             | Action::ApplyEffect { group, .. }
@@ -93,13 +114,24 @@ impl Action {
     /// Who takes the step.
     pub fn actor(&self) -> Actor {
         match *self {
-            Action::Append { .. } | Action::AppendAckLost { .. } | Action::RetryAppend { .. } => Actor::Producer,
-            Action::Retain { .. } | Action::Rebalance { .. } | Action::LoseTail { .. } => Actor::Coordinator,
+            Action::Append { .. }
+            | Action::AppendAckLost { .. }
+            | Action::RetryAppend { .. }
+            | Action::Acknowledge { .. }
+            | Action::ReadOutput { .. } => Actor::Producer,
+            Action::Retain { .. }
+            | Action::Rebalance { .. }
+            | Action::LoseTail { .. }
+            | Action::Replicate { .. }
+            | Action::ShrinkIsr { .. }
+            | Action::FailLeader { .. } => Actor::Coordinator,
             Action::Crash { group, owner } | Action::Restart { group, owner } | Action::Pause { group, owner } => {
                 Actor::Owner { group, owner }
             }
             Action::Fetch { group, owner, .. }
             | Action::RefuseAhead { group, owner, .. }
+            | Action::ProduceOutput { group, owner, .. }
+            | Action::CommitTxn { group, owner, .. }
             | Action::FailOutOfRange { group, owner, .. }
             | Action::ApplyEffect { group, owner, .. }
             | Action::InsertProcessed { group, owner, .. }
@@ -125,7 +157,9 @@ impl Action {
             | Action::ApplyDeduped { .. }
             | Action::ApplyAtomic { .. }
             | Action::DeadLetter { .. }
-            | Action::ResetOffset { .. } => self.owner_write().map(|write| write.lease),
+            | Action::ResetOffset { .. }
+            | Action::ProduceOutput { .. }
+            | Action::CommitTxn { .. } => self.owner_write().map(|write| write.lease),
             Action::Append { .. }
             | Action::AppendAckLost { .. }
             | Action::RetryAppend { .. }
@@ -134,7 +168,12 @@ impl Action {
             | Action::Restart { .. }
             | Action::Rebalance { .. }
             | Action::Pause { .. }
-            | Action::LoseTail { .. } => None,
+            | Action::LoseTail { .. }
+            | Action::Replicate { .. }
+            | Action::Acknowledge { .. }
+            | Action::ShrinkIsr { .. }
+            | Action::FailLeader { .. }
+            | Action::ReadOutput { .. } => None,
         }
     }
 
@@ -164,6 +203,12 @@ impl Action {
             Action::DeadLetter { group, owner, partition, offset } => {
                 write(Write::DeadLetter, group, owner, partition, offset)
             }
+            Action::ProduceOutput { group, owner, partition, offset } => {
+                write(Write::ProduceOutput, group, owner, partition, offset)
+            }
+            Action::CommitTxn { group, owner, partition, offset } => {
+                write(Write::CommitTxn, group, owner, partition, offset)
+            }
             // The reset's target is the log start, which the state holds.
             Action::ResetOffset { group, owner, partition } => write(Write::ResetOffset, group, owner, partition, 0),
             Action::Append { .. }
@@ -177,7 +222,12 @@ impl Action {
             | Action::Rebalance { .. }
             | Action::Pause { .. }
             | Action::LoseTail { .. }
-            | Action::RefuseAhead { .. } => None,
+            | Action::RefuseAhead { .. }
+            | Action::Replicate { .. }
+            | Action::Acknowledge { .. }
+            | Action::ShrinkIsr { .. }
+            | Action::FailLeader { .. }
+            | Action::ReadOutput { .. } => None,
         }
     }
 
@@ -194,6 +244,8 @@ impl Action {
             Write::ApplyAtomic => Action::ApplyAtomic { group, owner, partition, offset },
             Write::DeadLetter => Action::DeadLetter { group, owner, partition, offset },
             Write::ResetOffset => Action::ResetOffset { group, owner, partition },
+            Write::ProduceOutput => Action::ProduceOutput { group, owner, partition, offset },
+            Write::CommitTxn => Action::CommitTxn { group, owner, partition, offset },
         }
     }
 
@@ -278,6 +330,17 @@ impl fmt::Display for Action {
             Action::RefuseAhead { group, owner, partition } => {
                 write!(f, "g{group}/o{owner} refuses p{partition}: its checkpoint is ahead of the log")
             }
+            Action::Replicate { partition } => write!(f, "the follower of p{partition} fetches from the leader"),
+            Action::Acknowledge { partition } => write!(f, "the producer's append to p{partition} is answered"),
+            Action::ShrinkIsr { partition } => write!(f, "the lagging follower of p{partition} leaves the ISR"),
+            Action::FailLeader { partition } => write!(f, "the leader of p{partition} fails"),
+            Action::ProduceOutput { group, owner, partition, offset } => {
+                write!(f, "g{group}/o{owner} produces the output of p{partition} offset {offset} in its transaction")
+            }
+            Action::CommitTxn { group, owner, partition, offset } => {
+                write!(f, "g{group}/o{owner} commits its transaction with p{partition} next offset {}", offset + 1)
+            }
+            Action::ReadOutput { partition } => write!(f, "the downstream reader reads output p{partition}"),
         }
     }
 }

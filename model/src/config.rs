@@ -1,6 +1,7 @@
 //! Bounds of one model-checking run and the consumer strategies, with their validation.
 
 pub use crate::strategy::Strategy;
+use crate::strategy::{Replication, Sequence};
 use serde::{Deserialize, Serialize};
 
 /// The bounds of one run. Every field is a CLI flag of `model check` and `model explore`.
@@ -45,6 +46,12 @@ pub struct Config {
     /// truncated or deleted file), so the store may be ahead of the log.
     #[serde(default)]
     pub log_losses: u8,
+    /// Leader failures allowed in a run (replicated rows, spec.md §3.2).
+    #[serde(default)]
+    pub leader_failures: u8,
+    /// ISR shrinks allowed in a run (replicated rows).
+    #[serde(default)]
+    pub isr_shrinks: u8,
 }
 
 /// spec.md §4's default bounds: the only place they are written in this crate (the CLI's
@@ -96,11 +103,11 @@ impl Config {
         Config {
             strategy,
             groups: row.groups,
-            owners: defaults::OWNERS,
+            owners: row.owners,
             partitions: defaults::PARTITIONS,
-            records: defaults::RECORDS,
-            crashes: defaults::CRASHES,
-            rebalances: defaults::REBALANCES,
+            records: row.records,
+            crashes: row.crashes,
+            rebalances: row.rebalances,
             commit_every: defaults::COMMIT_EVERY,
             inflight: defaults::INFLIGHT,
             delta: defaults::DELTA,
@@ -112,6 +119,8 @@ impl Config {
             retentions: row.retentions,
             pauses: row.pauses,
             log_losses: row.log_losses,
+            leader_failures: row.leader_failures,
+            isr_shrinks: row.isr_shrinks,
         }
     }
 
@@ -167,16 +176,36 @@ impl Config {
                 ));
             }
         }
-        let budgets: [(&str, u8); 4] = [
+        let budgets: [(&str, u8); 6] = [
             ("--retentions", self.retentions),
             ("--ack-losses", self.ack_losses),
             ("--pauses", self.pauses),
             ("--log-losses", self.log_losses),
+            ("--leader-failures", self.leader_failures),
+            ("--isr-shrinks", self.isr_shrinks),
         ];
         for (flag, value) in budgets {
             if value > BUDGET_MAX {
                 return Err(format!("{flag} {value} is out of range: accepted values are 0..={BUDGET_MAX}{too_big}"));
             }
+        }
+        let replicated = match self.strategy.rules().replication {
+            Replication::Single => false,
+            Replication::Replicated(_) => true,
+        };
+        if !replicated && (self.leader_failures > 0 || self.isr_shrinks > 0) {
+            return Err(format!(
+                "--leader-failures and --isr-shrinks apply to the replicated (acks) rows, not to {}",
+                self.strategy
+            ));
+        }
+        let transactional = self.strategy.rules().sequence == Sequence::Transactional;
+        if transactional && self.groups != 1 {
+            return Err(format!(
+                "--groups {} is out of range for {}: the transactional rows have one group, whose \
+                 transactions write the output partition",
+                self.groups, self.strategy
+            ));
         }
         if self.max_attempts == 0 || self.max_attempts > 3 {
             return Err(format!(
@@ -195,7 +224,7 @@ impl Config {
         format!(
             "--strategy {} --groups {} --owners {} --partitions {} --records {} --crashes {} \
              --rebalances {} --commit-every {} --inflight {} --delta {} --poison {} --max-attempts {} \
-             --ack-losses {} --retentions {} --pauses {} --log-losses {}",
+             --ack-losses {} --retentions {} --pauses {} --log-losses {} --leader-failures {} --isr-shrinks {}",
             self.strategy,
             self.groups,
             self.owners,
@@ -211,7 +240,9 @@ impl Config {
             self.ack_losses,
             self.retentions,
             self.pauses,
-            self.log_losses
+            self.log_losses,
+            self.leader_failures,
+            self.isr_shrinks
         )
     }
 }

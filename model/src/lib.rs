@@ -10,12 +10,14 @@ pub mod check;
 pub mod config;
 pub mod expected;
 pub mod properties;
+pub mod replication;
 pub mod shortest;
 pub mod state;
 pub mod step;
 pub mod strategy;
 pub mod svg;
 pub mod trace;
+pub mod txn;
 
 pub use action::Action;
 pub use config::{Config, Strategy};
@@ -55,6 +57,10 @@ impl ConsumerModel {
             ("store-ahead", Witness::StoreAhead),
             ("refused", Witness::Refused),
             ("paused-fenced", Witness::PausedFenced),
+            ("leader-failed", Witness::LeaderFailed),
+            ("isr-shrunk", Witness::IsrShrunk),
+            ("not-enough-replicas", Witness::NotEnoughReplicas),
+            ("txn-aborted", Witness::TxnAborted),
         ]
         .iter()
         .filter(|(name, _)| properties.iter().any(|p| p.name == *name))
@@ -74,10 +80,18 @@ impl ConsumerModel {
         let row = |s: &State, g: u8, p: u8| s.groups[usize::from(g)].store.partitions[usize::from(p)].clone();
         let who = self.who(state, action);
         match *action {
-            Action::Append { partition, .. } => {
+            Action::Append { partition, delta } if !state.replicas.is_empty() => {
                 let p = usize::from(partition);
-                let offset = state.log[p].len();
-                format!("producer appends offset {offset} (+{}) to p{partition}", next.log[p][offset])
+                let refused = next.producer[p].sent == state.producer[p].sent;
+                let what = if refused { "is refused (NotEnoughReplicas)" } else { "goes to the leader" };
+                format!(
+                    "producer's append (+{delta}) to p{partition} {what}: {}",
+                    self.describe_replicas(&next, partition)
+                )
+            }
+            Action::Append { partition, delta } => {
+                let offset = state.log[usize::from(partition)].len();
+                format!("producer appends offset {offset} (+{delta}) to p{partition}")
             }
             Action::AppendAckLost { partition, delta } => {
                 let p = usize::from(partition);
@@ -145,12 +159,27 @@ impl ConsumerModel {
                     self.epoch_note(state, action)
                 )
             }
+            Action::Replicate { partition } | Action::ShrinkIsr { partition } | Action::FailLeader { partition } => {
+                format!("{action}: {}", self.describe_replicas(&next, partition))
+            }
+            Action::Acknowledge { partition } => {
+                let acked = next.replicas[usize::from(partition)].acked != state.replicas[usize::from(partition)].acked;
+                let answer = if acked { "acknowledged" } else { "NotEnoughReplicasAfterAppend (to be retried)" };
+                format!("{action}: {answer}; {}", self.describe_replicas(&next, partition))
+            }
+            Action::ReadOutput { partition } => {
+                let p = usize::from(partition);
+                let entry = state.output[p][usize::from(state.reader[p])];
+                format!("the downstream reader takes {entry:?} of output p{partition}")
+            }
             Action::ApplyEffect { .. }
             | Action::InsertProcessed { .. }
             | Action::ApplyStamped { .. }
             | Action::ApplyDeduped { .. }
             | Action::ApplyAtomic { .. }
-            | Action::DeadLetter { .. } => {
+            | Action::DeadLetter { .. }
+            | Action::ProduceOutput { .. }
+            | Action::CommitTxn { .. } => {
                 let write = action.owner_write().expect("an owner write");
                 self.describe_record_write(state, &next, write, action)
             }
@@ -173,6 +202,8 @@ impl ConsumerModel {
             | Write::DeadLetter
             | Write::CommitOffset
             | Write::ResetOffset
+            | Write::ProduceOutput
+            | Write::CommitTxn
                 if fenced =>
             {
                 format!("is fenced writing p{partition} offset {offset}: its epoch is stale, the transaction aborts")
@@ -192,6 +223,16 @@ impl ConsumerModel {
                 } else {
                     format!("applies p{partition} offset {offset} (+{delta}): total {before} -> {after}")
                 }
+            }
+            Write::ProduceOutput => {
+                let epoch = state.lease(group, owner, partition).map_or(0, |l| l.epoch);
+                format!("produces the output of p{partition} offset {offset} in its transaction (epoch {epoch})")
+            }
+            Write::CommitTxn => {
+                let epoch = state.lease(group, owner, partition).map_or(0, |l| l.epoch);
+                format!(
+                    "commits its transaction (epoch {epoch}) with p{partition} offset {offset}: total {before} -> {after}"
+                )
             }
             // Not a record's write (`describe_step` describes these itself): their `value` is no
             // offset of the log, and the checkpoint they move is described below.
@@ -233,6 +274,21 @@ impl ConsumerModel {
             Some(lease) if lease.epoch != stored => format!(" [zombie: epoch {} < {stored}]", lease.epoch),
             _ => String::new(),
         }
+    }
+
+    /// A replicated partition after a step: each broker's log end, the leader, the high
+    /// watermark and the ISR.
+    fn describe_replicas(&self, state: &State, partition: u8) -> String {
+        let replicas = &state.replicas[usize::from(partition)];
+        let leader = replicas.leader.map_or("none (unavailable)".to_string(), |l| format!("b{l}"));
+        let isr: Vec<String> = (0..2).filter(|&b| replicas.isr[b]).map(|b| format!("b{b}")).collect();
+        format!(
+            "log ends b0 {} b1 {}, leader {leader}, HW {}, ISR {{{}}}",
+            replicas.logs[0].len(),
+            replicas.logs[1].len(),
+            replicas.hw,
+            isr.join(", ")
+        )
     }
 
     /// Who takes an owner step: `gG/oO`, or `gG/oO'` for the earlier incarnation of owner O

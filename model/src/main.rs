@@ -38,20 +38,20 @@ struct Bounds {
     #[arg(long)]
     groups: Option<u8>,
     /// Competing owner processes per group.
-    #[arg(long, default_value_t = defaults::OWNERS)]
-    owners: u8,
+    #[arg(long)]
+    owners: Option<u8>,
     /// Partitions of the log (at most 2).
     #[arg(long, default_value_t = defaults::PARTITIONS)]
     partitions: u8,
     /// Records appended to each partition.
-    #[arg(long, default_value_t = defaults::RECORDS)]
-    records: u8,
+    #[arg(long)]
+    records: Option<u8>,
     /// Owner crashes allowed in a run (all groups together).
-    #[arg(long, default_value_t = defaults::CRASHES)]
-    crashes: u8,
+    #[arg(long)]
+    crashes: Option<u8>,
     /// Rebalances allowed in a run (all groups together).
-    #[arg(long, default_value_t = defaults::REBALANCES)]
-    rebalances: u8,
+    #[arg(long)]
+    rebalances: Option<u8>,
     /// Checkpoint interval of periodic-commit and offset-stamp, in records.
     #[arg(long, default_value_t = defaults::COMMIT_EVERY)]
     commit_every: u8,
@@ -83,6 +83,12 @@ struct Bounds {
     /// (default: 1 for the log-loss rows, 0 for the others).
     #[arg(long)]
     log_losses: Option<u8>,
+    /// Leader failures allowed in a run (the acks rows; default: theirs, 1).
+    #[arg(long)]
+    leader_failures: Option<u8>,
+    /// ISR shrinks allowed in a run (the acks rows; default: theirs, 1).
+    #[arg(long)]
+    isr_shrinks: Option<u8>,
 }
 
 /// `--poison`: an offset, or none.
@@ -103,11 +109,11 @@ impl Bounds {
         Config {
             strategy,
             groups: self.groups.unwrap_or(Config::new(strategy).groups),
-            owners: self.owners,
+            owners: self.owners.unwrap_or(Config::new(strategy).owners),
             partitions: self.partitions,
-            records: self.records,
-            crashes: self.crashes,
-            rebalances: self.rebalances,
+            records: self.records.unwrap_or(Config::new(strategy).records),
+            crashes: self.crashes.unwrap_or(Config::new(strategy).crashes),
+            rebalances: self.rebalances.unwrap_or(Config::new(strategy).rebalances),
             commit_every: self.commit_every,
             inflight: self.inflight,
             delta: self.delta,
@@ -117,6 +123,8 @@ impl Bounds {
             retentions: self.retentions.unwrap_or(Config::new(strategy).retentions),
             pauses: self.pauses.unwrap_or(Config::new(strategy).pauses),
             log_losses: self.log_losses.unwrap_or(Config::new(strategy).log_losses),
+            leader_failures: self.leader_failures.unwrap_or(Config::new(strategy).leader_failures),
+            isr_shrinks: self.isr_shrinks.unwrap_or(Config::new(strategy).isr_shrinks),
         }
     }
 }

@@ -2,12 +2,12 @@
 
 use crate::config::Config;
 use crate::state::{Offset, State, Witness};
-use crate::strategy::{Guard, LogCheck, OutOfRangePolicy, PoisonPolicy, StartPolicy};
+use crate::strategy::{Acks, Guard, LogCheck, OutOfRangePolicy, PoisonPolicy, Replication, Sequence, StartPolicy};
 use crate::ConsumerModel;
 use stateright::{Expectation, Property};
 
 /// The safety properties, in the order of spec.md's verdict table.
-pub const SAFETY: [&str; 11] = [
+pub const SAFETY: [&str; 15] = [
     "no-duplicate",
     "contiguous-prefix",
     "effectively-once",
@@ -19,6 +19,10 @@ pub const SAFETY: [&str; 11] = [
     "no-duplicate-append",
     "reset-accounted",
     "refusal-justified",
+    "no-acked-loss",
+    "committed-read",
+    "output-exactly-once",
+    "no-aborted-read",
 ];
 
 /// What a property is for (spec.md §6): a safety claim, or one of the two kinds of `sometimes`.
@@ -36,7 +40,7 @@ pub enum Role {
 }
 
 /// The `sometimes` properties and their role, in the order `properties_for` lists them.
-pub const SOMETIMES: [(&str, Role); 18] = [
+pub const SOMETIMES: [(&str, Role); 22] = [
     ("out-of-range", Role::FaultWitness),
     ("reset-recorded", Role::Observation),
     ("append-retried", Role::FaultWitness),
@@ -55,6 +59,10 @@ pub const SOMETIMES: [(&str, Role); 18] = [
     ("store-ahead", Role::FaultWitness),
     ("refused", Role::Observation),
     ("paused-fenced", Role::Observation),
+    ("leader-failed", Role::FaultWitness),
+    ("isr-shrunk", Role::FaultWitness),
+    ("not-enough-replicas", Role::Observation),
+    ("txn-aborted", Role::FaultWitness),
 ];
 
 /// The role of a property by name; every property `properties_for` builds has one.
@@ -131,6 +139,25 @@ fn below_checkpoint(state: &State, partition: usize, next_offset: Offset) -> Off
 /// ahead of the log: a consumer that refuses when nothing of its own is at stake fails this.
 pub fn refusal_justified(state: &State) -> bool {
     state.groups.iter().all(|group| !group.ghost.unjustified_refusal)
+}
+
+/// Every acknowledged send is in the current leader's log (when there is a leader).
+pub fn no_acked_loss(state: &State) -> bool {
+    state.replicas.iter().all(|replicas| {
+        let Some(leader) = replicas.leader else { return true };
+        let log = &replicas.logs[usize::from(leader)];
+        (0..16u8).filter(|send| replicas.acked & (1 << send) != 0).all(|send| log.contains(&send))
+    })
+}
+
+/// No group applied a record that has since left the leader's log at its offset.
+pub fn committed_read(state: &State) -> bool {
+    state.groups.iter().all(|group| !group.ghost.read_truncated)
+}
+
+/// The downstream reader never read a record of an aborted transaction.
+pub fn no_aborted_read(state: &State) -> bool {
+    state.groups.iter().all(|group| !group.ghost.read_aborted)
 }
 
 /// No poison record's effect was attempted more than `max_attempts` times.
@@ -232,6 +259,30 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
                 properties.push(Property::sometimes("refused", |_, s: &State| s.has_witnessed(Witness::Refused)));
             }
             LogCheck::Unchecked => {}
+        }
+    }
+    if let Replication::Replicated(replica_rules) = rules.replication {
+        properties.push(Property::always("no-acked-loss", |_, s: &State| no_acked_loss(s)));
+        properties.push(Property::always("committed-read", |_, s: &State| committed_read(s)));
+        if config.leader_failures > 0 {
+            properties
+                .push(Property::sometimes("leader-failed", |_, s: &State| s.has_witnessed(Witness::LeaderFailed)));
+        }
+        if config.isr_shrinks > 0 {
+            properties.push(Property::sometimes("isr-shrunk", |_, s: &State| s.has_witnessed(Witness::IsrShrunk)));
+        }
+        // Too few in-sync replicas is possible only where more than the leader is required.
+        let requires_followers = replica_rules.acks == Acks::All && replica_rules.min_insync > 1;
+        if requires_followers && (config.isr_shrinks > 0 || config.leader_failures > 0) {
+            let refused = |_: &ConsumerModel, s: &State| s.has_witnessed(Witness::NotEnoughReplicas);
+            properties.push(Property::sometimes("not-enough-replicas", refused));
+        }
+    }
+    if rules.sequence == Sequence::Transactional {
+        properties.push(Property::always("output-exactly-once", |_, s: &State| crate::txn::output_exactly_once(s)));
+        properties.push(Property::always("no-aborted-read", |_, s: &State| no_aborted_read(s)));
+        if rules.guard == Guard::Fenced && (config.crashes > 0 || config.pauses > 0 || config.rebalances > 0) {
+            properties.push(Property::sometimes("txn-aborted", |_, s: &State| s.has_witnessed(Witness::TxnAborted)));
         }
     }
     if config.ack_losses > 0 {

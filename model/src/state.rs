@@ -1,6 +1,7 @@
 //! The model's state: the durable log and store, each owner's volatile state, and ghost history.
 
 use crate::config::Config;
+use crate::strategy::{Replication, Sequence};
 use stateright::Representative;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,11 +27,46 @@ pub struct State {
     pub rebalances_used: u8,
     pub pauses_used: u8,
     pub log_losses_used: u8,
+    pub leader_failures_used: u8,
+    pub isr_shrinks_used: u8,
+    /// Replicated rows: per partition, its two replicas (spec.md §3.2); empty otherwise. The
+    /// consumer-visible `log` is then the leader's log below the high watermark.
+    pub replicas: Vec<Replicas>,
+    /// Transactional rows: per partition, the output partition (spec.md §3.3); empty otherwise.
+    pub output: Vec<Vec<OutEntry>>,
+    /// Transactional rows: per output partition, the downstream reader's position.
+    pub reader: Vec<Offset>,
     /// Durable: per partition, whether the log lost acknowledged records (a `lose-tail`). A
     /// log that knows its acknowledged end refuses appends from then on (`LogCheck`).
     pub damaged: Vec<bool>,
     /// Ghost: one bit per `Witness` reached so far, for the `sometimes` properties.
     pub witnessed: u16,
+}
+
+/// A replicated partition: two brokers' logs (of logical sends), the leader, the high
+/// watermark (records below it are on every ISR member), the ISR and which brokers are alive.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Replicas {
+    pub logs: [Vec<u8>; 2],
+    /// `None`: no leader could be elected; the partition is unavailable.
+    pub leader: Option<u8>,
+    pub hw: Offset,
+    pub isr: [bool; 2],
+    pub alive: [bool; 2],
+    /// `acks=all`: the send appended to the leader and waiting for its acknowledgement.
+    pub in_flight: Option<u8>,
+    /// Ghost: one bit per acknowledged send.
+    pub acked: u16,
+}
+
+/// One entry of a transactional output partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OutEntry {
+    /// The output record of input `input`, in the transaction of producer epoch `epoch`.
+    Data { input: Offset, epoch: u8 },
+    /// The end of the transaction of input `input` and producer epoch `epoch`: committed or
+    /// aborted.
+    Marker { input: Offset, epoch: u8, commit: bool },
 }
 
 /// The producer of one partition: how many logical sends it started, and the one whose
@@ -158,6 +194,8 @@ pub enum Stage {
     Recorded,
     /// A poison record the owner gave up on: it is dead-lettered (atomic-dlq) or skipped next.
     Exhausted,
+    /// Read-process-write: the output record is in the open transaction; the commit is next.
+    Produced,
 }
 
 /// Ghost history per group, used only by properties; the real system has no such data.
@@ -178,6 +216,10 @@ pub struct Ghost {
     pub lost_sum: i64,
     /// An owner refused to go on while its group was not ahead of the log.
     pub unjustified_refusal: bool,
+    /// A record the group applied left the leader's log (an unclean election truncated it).
+    pub read_truncated: bool,
+    /// The downstream reader read a record of a transaction that was (or got) aborted.
+    pub read_aborted: bool,
 }
 
 /// Situations the `sometimes` properties must see reached, one bit each in `State::witnessed`.
@@ -215,6 +257,15 @@ pub enum Witness {
     Refused = 14,
     /// An earlier incarnation's fenced write aborted: its successor's claimed epoch fenced it.
     PausedFenced = 15,
+    /// A replicated partition's leader failed.
+    LeaderFailed = 16,
+    /// A lagging follower left the ISR.
+    IsrShrunk = 17,
+    /// An `acks=all` append was refused (`NotEnoughReplicas`) or not acknowledged
+    /// (`NotEnoughReplicasAfterAppend`) for want of in-sync replicas.
+    NotEnoughReplicas = 18,
+    /// Taking a partition aborted the open transaction of an earlier producer epoch.
+    TxnAborted = 19,
 }
 
 impl Stage {
@@ -255,6 +306,8 @@ impl State {
                 failures: vec![0; partitions],
                 lost_sum: 0,
                 unjustified_refusal: false,
+                read_truncated: false,
+                read_aborted: false,
             },
         };
         State {
@@ -269,6 +322,22 @@ impl State {
             rebalances_used: 0,
             pauses_used: 0,
             log_losses_used: 0,
+            leader_failures_used: 0,
+            isr_shrinks_used: 0,
+            replicas: match config.strategy.rules().replication {
+                Replication::Single => Vec::new(),
+                Replication::Replicated(_) => vec![Replicas::fresh(); partitions],
+            },
+            output: if config.strategy.rules().sequence == Sequence::Transactional {
+                vec![Vec::new(); partitions]
+            } else {
+                Vec::new()
+            },
+            reader: if config.strategy.rules().sequence == Sequence::Transactional {
+                vec![0; partitions]
+            } else {
+                Vec::new()
+            },
             damaged: vec![false; partitions],
             witnessed: 0,
         }
@@ -284,6 +353,33 @@ impl State {
 
     pub fn lease(&self, group: u8, owner: u8, partition: u8) -> Option<&Lease> {
         self.groups[usize::from(group)].slot(owner).leases[usize::from(partition)].as_ref()
+    }
+}
+
+impl Replicas {
+    /// Broker 0 leads, both brokers in sync, nothing appended.
+    pub fn fresh() -> Replicas {
+        Replicas {
+            logs: [Vec::new(), Vec::new()],
+            leader: Some(0),
+            hw: 0,
+            isr: [true, true],
+            alive: [true, true],
+            in_flight: None,
+            acked: 0,
+        }
+    }
+
+    /// The members of the ISR.
+    pub fn isr_size(&self) -> u8 {
+        self.isr.iter().filter(|&&member| member).count() as u8
+    }
+
+    /// The follower: the broker that is not the leader, if it is alive.
+    pub fn follower(&self) -> Option<u8> {
+        let leader = self.leader?;
+        let follower = 1 - leader;
+        self.alive[usize::from(follower)].then_some(follower)
     }
 }
 

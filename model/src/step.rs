@@ -6,13 +6,15 @@ use crate::state::{Lease, Offset, Stage, State, Witness};
 use crate::strategy::{
     Checkpointing, Guard, LogCheck, OutOfRangePolicy, PoisonPolicy, ProducerRetry, Sequence, StartPolicy, Write,
 };
+use crate::{replication, txn};
 
 /// Appends every action enabled in `state`, in a fixed order (log, owners, coordinator).
 pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>) {
     for (partition, producer) in state.producer.iter().enumerate() {
         let (partition, delta) = (partition as u8, config.delta);
-        // A log that knows its acknowledged end refuses appends once it lost some of them.
-        let refused = state.damaged[usize::from(partition)];
+        // A log that knows its acknowledged end refuses appends once it lost some of them; a
+        // replicated partition takes none without a leader or while a send is in flight.
+        let refused = state.damaged[usize::from(partition)] || !replication::accepts_sends(state, partition.into());
         if refused {
             continue;
         }
@@ -44,6 +46,7 @@ pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>
                         end: state.log[p].len() as Offset,
                         damaged: state.damaged[p],
                         stored_next: group.store.partitions[p].next_offset,
+                        available: state.replicas.get(p).is_none_or(|r| r.leader.is_some()),
                     };
                     lease_actions(config, lease, log, (g, o, p as u8), actions);
                 }
@@ -74,6 +77,8 @@ pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>
             }
         }
     }
+    replication::enabled_actions(config, state, actions);
+    txn::enabled_actions(config, state, actions);
     if state.rebalances_used < config.rebalances {
         for (g, group) in state.groups.iter().enumerate() {
             for (p, row) in group.store.partitions.iter().enumerate() {
@@ -94,6 +99,8 @@ struct LogView {
     damaged: bool,
     /// The group's stored next offset.
     stored_next: Offset,
+    /// A replicated partition has a leader (else nothing can be read).
+    available: bool,
 }
 
 /// The owner steps a lease allows under the configured strategy (its `Rules`).
@@ -127,8 +134,9 @@ fn lease_actions(
         });
         return;
     }
-    // Records fetched before a retention are still completed; nothing is fetched below the start.
-    let can_fetch = log_start <= lease.position && lease.position < log_end;
+    // Records fetched before a retention are still completed; nothing is fetched below the start,
+    // nor from a replicated partition without a leader.
+    let can_fetch = log.available && log_start <= lease.position && lease.position < log_end;
     match rules.checkpoint {
         Checkpointing::ParallelMax | Checkpointing::ParallelWatermark => {
             if can_fetch && lease.records.len() < usize::from(config.inflight) {
@@ -218,10 +226,15 @@ pub fn next_state(config: &Config, state: &State, action: Action) -> State {
         }
         Action::Crash { group, owner } => crash(config, &mut next, group, owner),
         Action::Restart { group, owner } => restart(config, &mut next, group, owner),
-        Action::Rebalance { group, partition, to_owner } => rebalance(&mut next, group, partition, to_owner),
+        Action::Rebalance { group, partition, to_owner } => rebalance(config, &mut next, group, partition, to_owner),
         Action::Pause { group, owner } => pause(config, &mut next, group, owner),
         Action::LoseTail { partition, keep } => lose_tail(config, &mut next, partition, keep),
         Action::RefuseAhead { group, owner, partition } => refuse_ahead(&mut next, (group, owner, partition)),
+        Action::Replicate { partition } => replication::replicate(config, &mut next, partition),
+        Action::Acknowledge { partition } => replication::acknowledge(config, &mut next, partition),
+        Action::ShrinkIsr { partition } => replication::shrink_isr(config, &mut next, partition),
+        Action::FailLeader { partition } => replication::fail_leader(config, &mut next, partition),
+        Action::ReadOutput { partition } => txn::read_output(config, &mut next, partition),
         Action::ApplyEffect { .. }
         | Action::InsertProcessed { .. }
         | Action::CommitOffset { .. }
@@ -229,7 +242,9 @@ pub fn next_state(config: &Config, state: &State, action: Action) -> State {
         | Action::ApplyDeduped { .. }
         | Action::ApplyAtomic { .. }
         | Action::DeadLetter { .. }
-        | Action::ResetOffset { .. } => {
+        | Action::ResetOffset { .. }
+        | Action::ProduceOutput { .. }
+        | Action::CommitTxn { .. } => {
             let write = action.owner_write().expect("every owner write action has its operands");
             owner_write(config, &mut next, write);
         }
@@ -294,7 +309,7 @@ fn refuse_ahead(state: &mut State, (group, owner, partition): (u8, u8, u8)) {
     let end = state.log[p].len() as Offset;
     let stored_next = state.groups[usize::from(group)].store.partitions[p].next_offset;
     let lease = state.lease(group, owner, partition).expect("a refusal needs the lease");
-    let log = LogView { start: state.log_start[p], end, damaged: state.damaged[p], stored_next };
+    let log = LogView { start: state.log_start[p], end, damaged: state.damaged[p], stored_next, available: true };
     if !is_ahead(lease, log) {
         state.groups[usize::from(group)].ghost.unjustified_refusal = true;
     }
@@ -316,6 +331,9 @@ enum Send {
 /// The producer's steps. Every send carries its logical id in the ghost `sends`.
 fn produce(config: &Config, state: &mut State, kind: Send, partition: u8, delta: i64) {
     let partition = usize::from(partition);
+    if replication::rules(config).is_some() {
+        return produce_replicated(config, state, kind, partition);
+    }
     let producer = &mut state.producer[partition];
     let send = match kind {
         Send::Retry => {
@@ -350,6 +368,36 @@ fn produce(config: &Config, state: &mut State, kind: Send, partition: u8, delta:
     }
     state.log[partition].push(delta);
     state.sends[partition].push(send);
+}
+
+/// The producer's steps on a replicated partition (spec.md §3.2): the send goes to the leader;
+/// `acks=all` may refuse it (`NotEnoughReplicas`: nothing consumed, retried later).
+fn produce_replicated(config: &Config, state: &mut State, kind: Send, partition: usize) {
+    match kind {
+        Send::Retry => {
+            let send = state.producer[partition].unacked.take().expect("a retry has an unacknowledged send");
+            state.witness(Witness::AppendRetried);
+            let recognised = replication::leader_holds(state, partition, send);
+            if !replication::append(config, state, partition, send, recognised) {
+                state.producer[partition].unacked = Some(send);
+            }
+        }
+        Send::Acked | Send::AckLost => {
+            let send = state.producer[partition].sent;
+            if !replication::append(config, state, partition, send, false) {
+                return;
+            }
+            state.producer[partition].sent += 1;
+            if kind == Send::AckLost {
+                // The answer never reaches the producer: it retries the send.
+                let replicas = &mut state.replicas[partition];
+                replicas.acked &= !(1 << send);
+                replicas.in_flight = None;
+                state.producer[partition].unacked = Some(send);
+                state.ack_losses_used += 1;
+            }
+        }
+    }
 }
 
 fn fetch(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
@@ -409,10 +457,11 @@ fn is_mid_record(config: &Config, lease: &Lease) -> bool {
 }
 
 fn restart(config: &Config, state: &mut State, group: u8, owner: u8) {
-    let group = &mut state.groups[usize::from(group)];
-    let owner_state = &mut group.owners[usize::from(owner)];
+    let group_state = &mut state.groups[usize::from(group)];
+    let owner_state = &mut group_state.owners[usize::from(owner)];
     owner_state.alive = true;
-    for (partition, row) in group.store.partitions.iter_mut().enumerate() {
+    let mut taken = Vec::new();
+    for (partition, row) in group_state.store.partitions.iter_mut().enumerate() {
         // The coordinator hands the started owner its assignment; it resumes from the
         // committed checkpoint, at a new epoch it claims (so that an earlier incarnation still
         // running is a zombie), or at the stored one (the trap).
@@ -422,22 +471,28 @@ fn restart(config: &Config, state: &mut State, group: u8, owner: u8) {
                 StartPolicy::StoredEpoch => {}
             }
             owner_state.leases[partition] = Some(Lease::fresh(row.epoch, row.next_offset));
+            taken.push((partition as u8, row.epoch));
         }
+    }
+    // Taking a partition initialises its transactional id (the txn rows).
+    for (partition, epoch) in taken {
+        txn::take_partition(config, state, partition, epoch);
     }
 }
 
-fn rebalance(state: &mut State, group: u8, partition: u8, to_owner: u8) {
+fn rebalance(config: &Config, state: &mut State, group: u8, partition: u8, to_owner: u8) {
     state.rebalances_used += 1;
     let group = &mut state.groups[usize::from(group)];
     let row = &mut group.store.partitions[usize::from(partition)];
     row.epoch += 1;
     row.owner = to_owner;
-    let lease = Lease::fresh(row.epoch, row.next_offset);
+    let (epoch, lease) = (row.epoch, Lease::fresh(row.epoch, row.next_offset));
     // The old owner is not told: its lease stays as it is, a zombie. A crashed new owner
     // picks the partition up when it restarts.
     let new_owner = &mut group.owners[usize::from(to_owner)];
     if new_owner.alive {
         new_owner.leases[usize::from(partition)] = Some(lease);
+        txn::take_partition(config, state, partition, epoch);
     }
 }
 
@@ -464,11 +519,43 @@ fn owner_write(config: &Config, state: &mut State, write: OwnerWrite) {
         Write::ApplyAtomic => apply_atomic(config, state, lease, value, stale),
         Write::DeadLetter => dead_letter(config, state, lease, value, stale),
         Write::ResetOffset => reset_offset(config, state, lease, stale),
+        Write::ProduceOutput => produce_output(config, state, lease, value, stale),
+        Write::CommitTxn => commit_txn(config, state, lease, value, stale),
     }
     // A write lands when it changes the store; a skipped, fenced or same-value write does not.
     if stale && state.groups[usize::from(group)].store != store_before {
         state.groups[usize::from(group)].ghost.stale_write_landed = true;
     }
+}
+
+/// Read-process-write's first write: the output record joins the owner's open transaction,
+/// unless the producer epoch is stale and the row fences.
+fn produce_output(config: &Config, state: &mut State, lease: (u8, u8, u8), offset: Offset, stale: bool) {
+    let (group, owner, partition) = lease;
+    if is_fenced_out(config, stale) {
+        fence(state, lease);
+        return;
+    }
+    let epoch = lease_mut(state, group, owner, partition).epoch;
+    txn::produce_output(state, partition, offset, epoch);
+    lease_mut(state, group, owner, partition).records.insert(offset, Stage::Produced);
+}
+
+/// Read-process-write's commit: one transaction with the commit marker, the input's next
+/// offset and the effect (the committed output: spec.md §3.3).
+fn commit_txn(config: &Config, state: &mut State, lease: (u8, u8, u8), offset: Offset, stale: bool) {
+    let (group, owner, partition) = lease;
+    if is_fenced_out(config, stale) {
+        fence(state, lease);
+        return;
+    }
+    let epoch = lease_mut(state, group, owner, partition).epoch;
+    txn::commit(state, partition, offset, epoch);
+    add_effect(config, state, group, partition, offset);
+    store_checkpoint(state, group, partition, offset + 1);
+    let lease = lease_mut(state, group, owner, partition);
+    lease.records.remove(&offset);
+    lease.checkpoint = offset + 1;
 }
 
 /// Whether the strategy's guard aborts this transaction: a fenced write by a stale owner.
@@ -524,7 +611,7 @@ fn apply_effect(config: &Config, state: &mut State, (group, owner, partition): (
             Checkpointing::ParallelWatermark => false,
             Checkpointing::PerRecord => panic!("{}: a lone effect needs a checkpoint rule", config.strategy),
         },
-        Sequence::Stamped | Sequence::DedupedThenCommit | Sequence::Atomic => {
+        Sequence::Stamped | Sequence::DedupedThenCommit | Sequence::Atomic | Sequence::Transactional => {
             panic!("{}: its effect is never a separate apply-effect write", config.strategy)
         }
     };
@@ -575,7 +662,8 @@ fn commit_offset(config: &Config, state: &mut State, (group, owner, partition): 
             | Sequence::EffectRecordCommit
             | Sequence::Stamped
             | Sequence::DedupedThenCommit
-            | Sequence::Atomic => {
+            | Sequence::Atomic
+            | Sequence::Transactional => {
                 lease.records.remove(&(next_offset - 1));
             }
         },

@@ -88,6 +88,20 @@ strategies! {
     /// The trap: a consumer that refuses whenever the log lost records, even when its group is
     /// behind the loss and nothing of its own is at stake.
     LogLossRefuseAll => "log-loss-refuse-all",
+    /// A replicated partition whose producer is acknowledged by the leader alone (`acks=1`).
+    AcksLeader => "acks-leader",
+    /// `acks=all` with `min.insync.replicas` 2, clean elections only.
+    AcksAll => "acks-all",
+    /// The trap: `acks=all` with `min.insync.replicas` 1 and unclean elections.
+    AcksAllMinIsr1 => "acks-all-min-isr-1",
+    /// `acks=all` with `min.insync.replicas` 1, clean elections only: unavailable, not lossy.
+    AcksAllMinIsr1Clean => "acks-all-min-isr-1-clean",
+    /// Read-process-write in transactions fenced by the producer epoch, read committed.
+    TxnFenced => "txn-fenced",
+    /// The trap: transactions without producer identity (MiniKafka's), read committed.
+    TxnUnfenced => "txn-unfenced",
+    /// The trap: fenced transactions, read by a `read_uncommitted` downstream consumer.
+    TxnReadUncommitted => "txn-read-uncommitted",
 }
 
 /// The durable writes of one record after its fetch, in order (the checkpoint of the periodic
@@ -108,6 +122,9 @@ pub enum Sequence {
     DedupedThenCommit,
     /// `apply-atomic(o)`: effect and `next_offset := o+1` in one transaction.
     Atomic,
+    /// Read-process-write: `produce-output(o)` (a data record of the open transaction), then
+    /// `commit-txn(o)` (the commit marker and `next_offset := o+1` together).
+    Transactional,
 }
 
 /// A durable write of an owner: one transaction (spec.md §3, the actions marked *write*).
@@ -122,6 +139,8 @@ pub enum Write {
     ApplyAtomic,
     DeadLetter,
     ResetOffset,
+    ProduceOutput,
+    CommitTxn,
 }
 
 /// What guards the transactional writes (`apply-atomic`, `dead-letter`, `reset-offset`).
@@ -206,8 +225,45 @@ pub enum LogCheck {
     RefuseAll,
 }
 
+/// How a partition is stored: one log, or replicated on two brokers (spec.md §3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replication {
+    /// One log (every row but the acks rows).
+    Single,
+    /// Two replicas, a leader and a follower, with the producer's acknowledgement mode.
+    Replicated(ReplicaRules),
+}
+
+/// The producer's acknowledgement mode and the broker settings of a replicated partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaRules {
+    pub acks: Acks,
+    /// `min.insync.replicas`: the ISR size below which an `acks=all` append is refused.
+    pub min_insync: u8,
+    /// Whether an out-of-sync follower may be promoted when no ISR member is left.
+    pub unclean: bool,
+}
+
+/// When the producer's append is acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acks {
+    /// `acks=1`: after the leader's own append.
+    Leader,
+    /// `acks=all`: once every ISR member has the record (the high watermark covers it).
+    All,
+}
+
+/// What a downstream reader of a transactional output sees (spec.md §3.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Up to the last stable offset, aborted records skipped.
+    ReadCommitted,
+    /// Every data record, aborted or not.
+    ReadUncommitted,
+}
+
 /// The row's default bounds where they differ from spec.md §4's (the fault budgets of the
-/// mechanism it is about, and fewer groups where a second adds nothing).
+/// mechanism it is about, and smaller bounds where more add nothing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RowDefaults {
     /// The offset of the poison record in every partition.
@@ -218,6 +274,12 @@ pub struct RowDefaults {
     /// Second live incarnations (`--pauses`).
     pub pauses: u8,
     pub groups: u8,
+    pub owners: u8,
+    pub records: u8,
+    pub crashes: u8,
+    pub rebalances: u8,
+    pub leader_failures: u8,
+    pub isr_shrinks: u8,
 }
 
 /// One row's entry in the strategy table.
@@ -231,21 +293,47 @@ pub struct Rules {
     pub producer: ProducerRetry,
     pub start: StartPolicy,
     pub log_check: LogCheck,
+    pub replication: Replication,
+    /// The downstream reader's isolation (the txn rows; read committed elsewhere, unused).
+    pub isolation: Isolation,
     pub defaults: RowDefaults,
 }
 
 /// The rows whose claims stand on who may write (a fence, a CAS, a stamp, a dedup id) meet a
 /// second live incarnation of an owner by default. A second group, alike, would multiply its
 /// states twentyfold and show nothing a pause does not: these rows check one group.
-const PAUSED: RowDefaults =
-    RowDefaults { poison: None, ack_losses: 0, retentions: 0, log_losses: 0, pauses: 1, groups: 1 };
+const PAUSED: RowDefaults = RowDefaults { pauses: 1, groups: 1, ..TWO_GROUPS };
 
 /// The rows where every cell a second incarnation could break is already violated by a
 /// rebalance's zombie (no-duplicate, monotonic-checkpoint, fenced-writes) and the cells that
 /// hold are not about who writes (contiguous-prefix, group-isolation) keep two groups and no
 /// pause; `model/tests/verdicts.rs` checks that a pause changes none of their verdicts.
-const TWO_GROUPS: RowDefaults =
-    RowDefaults { poison: None, ack_losses: 0, retentions: 0, log_losses: 0, pauses: 0, groups: 2 };
+const TWO_GROUPS: RowDefaults = RowDefaults {
+    poison: None,
+    ack_losses: 0,
+    retentions: 0,
+    log_losses: 0,
+    pauses: 0,
+    groups: crate::config::defaults::GROUPS,
+    owners: crate::config::defaults::OWNERS,
+    records: crate::config::defaults::RECORDS,
+    crashes: crate::config::defaults::CRASHES,
+    rebalances: crate::config::defaults::REBALANCES,
+    leader_failures: 0,
+    isr_shrinks: 0,
+};
+
+/// The acks rows test the producer and the brokers: one consumer that never crashes, two
+/// records, one leader failure and one ISR shrink.
+const REPLICATED: RowDefaults =
+    RowDefaults { owners: 1, records: 2, crashes: 0, rebalances: 0, leader_failures: 1, isr_shrinks: 1, ..PAUSED_NONE };
+
+/// One group, no pause: the base of the rows about one mechanism apart from owners.
+const PAUSED_NONE: RowDefaults = RowDefaults { pauses: 0, groups: 1, ..TWO_GROUPS };
+
+/// The txn rows: one owner whose second incarnation (a pause) is the zombie instance of its
+/// transactional id, a crash, two records.
+const TRANSACTIONAL: RowDefaults = RowDefaults { owners: 1, records: 2, rebalances: 0, ..PAUSED };
 
 /// A plain consumer: per-record checkpoints, no poison, `--on-out-of-range fail`, an
 /// idempotent producer, no extra faults by default.
@@ -259,9 +347,21 @@ const fn consumer(sequence: Sequence, guard: Guard, checkpoint: Checkpointing) -
         producer: ProducerRetry::SameSequence,
         start: StartPolicy::ClaimEpoch,
         log_check: LogCheck::RefuseAhead,
+        replication: Replication::Single,
+        isolation: Isolation::ReadCommitted,
         defaults: TWO_GROUPS,
     }
 }
+
+/// An acks row: atomic-fenced consumers of a replicated partition.
+const fn replicated(acks: Acks, min_insync: u8, unclean: bool) -> Rules {
+    let replication = Replication::Replicated(ReplicaRules { acks, min_insync, unclean });
+    Rules { replication, defaults: REPLICATED, ..ATOMIC_FENCED }
+}
+
+/// txn-fenced: read-process-write in transactions fenced by the producer epoch.
+const TXN: Rules =
+    Rules { defaults: TRANSACTIONAL, ..consumer(Sequence::Transactional, Guard::Fenced, Checkpointing::PerRecord) };
 
 /// A row that meets a second live incarnation by default (`PAUSED`).
 const fn paused(rules: Rules) -> Rules {
@@ -310,6 +410,13 @@ impl Strategy {
             Strategy::LogLossRefuse => Rules { defaults: log_loss, ..ATOMIC_FENCED },
             Strategy::LogLossUnchecked => Rules { log_check: LogCheck::Unchecked, defaults: log_loss, ..ATOMIC_FENCED },
             Strategy::LogLossRefuseAll => Rules { log_check: LogCheck::RefuseAll, defaults: log_loss, ..ATOMIC_FENCED },
+            Strategy::AcksLeader => replicated(Acks::Leader, 1, false),
+            Strategy::AcksAll => replicated(Acks::All, 2, false),
+            Strategy::AcksAllMinIsr1 => replicated(Acks::All, 1, true),
+            Strategy::AcksAllMinIsr1Clean => replicated(Acks::All, 1, false),
+            Strategy::TxnFenced => TXN,
+            Strategy::TxnUnfenced => Rules { guard: Guard::Blind, ..TXN },
+            Strategy::TxnReadUncommitted => Rules { isolation: Isolation::ReadUncommitted, ..TXN },
         }
     }
 
@@ -330,6 +437,7 @@ impl Rules {
                 Sequence::Stamped => Write::ApplyStamped,
                 Sequence::DedupedThenCommit => Write::ApplyDeduped,
                 Sequence::Atomic => Write::ApplyAtomic,
+                Sequence::Transactional => Write::ProduceOutput,
             }),
             Stage::Committed => match self.sequence {
                 Sequence::CommitThenEffect => Some(Write::ApplyEffect),
@@ -338,18 +446,34 @@ impl Rules {
                 | Sequence::EffectRecordCommit
                 | Sequence::Stamped
                 | Sequence::DedupedThenCommit
-                | Sequence::Atomic => None,
+                | Sequence::Atomic
+                | Sequence::Transactional => None,
             },
             Stage::EffectApplied => match self.sequence {
                 Sequence::EffectThenCommit | Sequence::DedupedThenCommit => Some(Write::CommitOffset),
                 Sequence::EffectRecordCommit => Some(Write::InsertProcessed),
-                Sequence::CommitThenEffect | Sequence::Effect | Sequence::Stamped | Sequence::Atomic => None,
+                Sequence::CommitThenEffect
+                | Sequence::Effect
+                | Sequence::Stamped
+                | Sequence::Atomic
+                | Sequence::Transactional => None,
             },
             Stage::Recorded => match self.sequence {
                 Sequence::EffectRecordCommit => Some(Write::CommitOffset),
                 Sequence::CommitThenEffect
                 | Sequence::EffectThenCommit
                 | Sequence::Effect
+                | Sequence::Stamped
+                | Sequence::DedupedThenCommit
+                | Sequence::Atomic
+                | Sequence::Transactional => None,
+            },
+            Stage::Produced => match self.sequence {
+                Sequence::Transactional => Some(Write::CommitTxn),
+                Sequence::CommitThenEffect
+                | Sequence::EffectThenCommit
+                | Sequence::Effect
+                | Sequence::EffectRecordCommit
                 | Sequence::Stamped
                 | Sequence::DedupedThenCommit
                 | Sequence::Atomic => None,
@@ -371,7 +495,8 @@ impl Rules {
             | Sequence::Effect
             | Sequence::EffectRecordCommit
             | Sequence::Stamped
-            | Sequence::DedupedThenCommit => false,
+            | Sequence::DedupedThenCommit
+            | Sequence::Transactional => false,
         }
     }
 
@@ -379,7 +504,11 @@ impl Rules {
     pub fn skips_duplicates(&self) -> bool {
         let by_sequence = match self.sequence {
             Sequence::Stamped | Sequence::EffectRecordCommit | Sequence::DedupedThenCommit => true,
-            Sequence::CommitThenEffect | Sequence::EffectThenCommit | Sequence::Effect | Sequence::Atomic => false,
+            Sequence::CommitThenEffect
+            | Sequence::EffectThenCommit
+            | Sequence::Effect
+            | Sequence::Atomic
+            | Sequence::Transactional => false,
         };
         by_sequence || self.guard == Guard::Cas
     }
@@ -400,10 +529,13 @@ impl Rules {
             Checkpointing::Periodic => matches!(self.sequence, Sequence::Effect | Sequence::Stamped),
             Checkpointing::ParallelMax | Checkpointing::ParallelWatermark => self.sequence == Sequence::Effect,
         };
-        // Guards and poison handling live in transactions: only the atomic sequence has them.
-        let transactional = self.sequence == Sequence::Atomic;
-        let guard_fits = self.guard == Guard::Blind || transactional;
-        let poison_fits = self.poison == PoisonPolicy::Unhandled || (transactional && self.guard == Guard::Fenced);
+        // Guards live in transactions (the atomic and the read-process-write sequences); poison
+        // handling only in the atomic one, fenced.
+        let atomic = self.sequence == Sequence::Atomic;
+        let guard_fits = self.guard == Guard::Blind
+            || atomic
+            || (self.sequence == Sequence::Transactional && self.guard == Guard::Fenced);
+        let poison_fits = self.poison == PoisonPolicy::Unhandled || (atomic && self.guard == Guard::Fenced);
         let reset_fits = self.out_of_range != OutOfRangePolicy::Earliest || self.guard == Guard::Fenced;
         checkpoint_fits && guard_fits && poison_fits && reset_fits
     }

@@ -76,7 +76,14 @@ pub fn timeline(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> Stri
             | Action::ResetOffset { .. }
             | Action::Pause { .. }
             | Action::LoseTail { .. }
-            | Action::RefuseAhead { .. } => {
+            | Action::RefuseAhead { .. }
+            | Action::Replicate { .. }
+            | Action::Acknowledge { .. }
+            | Action::ShrinkIsr { .. }
+            | Action::FailLeader { .. }
+            | Action::ProduceOutput { .. }
+            | Action::CommitTxn { .. }
+            | Action::ReadOutput { .. } => {
                 let fill = if durable { colour } else { "white" };
                 let _ =
                     write!(svg, "<circle cx='{x}' cy='{y}' r='5' fill='{fill}' stroke='{colour}' stroke-width='2'/>");

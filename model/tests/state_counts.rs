@@ -35,6 +35,13 @@ const SMALL_COUNTS: [(Strategy, usize); Strategy::ALL.len()] = [
     (Strategy::LogLossRefuse, 801),
     (Strategy::LogLossUnchecked, 722),
     (Strategy::LogLossRefuseAll, 924),
+    (Strategy::AcksLeader, 2317),
+    (Strategy::AcksAll, 4401),
+    (Strategy::AcksAllMinIsr1, 7508),
+    (Strategy::AcksAllMinIsr1Clean, 4627),
+    (Strategy::TxnFenced, 2875),
+    (Strategy::TxnUnfenced, 31411),
+    (Strategy::TxnReadUncommitted, 3052),
 ];
 
 /// BFS unique states of `small_config(strategy)` with two partitions. Only the cheapest

@@ -106,9 +106,13 @@ fn valid_config() -> impl Strategy<Value = Config> {
             let budgets = (0..=2u8, 0..=2u8, 0..=2u8, 0..=2u8);
             (1..=records, 1..=records, proptest::option::of(0..records), 1..=3u8, budgets).prop_map(
                 move |(commit_every, inflight, poison, max_attempts, (ack_losses, retentions, pauses, log_losses))| {
+                    let rules = strategy.rules();
+                    let replicated = rules.replication != model::strategy::Replication::Single;
+                    let transactional = rules.sequence == model::strategy::Sequence::Transactional;
                     Config {
                         strategy,
-                        groups,
+                        // The transactional rows have one group (Config::validate).
+                        groups: if transactional { 1 } else { groups },
                         owners,
                         partitions,
                         records,
@@ -124,6 +128,9 @@ fn valid_config() -> impl Strategy<Value = Config> {
                         retentions,
                         pauses,
                         log_losses,
+                        // Replication budgets only where a partition is replicated (else refused).
+                        leader_failures: if replicated { ack_losses } else { 0 },
+                        isr_shrinks: if replicated { retentions } else { 0 },
                     }
                 },
             )

@@ -16,98 +16,213 @@ use std::sync::OnceLock;
 const SMALL_VERDICTS: [(Strategy, [&str; SAFETY.len()]); Strategy::ALL.len()] = [
     (
         Strategy::CommitFirst,
-        ["violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a"],
+        [
+            "violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "n/a", "n/a", "n/a",
+        ],
     ),
     (
         Strategy::EffectFirst,
-        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a"],
+        [
+            "violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "n/a", "n/a",
+        ],
     ),
     (
         Strategy::PeriodicCommit,
-        ["violated", "holds", "violated", "holds", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a"],
+        [
+            "violated", "holds", "violated", "holds", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "n/a", "n/a",
+        ],
     ),
     (
         Strategy::OffsetStamp,
-        ["holds", "holds", "holds", "holds", "holds", "violated", "holds", "n/a", "n/a", "n/a", "n/a"],
+        [
+            "holds", "holds", "holds", "holds", "holds", "violated", "holds", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a",
+        ],
     ),
     (
         Strategy::DedupSeparate,
-        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a"],
+        [
+            "violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "n/a", "n/a",
+        ],
     ),
     (
         Strategy::DedupAtomic,
-        ["holds", "holds", "holds", "violated", "holds", "violated", "holds", "n/a", "n/a", "n/a", "n/a"],
+        [
+            "holds", "holds", "holds", "violated", "holds", "violated", "holds", "n/a", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "n/a",
+        ],
     ),
     (
         Strategy::Atomic,
-        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a"],
+        [
+            "violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "n/a", "n/a",
+        ],
     ),
     (
         Strategy::AtomicFenced,
-        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "n/a"],
+        [
+            "holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a",
+        ],
     ),
     (
         Strategy::AtomicCas,
-        ["holds", "holds", "holds", "holds", "holds", "violated", "holds", "n/a", "n/a", "n/a", "n/a"],
+        [
+            "holds", "holds", "holds", "holds", "holds", "violated", "holds", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a",
+        ],
     ),
     (
         Strategy::ParallelMax,
-        ["violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a"],
+        [
+            "violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "n/a", "n/a", "n/a",
+        ],
     ),
     (
         Strategy::ParallelWatermark,
-        ["violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a"],
+        [
+            "violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "n/a", "n/a",
+        ],
     ),
     (
         Strategy::AtomicDlq,
-        ["holds", "violated", "violated", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a"],
+        [
+            "holds", "violated", "violated", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "n/a",
+        ],
     ),
     (
         Strategy::SkipPoison,
-        ["holds", "violated", "violated", "holds", "holds", "violated", "violated", "violated", "n/a", "n/a", "n/a"],
+        [
+            "holds", "violated", "violated", "holds", "holds", "violated", "violated", "violated", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "n/a", "n/a",
+        ],
     ),
     (
         Strategy::RetryForever,
-        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "violated", "n/a", "n/a", "n/a"],
+        [
+            "holds", "holds", "holds", "holds", "holds", "holds", "holds", "violated", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "n/a",
+        ],
     ),
     (
         Strategy::ProducerIdempotent,
-        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "holds", "n/a", "n/a"],
+        [
+            "holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "holds", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a",
+        ],
     ),
     (
         Strategy::ProducerNewSequence,
-        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "violated", "n/a", "n/a"],
+        [
+            "holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "violated", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "n/a",
+        ],
     ),
     (
         Strategy::ResetEarliest,
-        ["holds", "violated", "violated", "holds", "holds", "holds", "holds", "n/a", "n/a", "holds", "n/a"],
+        [
+            "holds", "violated", "violated", "holds", "holds", "holds", "holds", "n/a", "n/a", "holds", "n/a", "n/a",
+            "n/a", "n/a", "n/a",
+        ],
     ),
     (
         Strategy::ResetSilent,
         [
             "violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "violated",
-            "n/a",
+            "n/a", "n/a", "n/a", "n/a", "n/a",
         ],
     ),
     (
         Strategy::ResetFail,
-        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "holds", "n/a"],
+        [
+            "holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "holds", "n/a", "n/a", "n/a",
+            "n/a", "n/a",
+        ],
     ),
     (
         Strategy::FencedStoredEpoch,
-        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "n/a"],
+        [
+            "holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a",
+        ],
     ),
     (
         Strategy::LogLossRefuse,
-        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "holds"],
+        [
+            "holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "holds", "n/a", "n/a",
+            "n/a", "n/a",
+        ],
     ),
     (
         Strategy::LogLossUnchecked,
-        ["holds", "violated", "violated", "holds", "holds", "holds", "violated", "n/a", "n/a", "n/a", "holds"],
+        [
+            "holds", "violated", "violated", "holds", "holds", "holds", "violated", "n/a", "n/a", "n/a", "holds",
+            "n/a", "n/a", "n/a", "n/a",
+        ],
     ),
     (
         Strategy::LogLossRefuseAll,
-        ["holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "violated"],
+        [
+            "holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "violated", "n/a",
+            "n/a", "n/a", "n/a",
+        ],
+    ),
+    (
+        Strategy::AcksLeader,
+        [
+            "holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "n/a", "violated",
+            "holds", "n/a", "n/a",
+        ],
+    ),
+    (
+        Strategy::AcksAll,
+        [
+            "holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "n/a", "holds",
+            "holds", "n/a", "n/a",
+        ],
+    ),
+    (
+        Strategy::AcksAllMinIsr1,
+        [
+            "holds", "violated", "violated", "holds", "holds", "holds", "violated", "n/a", "n/a", "n/a", "n/a",
+            "violated", "violated", "n/a", "n/a",
+        ],
+    ),
+    (
+        Strategy::AcksAllMinIsr1Clean,
+        [
+            "holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "n/a", "holds",
+            "holds", "n/a", "n/a",
+        ],
+    ),
+    (
+        Strategy::TxnFenced,
+        [
+            "holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a",
+            "holds", "holds",
+        ],
+    ),
+    (
+        Strategy::TxnUnfenced,
+        [
+            "violated", "holds", "violated", "violated", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "violated", "holds",
+        ],
+    ),
+    (
+        Strategy::TxnReadUncommitted,
+        [
+            "holds", "holds", "holds", "holds", "holds", "holds", "holds", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a",
+            "holds", "violated",
+        ],
     ),
 ];
 
@@ -353,7 +468,8 @@ const BEGIN: &str = "<!-- expected-verdicts:begin -->";
 const END: &str = "<!-- expected-verdicts:end -->";
 const HEADER: &str = "| strategy | no-duplicate | contiguous-prefix | effectively-once | monotonic-checkpoint \
                       | group-isolation | fenced-writes | no-silent-skip | bounded-retries | no-duplicate-append \
-                      | reset-accounted | refusal-justified |";
+                      | reset-accounted | refusal-justified | no-acked-loss | committed-read \
+                      | output-exactly-once | no-aborted-read |";
 
 fn row(strategy: &str, cells: &[&str]) -> String {
     format!("| {strategy} | {} |", cells.join(" | "))
@@ -367,7 +483,7 @@ fn valid_rows() -> Vec<String> {
 /// A spec document with prose around the table, as spec.md has.
 fn spec(begin: &str, header: &str, rows: &[String], end: &str) -> String {
     format!(
-        "# spec\n\nSome prose.\n{begin}\n{header}\n|---|---|---|---|---|---|---|---|---|---|---|---|\n{}\n{end}\n\
+        "# spec\n\nSome prose.\n{begin}\n{header}\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n{}\n{end}\n\
          More prose.\n",
         rows.join("\n")
     )
@@ -383,7 +499,7 @@ fn rows_with(edit: impl FnOnce(&mut Vec<String>)) -> Vec<String> {
 fn expected_parse_accepts_well_formed_tables_and_rejects_each_malformed_one() {
     let atomic = Strategy::ALL.iter().position(|&s| s == Strategy::Atomic).expect("atomic is a strategy");
     let reordered_header = HEADER.replace("no-duplicate | contiguous-prefix", "contiguous-prefix | no-duplicate");
-    let short_header = HEADER.replace(" refusal-justified |", "");
+    let short_header = HEADER.replace(" no-aborted-read |", "");
     let cases: Vec<(&str, String, Result<(), &str>)> = vec![
         ("well formed", spec(BEGIN, HEADER, &valid_rows(), END), Ok(())),
         (
@@ -396,7 +512,7 @@ fn expected_parse_accepts_well_formed_tables_and_rejects_each_malformed_one() {
                         "`atomic`",
                         &[
                             "violated", "violated", "violated", "violated", "holds", "violated", "violated", "n/a",
-                            "n/a", "n/a", "n/a",
+                            "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a",
                         ],
                     )
                 }),
@@ -424,7 +540,7 @@ fn expected_parse_accepts_well_formed_tables_and_rejects_each_malformed_one() {
                         "atomic",
                         &[
                             "holds", "holds", "holds", "holds", "holds", "maybe", "holds", "holds", "holds", "holds",
-                            "holds",
+                            "holds", "holds", "holds", "holds", "holds",
                         ],
                     )
                 }),
@@ -435,7 +551,7 @@ fn expected_parse_accepts_well_formed_tables_and_rejects_each_malformed_one() {
         (
             "row with a missing cell",
             spec(BEGIN, HEADER, &rows_with(|rows| rows[atomic] = row("atomic", &["holds"; SAFETY.len() - 1])), END),
-            Err("the expected row of atomic has 11 cells, expected 12"),
+            Err("the expected row of atomic has 15 cells, expected 16"),
         ),
         (
             "duplicated row",
