@@ -75,6 +75,12 @@ pub enum Action {
     CommitTxn { group: u8, owner: u8, partition: u8, offset: Offset },
     /// Transactional rows: the downstream reader reads the output partition's next entry.
     ReadOutput { partition: u8 },
+    /// The email of `offset` is sent to the provider (outside the store's transaction).
+    SendEmail { group: u8, owner: u8, partition: u8, offset: Offset },
+    /// dual-write: the fact of `offset` is written to the index (a second store), apart.
+    WriteIndex { group: u8, owner: u8, partition: u8, offset: Offset },
+    /// outbox: the relay copies the oldest outbox row of the group to the index.
+    Relay { group: u8 },
 }
 
 impl Action {
@@ -92,6 +98,9 @@ impl Action {
             | Action::FailLeader { .. }
             | Action::ReadOutput { .. } => None,
             Action::Fetch { group, .. }
+            | Action::SendEmail { group, .. }
+            | Action::WriteIndex { group, .. }
+            | Action::Relay { group }
             | Action::ProduceOutput { group, .. }
             | Action::CommitTxn { group, .. }
             | Action::Pause { group, .. }
@@ -124,7 +133,8 @@ impl Action {
             | Action::LoseTail { .. }
             | Action::Replicate { .. }
             | Action::ShrinkIsr { .. }
-            | Action::FailLeader { .. } => Actor::Coordinator,
+            | Action::FailLeader { .. }
+            | Action::Relay { .. } => Actor::Coordinator,
             Action::Crash { group, owner } | Action::Restart { group, owner } | Action::Pause { group, owner } => {
                 Actor::Owner { group, owner }
             }
@@ -132,6 +142,8 @@ impl Action {
             | Action::RefuseAhead { group, owner, .. }
             | Action::ProduceOutput { group, owner, .. }
             | Action::CommitTxn { group, owner, .. }
+            | Action::SendEmail { group, owner, .. }
+            | Action::WriteIndex { group, owner, .. }
             | Action::FailOutOfRange { group, owner, .. }
             | Action::ApplyEffect { group, owner, .. }
             | Action::InsertProcessed { group, owner, .. }
@@ -159,7 +171,9 @@ impl Action {
             | Action::DeadLetter { .. }
             | Action::ResetOffset { .. }
             | Action::ProduceOutput { .. }
-            | Action::CommitTxn { .. } => self.owner_write().map(|write| write.lease),
+            | Action::CommitTxn { .. }
+            | Action::SendEmail { .. }
+            | Action::WriteIndex { .. } => self.owner_write().map(|write| write.lease),
             Action::Append { .. }
             | Action::AppendAckLost { .. }
             | Action::RetryAppend { .. }
@@ -173,7 +187,8 @@ impl Action {
             | Action::Acknowledge { .. }
             | Action::ShrinkIsr { .. }
             | Action::FailLeader { .. }
-            | Action::ReadOutput { .. } => None,
+            | Action::ReadOutput { .. }
+            | Action::Relay { .. } => None,
         }
     }
 
@@ -209,6 +224,12 @@ impl Action {
             Action::CommitTxn { group, owner, partition, offset } => {
                 write(Write::CommitTxn, group, owner, partition, offset)
             }
+            Action::SendEmail { group, owner, partition, offset } => {
+                write(Write::SendEmail, group, owner, partition, offset)
+            }
+            Action::WriteIndex { group, owner, partition, offset } => {
+                write(Write::WriteIndex, group, owner, partition, offset)
+            }
             // The reset's target is the log start, which the state holds.
             Action::ResetOffset { group, owner, partition } => write(Write::ResetOffset, group, owner, partition, 0),
             Action::Append { .. }
@@ -227,7 +248,8 @@ impl Action {
             | Action::Acknowledge { .. }
             | Action::ShrinkIsr { .. }
             | Action::FailLeader { .. }
-            | Action::ReadOutput { .. } => None,
+            | Action::ReadOutput { .. }
+            | Action::Relay { .. } => None,
         }
     }
 
@@ -246,6 +268,8 @@ impl Action {
             Write::ResetOffset => Action::ResetOffset { group, owner, partition },
             Write::ProduceOutput => Action::ProduceOutput { group, owner, partition, offset },
             Write::CommitTxn => Action::CommitTxn { group, owner, partition, offset },
+            Write::SendEmail => Action::SendEmail { group, owner, partition, offset },
+            Write::WriteIndex => Action::WriteIndex { group, owner, partition, offset },
         }
     }
 
@@ -341,6 +365,13 @@ impl fmt::Display for Action {
                 write!(f, "g{group}/o{owner} commits its transaction with p{partition} next offset {}", offset + 1)
             }
             Action::ReadOutput { partition } => write!(f, "the downstream reader reads output p{partition}"),
+            Action::SendEmail { group, owner, partition, offset } => {
+                write!(f, "g{group}/o{owner} sends the email of p{partition} offset {offset}")
+            }
+            Action::WriteIndex { group, owner, partition, offset } => {
+                write!(f, "g{group}/o{owner} writes the fact of p{partition} offset {offset} to the index")
+            }
+            Action::Relay { group } => write!(f, "the relay of g{group} copies its oldest outbox row to the index"),
         }
     }
 }

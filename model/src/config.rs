@@ -104,7 +104,7 @@ impl Config {
             strategy,
             groups: row.groups,
             owners: row.owners,
-            partitions: defaults::PARTITIONS,
+            partitions: row.partitions,
             records: row.records,
             crashes: row.crashes,
             rebalances: row.rebalances,

@@ -167,6 +167,13 @@ impl ConsumerModel {
                 let answer = if acked { "acknowledged" } else { "NotEnoughReplicasAfterAppend (to be retried)" };
                 format!("{action}: {answer}; {}", self.describe_replicas(&next, partition))
             }
+            Action::Relay { group } => {
+                let row = state.groups[usize::from(group)].store.outbox.first().copied().unwrap_or_default();
+                format!(
+                    "the relay of g{group} copies the fact of p{} offset {} from the outbox to the index",
+                    row.0, row.1
+                )
+            }
             Action::ReadOutput { partition } => {
                 let p = usize::from(partition);
                 let entry = state.output[p][usize::from(state.reader[p])];
@@ -179,7 +186,9 @@ impl ConsumerModel {
             | Action::ApplyAtomic { .. }
             | Action::DeadLetter { .. }
             | Action::ProduceOutput { .. }
-            | Action::CommitTxn { .. } => {
+            | Action::CommitTxn { .. }
+            | Action::SendEmail { .. }
+            | Action::WriteIndex { .. } => {
                 let write = action.owner_write().expect("an owner write");
                 self.describe_record_write(state, &next, write, action)
             }
@@ -204,6 +213,8 @@ impl ConsumerModel {
             | Write::ResetOffset
             | Write::ProduceOutput
             | Write::CommitTxn
+            | Write::SendEmail
+            | Write::WriteIndex
                 if fenced =>
             {
                 format!("is fenced writing p{partition} offset {offset}: its epoch is stale, the transaction aborts")
@@ -224,6 +235,13 @@ impl ConsumerModel {
                     format!("applies p{partition} offset {offset} (+{delta}): total {before} -> {after}")
                 }
             }
+            Write::SendEmail => {
+                let received = next.groups[g].inbox.get(&(partition, offset)).copied().unwrap_or(0);
+                format!(
+                    "sends the email of p{partition} offset {offset}: the provider has received it {received} time(s)"
+                )
+            }
+            Write::WriteIndex => format!("writes the fact of p{partition} offset {offset} to the index"),
             Write::ProduceOutput => {
                 let epoch = state.lease(group, owner, partition).map_or(0, |l| l.epoch);
                 format!("produces the output of p{partition} offset {offset} in its transaction (epoch {epoch})")

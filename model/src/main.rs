@@ -41,8 +41,8 @@ struct Bounds {
     #[arg(long)]
     owners: Option<u8>,
     /// Partitions of the log (at most 2).
-    #[arg(long, default_value_t = defaults::PARTITIONS)]
-    partitions: u8,
+    #[arg(long)]
+    partitions: Option<u8>,
     /// Records appended to each partition.
     #[arg(long)]
     records: Option<u8>,
@@ -110,7 +110,7 @@ impl Bounds {
             strategy,
             groups: self.groups.unwrap_or(Config::new(strategy).groups),
             owners: self.owners.unwrap_or(Config::new(strategy).owners),
-            partitions: self.partitions,
+            partitions: self.partitions.unwrap_or(Config::new(strategy).partitions),
             records: self.records.unwrap_or(Config::new(strategy).records),
             crashes: self.crashes.unwrap_or(Config::new(strategy).crashes),
             rebalances: self.rebalances.unwrap_or(Config::new(strategy).rebalances),

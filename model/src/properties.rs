@@ -1,13 +1,16 @@
 //! The properties of spec.md as predicates on a state, and which apply to a configuration.
 
+use crate::action::{Action, Actor};
 use crate::config::Config;
-use crate::state::{Offset, State, Witness};
-use crate::strategy::{Acks, Guard, LogCheck, OutOfRangePolicy, PoisonPolicy, Replication, Sequence, StartPolicy};
+use crate::state::{Offset, Stage, State, Witness};
+use crate::strategy::{
+    Acks, EffectKind, Guard, LogCheck, OutOfRangePolicy, PoisonPolicy, Replication, Sequence, StartPolicy,
+};
 use crate::ConsumerModel;
 use stateright::{Expectation, Property};
 
 /// The safety properties, in the order of spec.md's verdict table.
-pub const SAFETY: [&str; 15] = [
+pub const SAFETY: [&str; 18] = [
     "no-duplicate",
     "contiguous-prefix",
     "effectively-once",
@@ -23,6 +26,9 @@ pub const SAFETY: [&str; 15] = [
     "committed-read",
     "output-exactly-once",
     "no-aborted-read",
+    "external-exactly-once",
+    "latest-wins",
+    "stores-agree",
 ];
 
 /// What a property is for (spec.md §6): a safety claim, or one of the two kinds of `sometimes`.
@@ -188,10 +194,56 @@ pub fn monotonic_checkpoint(state: &State) -> bool {
 /// records a log lost and appended again at the same offset are in `lost_sum`).
 pub fn group_isolation(model: &ConsumerModel, state: &State) -> bool {
     let delta = model.config.delta;
+    // The set rows replace a value instead of adding to the total: only foreign writes count.
+    let adds = model.config.strategy.rules().effect == EffectKind::Add;
     state.groups.iter().all(|group| {
         let applications: i64 = group.ghost.applied.iter().flatten().map(|&count| i64::from(count)).sum();
-        !group.ghost.foreign_write && group.store.total == delta * applications + group.ghost.lost_sum
+        let sum_holds = !adds || group.store.total == delta * applications + group.ghost.lost_sum;
+        !group.ghost.foreign_write && sum_holds
     })
+}
+
+/// Every record below a group's next offset reached the email provider exactly once, and no
+/// record more than once. A committed record whose email is next for a live owner (stage
+/// `stored`: atomic-plus-email's window between the commit and the email) is not missing yet.
+pub fn external_exactly_once(state: &State) -> bool {
+    state.groups.iter().all(|group| {
+        let pending = |p: usize, o: Offset| {
+            group.slots().any(|(_, owner)| {
+                owner.alive
+                    && owner.leases[p].as_ref().is_some_and(|lease| lease.records.get(&o) == Some(&Stage::Stored))
+            })
+        };
+        let committed_once = group.store.partitions.iter().enumerate().all(|(p, row)| {
+            (0..row.next_offset).all(|o| group.inbox.get(&(p as u8, o)).copied() == Some(1) || pending(p, o))
+        });
+        committed_once && group.inbox.values().all(|&count| count <= 1)
+    })
+}
+
+/// The stored value is that of the highest offset the group applied (`v(o) = o + 1`).
+pub fn latest_wins(state: &State) -> bool {
+    state.groups.iter().all(|group| {
+        let highest = group
+            .ghost
+            .applied
+            .iter()
+            .flat_map(|applied| applied.iter().enumerate().filter(|(_, &count)| count > 0).map(|(o, _)| o as u8));
+        group.store.value == highest.max().map(|o| o + 1)
+    })
+}
+
+/// In a quiescent state (no owner, restart or relay step enabled), the index holds exactly the
+/// store's facts.
+pub fn stores_agree(model: &ConsumerModel, state: &State) -> bool {
+    let mut enabled = Vec::new();
+    crate::step::enabled_actions(&model.config, state, &mut enabled);
+    let busy = enabled.iter().any(|action| match action.actor() {
+        Actor::Owner { .. } => true,
+        Actor::Coordinator => matches!(action, Action::Relay { .. }),
+        Actor::Producer => false,
+    });
+    busy || state.groups.iter().all(|group| group.index == group.store.facts)
 }
 
 /// No durable write by an owner whose epoch was stale landed.
@@ -284,6 +336,25 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
         if rules.guard == Guard::Fenced && (config.crashes > 0 || config.pauses > 0 || config.rebalances > 0) {
             properties.push(Property::sometimes("txn-aborted", |_, s: &State| s.has_witnessed(Witness::TxnAborted)));
         }
+    }
+    match rules.sequence {
+        Sequence::AtomicThenEmail | Sequence::EmailThenAtomic { .. } => {
+            properties.push(Property::always("external-exactly-once", |_, s: &State| external_exactly_once(s)));
+        }
+        Sequence::AtomicThenIndex | Sequence::AtomicWithOutbox => {
+            properties.push(Property::always("stores-agree", stores_agree));
+        }
+        Sequence::CommitThenEffect
+        | Sequence::EffectThenCommit
+        | Sequence::Effect
+        | Sequence::EffectRecordCommit
+        | Sequence::Stamped
+        | Sequence::DedupedThenCommit
+        | Sequence::Atomic
+        | Sequence::Transactional => {}
+    }
+    if rules.effect == EffectKind::Set {
+        properties.push(Property::always("latest-wins", |_, s: &State| latest_wins(s)));
     }
     if config.ack_losses > 0 {
         properties.push(Property::always("no-duplicate-append", |_, s: &State| no_duplicate_append(s)));

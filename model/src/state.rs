@@ -80,6 +80,11 @@ pub struct ProducerState {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Group {
     pub store: Store,
+    /// Durable, outside the store: the email provider's count of requests per record (capped
+    /// at 2: "more than once" is all a property needs).
+    pub inbox: BTreeMap<(u8, Offset), u8>,
+    /// Durable, outside the store: the index (a second store) of the dual-write rows' facts.
+    pub index: BTreeSet<(u8, Offset)>,
     /// The owner slots: `owners[o]` is the current incarnation of owner `o`.
     pub owners: Vec<Owner>,
     /// One slot per `--pauses`: an earlier incarnation still running after its owner was
@@ -130,6 +135,12 @@ pub struct Store {
     pub dead_letters: BTreeSet<(u8, Offset, u8)>,
     /// Recorded resets after retention passed the checkpoint: (partition, from, to).
     pub resets: BTreeSet<(u8, Offset, Offset)>,
+    /// The set rows: the stored value (`v(o) = o + 1` of the record that set it).
+    pub value: Option<u8>,
+    /// The dual-write and outbox rows: one fact per applied record, written by `apply-atomic`.
+    pub facts: BTreeSet<(u8, Offset)>,
+    /// The outbox row: facts still to relay to the index (same transaction as the fact).
+    pub outbox: BTreeSet<(u8, Offset)>,
 }
 
 impl Store {
@@ -196,6 +207,11 @@ pub enum Stage {
     Exhausted,
     /// Read-process-write: the output record is in the open transaction; the commit is next.
     Produced,
+    /// The effect and next offset are committed; a write outside the store (an email, an
+    /// index) is next.
+    Stored,
+    /// The email was sent (before the store's transaction); `apply-atomic` is next.
+    Emailed,
 }
 
 /// Ghost history per group, used only by properties; the real system has no such data.
@@ -271,7 +287,7 @@ pub enum Witness {
 impl Stage {
     /// Whether the record's effect is still to be applied by the owner holding it.
     pub fn is_before_effect(self) -> bool {
-        matches!(self, Stage::Fetched | Stage::Committed)
+        matches!(self, Stage::Fetched | Stage::Committed | Stage::Emailed)
     }
 }
 
@@ -288,7 +304,12 @@ impl State {
                 attempts: BTreeMap::new(),
                 dead_letters: BTreeSet::new(),
                 resets: BTreeSet::new(),
+                value: None,
+                facts: BTreeSet::new(),
+                outbox: BTreeSet::new(),
             },
+            inbox: BTreeMap::new(),
+            index: BTreeSet::new(),
             // Owner 0 starts with every partition; the others stand by until a rebalance.
             owners: (0..config.owners)
                 .map(|owner| Owner {

@@ -4,7 +4,8 @@ use crate::action::{Action, OwnerWrite};
 use crate::config::Config;
 use crate::state::{Lease, Offset, Stage, State, Witness};
 use crate::strategy::{
-    Checkpointing, Guard, LogCheck, OutOfRangePolicy, PoisonPolicy, ProducerRetry, Sequence, StartPolicy, Write,
+    Checkpointing, DedupKey, EffectKind, Guard, LogCheck, OutOfRangePolicy, PoisonPolicy, ProducerRetry, Sequence,
+    StartPolicy, Write,
 };
 use crate::{replication, txn};
 
@@ -79,6 +80,11 @@ pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>
     }
     replication::enabled_actions(config, state, actions);
     txn::enabled_actions(config, state, actions);
+    for (g, group) in state.groups.iter().enumerate() {
+        if !group.store.outbox.is_empty() {
+            actions.push(Action::Relay { group: g as u8 });
+        }
+    }
     if state.rebalances_used < config.rebalances {
         for (g, group) in state.groups.iter().enumerate() {
             for (p, row) in group.store.partitions.iter().enumerate() {
@@ -235,6 +241,7 @@ pub fn next_state(config: &Config, state: &State, action: Action) -> State {
         Action::ShrinkIsr { partition } => replication::shrink_isr(config, &mut next, partition),
         Action::FailLeader { partition } => replication::fail_leader(config, &mut next, partition),
         Action::ReadOutput { partition } => txn::read_output(config, &mut next, partition),
+        Action::Relay { group } => relay(&mut next, group),
         Action::ApplyEffect { .. }
         | Action::InsertProcessed { .. }
         | Action::CommitOffset { .. }
@@ -244,7 +251,9 @@ pub fn next_state(config: &Config, state: &State, action: Action) -> State {
         | Action::DeadLetter { .. }
         | Action::ResetOffset { .. }
         | Action::ProduceOutput { .. }
-        | Action::CommitTxn { .. } => {
+        | Action::CommitTxn { .. }
+        | Action::SendEmail { .. }
+        | Action::WriteIndex { .. } => {
             let write = action.owner_write().expect("every owner write action has its operands");
             owner_write(config, &mut next, write);
         }
@@ -521,6 +530,8 @@ fn owner_write(config: &Config, state: &mut State, write: OwnerWrite) {
         Write::ResetOffset => reset_offset(config, state, lease, stale),
         Write::ProduceOutput => produce_output(config, state, lease, value, stale),
         Write::CommitTxn => commit_txn(config, state, lease, value, stale),
+        Write::SendEmail => send_email(config, state, lease, value),
+        Write::WriteIndex => write_index(state, lease, value),
     }
     // A write lands when it changes the store; a skipped, fenced or same-value write does not.
     if stale && state.groups[usize::from(group)].store != store_before {
@@ -574,7 +585,11 @@ fn add_effect(config: &Config, state: &mut State, group: u8, partition: u8, offs
         assert_eq!(logged, delta, "every record carries the configured delta");
     }
     let group = &mut state.groups[usize::from(group)];
-    group.store.total += delta;
+    match config.strategy.rules().effect {
+        EffectKind::Add => group.store.total += delta,
+        // The record's own value replaces the stored one (spec.md §3.4): v(o) = o + 1.
+        EffectKind::Set => group.store.value = Some(offset + 1),
+    }
     group.ghost.applied[usize::from(partition)][usize::from(offset)] += 1;
 }
 
@@ -611,7 +626,14 @@ fn apply_effect(config: &Config, state: &mut State, (group, owner, partition): (
             Checkpointing::ParallelWatermark => false,
             Checkpointing::PerRecord => panic!("{}: a lone effect needs a checkpoint rule", config.strategy),
         },
-        Sequence::Stamped | Sequence::DedupedThenCommit | Sequence::Atomic | Sequence::Transactional => {
+        Sequence::Stamped
+        | Sequence::DedupedThenCommit
+        | Sequence::Atomic
+        | Sequence::Transactional
+        | Sequence::AtomicThenEmail
+        | Sequence::EmailThenAtomic { .. }
+        | Sequence::AtomicThenIndex
+        | Sequence::AtomicWithOutbox => {
             panic!("{}: its effect is never a separate apply-effect write", config.strategy)
         }
     };
@@ -663,7 +685,11 @@ fn commit_offset(config: &Config, state: &mut State, (group, owner, partition): 
             | Sequence::Stamped
             | Sequence::DedupedThenCommit
             | Sequence::Atomic
-            | Sequence::Transactional => {
+            | Sequence::Transactional
+            | Sequence::AtomicThenEmail
+            | Sequence::EmailThenAtomic { .. }
+            | Sequence::AtomicThenIndex
+            | Sequence::AtomicWithOutbox => {
                 lease.records.remove(&(next_offset - 1));
             }
         },
@@ -691,7 +717,12 @@ fn apply_stamped(config: &Config, state: &mut State, (group, owner, partition): 
 }
 
 fn apply_deduped(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
-    let fresh = state.groups[usize::from(group)].store.processed.insert((partition, offset));
+    // The processed id: (partition, offset), or (the trap) the offset alone, as partition 0's.
+    let key = match config.strategy.rules().dedup_key {
+        DedupKey::PartitionOffset => (partition, offset),
+        DedupKey::OffsetOnly => (0, offset),
+    };
+    let fresh = state.groups[usize::from(group)].store.processed.insert(key);
     if fresh {
         add_effect(config, state, group, partition, offset);
     } else {
@@ -820,9 +851,87 @@ fn apply_atomic(
     }
     add_effect(config, state, group, partition, offset);
     store_checkpoint(state, group, partition, offset + 1);
+    let store = &mut state.groups[usize::from(group)].store;
+    let after = match rules.sequence {
+        // The fact goes with the effect; the index is written apart, next.
+        Sequence::AtomicThenIndex => {
+            store.facts.insert((partition, offset));
+            Some(Stage::Stored)
+        }
+        // The fact and its outbox row go with the effect, in the same transaction.
+        Sequence::AtomicWithOutbox => {
+            store.facts.insert((partition, offset));
+            store.outbox.insert((partition, offset));
+            None
+        }
+        // The email follows the store's commit.
+        Sequence::AtomicThenEmail => Some(Stage::Stored),
+        Sequence::Atomic | Sequence::EmailThenAtomic { .. } => None,
+        Sequence::CommitThenEffect
+        | Sequence::EffectThenCommit
+        | Sequence::Effect
+        | Sequence::EffectRecordCommit
+        | Sequence::Stamped
+        | Sequence::DedupedThenCommit
+        | Sequence::Transactional => panic!("{}: apply-atomic is no write of its sequence", config.strategy),
+    };
     let lease = lease_mut(state, group, owner, partition);
-    lease.records.remove(&offset);
+    match after {
+        Some(stage) => lease.records.insert(offset, stage),
+        None => lease.records.remove(&offset),
+    };
     lease.checkpoint = offset + 1;
+}
+
+/// Sends the record's email to the provider (outside the store's transaction): with the
+/// record's identity as its idempotency key the provider drops a repeat; without, it counts.
+fn send_email(config: &Config, state: &mut State, lease: (u8, u8, u8), offset: Offset) {
+    let (group, owner, partition) = lease;
+    let rules = config.strategy.rules();
+    let inbox = &mut state.groups[usize::from(group)].inbox;
+    let received = inbox.entry((partition, offset)).or_insert(0);
+    let keyed = match rules.sequence {
+        Sequence::EmailThenAtomic { key } => key,
+        Sequence::AtomicThenEmail => false,
+        Sequence::CommitThenEffect
+        | Sequence::EffectThenCommit
+        | Sequence::Effect
+        | Sequence::EffectRecordCommit
+        | Sequence::Stamped
+        | Sequence::DedupedThenCommit
+        | Sequence::Atomic
+        | Sequence::Transactional
+        | Sequence::AtomicThenIndex
+        | Sequence::AtomicWithOutbox => panic!("{}: sends no email", config.strategy),
+    };
+    if !(keyed && *received > 0) {
+        *received = received.saturating_add(1).min(2);
+    }
+    let lease = lease_mut(state, group, owner, partition);
+    if email_before_commit(rules.sequence) {
+        lease.records.insert(offset, Stage::Emailed);
+    } else {
+        lease.records.remove(&offset);
+    }
+}
+
+/// Whether the email goes before the store's transaction (then `apply-atomic` follows).
+fn email_before_commit(sequence: Sequence) -> bool {
+    matches!(sequence, Sequence::EmailThenAtomic { .. })
+}
+
+/// dual-write: the record's fact is written to the index, in a write of its own.
+fn write_index(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
+    state.groups[usize::from(group)].index.insert((partition, offset));
+    lease_mut(state, group, owner, partition).records.remove(&offset);
+}
+
+/// outbox: the relay copies the oldest outbox row to the index (an idempotent insert) and
+/// deletes it; a crash of the relay between the two would only copy it again.
+fn relay(state: &mut State, group: u8) {
+    let group = &mut state.groups[usize::from(group)];
+    let row = group.store.outbox.pop_first().expect("the relay runs on a row");
+    group.index.insert(row);
 }
 
 /// Group isolation, checked on every step: if the acting group's step changed another group's

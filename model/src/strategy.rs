@@ -102,6 +102,22 @@ strategies! {
     TxnUnfenced => "txn-unfenced",
     /// The trap: fenced transactions, read by a `read_uncommitted` downstream consumer.
     TxnReadUncommitted => "txn-read-uncommitted",
+    /// The trap: atomic-fenced, then an email sent after the store's commit.
+    AtomicPlusEmail => "atomic-plus-email",
+    /// The email first, with the record's identity as its idempotency key, then atomic-fenced.
+    EmailIdempotencyKey => "email-idempotency-key",
+    /// The trap: the email first, without a key, then atomic-fenced.
+    EmailNoKey => "email-no-key",
+    /// The trap: `value := v(o)` written blindly, then the commit.
+    BlindSet => "blind-set",
+    /// `value := v(o)` with the offset stamp, only when newer.
+    SetIfNewer => "set-if-newer",
+    /// The trap: dedup-atomic with processed ids keyed by the offset alone.
+    DedupOffsetOnly => "dedup-offset-only",
+    /// The trap: atomic-fenced, then the same fact written to an index separately.
+    DualWrite => "dual-write",
+    /// atomic-fenced with an outbox row in the same transaction, relayed to the index.
+    Outbox => "outbox",
 }
 
 /// The durable writes of one record after its fetch, in order (the checkpoint of the periodic
@@ -125,6 +141,16 @@ pub enum Sequence {
     /// Read-process-write: `produce-output(o)` (a data record of the open transaction), then
     /// `commit-txn(o)` (the commit marker and `next_offset := o+1` together).
     Transactional,
+    /// `apply-atomic(o)`, then `send-email(o)`: the email follows the store's commit.
+    AtomicThenEmail,
+    /// `send-email(o)` (with or without the record's identity as an idempotency key), then
+    /// `apply-atomic(o)`.
+    EmailThenAtomic { key: bool },
+    /// `apply-atomic(o)` (its fact included), then a separate `write-index(o)`.
+    AtomicThenIndex,
+    /// `apply-atomic(o)` with the fact and an outbox row in the same transaction; a relay
+    /// copies outbox rows to the index.
+    AtomicWithOutbox,
 }
 
 /// A durable write of an owner: one transaction (spec.md §3, the actions marked *write*).
@@ -141,6 +167,8 @@ pub enum Write {
     ResetOffset,
     ProduceOutput,
     CommitTxn,
+    SendEmail,
+    WriteIndex,
 }
 
 /// What guards the transactional writes (`apply-atomic`, `dead-letter`, `reset-offset`).
@@ -253,6 +281,24 @@ pub enum Acks {
     All,
 }
 
+/// What the effect of a record is (spec.md §3.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EffectKind {
+    /// `total += delta`.
+    Add,
+    /// `value := v(o) = o + 1`: the record's own value replaces the previous one.
+    Set,
+}
+
+/// What identifies a processed record in the dedup table (spec.md §3.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DedupKey {
+    /// (partition, offset): one record.
+    PartitionOffset,
+    /// The trap: the offset alone, shared by every partition.
+    OffsetOnly,
+}
+
 /// What a downstream reader of a transactional output sees (spec.md §3.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isolation {
@@ -275,6 +321,7 @@ pub struct RowDefaults {
     pub pauses: u8,
     pub groups: u8,
     pub owners: u8,
+    pub partitions: u8,
     pub records: u8,
     pub crashes: u8,
     pub rebalances: u8,
@@ -296,6 +343,8 @@ pub struct Rules {
     pub replication: Replication,
     /// The downstream reader's isolation (the txn rows; read committed elsewhere, unused).
     pub isolation: Isolation,
+    pub effect: EffectKind,
+    pub dedup_key: DedupKey,
     pub defaults: RowDefaults,
 }
 
@@ -316,6 +365,7 @@ const TWO_GROUPS: RowDefaults = RowDefaults {
     pauses: 0,
     groups: crate::config::defaults::GROUPS,
     owners: crate::config::defaults::OWNERS,
+    partitions: crate::config::defaults::PARTITIONS,
     records: crate::config::defaults::RECORDS,
     crashes: crate::config::defaults::CRASHES,
     rebalances: crate::config::defaults::REBALANCES,
@@ -330,6 +380,10 @@ const REPLICATED: RowDefaults =
 
 /// One group, no pause: the base of the rows about one mechanism apart from owners.
 const PAUSED_NONE: RowDefaults = RowDefaults { pauses: 0, groups: 1, ..TWO_GROUPS };
+
+/// dedup-offset-only: two partitions (offset 0 of each is a different record), one group,
+/// no pause.
+const TWO_PARTITIONS: RowDefaults = RowDefaults { partitions: 2, records: 2, ..PAUSED_NONE };
 
 /// The txn rows: one owner whose second incarnation (a pause) is the zombie instance of its
 /// transactional id, a crash, two records.
@@ -349,6 +403,8 @@ const fn consumer(sequence: Sequence, guard: Guard, checkpoint: Checkpointing) -
         log_check: LogCheck::RefuseAhead,
         replication: Replication::Single,
         isolation: Isolation::ReadCommitted,
+        effect: EffectKind::Add,
+        dedup_key: DedupKey::PartitionOffset,
         defaults: TWO_GROUPS,
     }
 }
@@ -417,6 +473,24 @@ impl Strategy {
             Strategy::TxnFenced => TXN,
             Strategy::TxnUnfenced => Rules { guard: Guard::Blind, ..TXN },
             Strategy::TxnReadUncommitted => Rules { isolation: Isolation::ReadUncommitted, ..TXN },
+            Strategy::AtomicPlusEmail => Rules { sequence: AtomicThenEmail, ..ATOMIC_FENCED },
+            Strategy::EmailIdempotencyKey => Rules { sequence: EmailThenAtomic { key: true }, ..ATOMIC_FENCED },
+            Strategy::EmailNoKey => Rules { sequence: EmailThenAtomic { key: false }, ..ATOMIC_FENCED },
+            Strategy::BlindSet => Rules {
+                effect: EffectKind::Set,
+                defaults: PAUSED,
+                ..consumer(EffectThenCommit, Guard::Blind, PerRecord)
+            },
+            Strategy::SetIfNewer => {
+                Rules { effect: EffectKind::Set, defaults: PAUSED, ..consumer(Stamped, Guard::Blind, Periodic) }
+            }
+            Strategy::DedupOffsetOnly => Rules {
+                dedup_key: DedupKey::OffsetOnly,
+                defaults: TWO_PARTITIONS,
+                ..consumer(DedupedThenCommit, Guard::Blind, PerRecord)
+            },
+            Strategy::DualWrite => Rules { sequence: AtomicThenIndex, ..ATOMIC_FENCED },
+            Strategy::Outbox => Rules { sequence: AtomicWithOutbox, ..ATOMIC_FENCED },
         }
     }
 
@@ -426,70 +500,38 @@ impl Strategy {
     }
 }
 
-impl Rules {
-    /// The next durable write of a record resting in `stage`, or `None` when no record ever
-    /// rests in that stage under these rules (a broken invariant if a lease holds one).
-    pub fn next_write(&self, stage: Stage) -> Option<Write> {
-        match stage {
-            Stage::Fetched => Some(match self.sequence {
-                Sequence::CommitThenEffect => Write::CommitOffset,
-                Sequence::EffectThenCommit | Sequence::Effect | Sequence::EffectRecordCommit => Write::ApplyEffect,
-                Sequence::Stamped => Write::ApplyStamped,
-                Sequence::DedupedThenCommit => Write::ApplyDeduped,
-                Sequence::Atomic => Write::ApplyAtomic,
-                Sequence::Transactional => Write::ProduceOutput,
-            }),
-            Stage::Committed => match self.sequence {
-                Sequence::CommitThenEffect => Some(Write::ApplyEffect),
-                Sequence::EffectThenCommit
-                | Sequence::Effect
-                | Sequence::EffectRecordCommit
-                | Sequence::Stamped
-                | Sequence::DedupedThenCommit
-                | Sequence::Atomic
-                | Sequence::Transactional => None,
-            },
-            Stage::EffectApplied => match self.sequence {
-                Sequence::EffectThenCommit | Sequence::DedupedThenCommit => Some(Write::CommitOffset),
-                Sequence::EffectRecordCommit => Some(Write::InsertProcessed),
-                Sequence::CommitThenEffect
-                | Sequence::Effect
-                | Sequence::Stamped
-                | Sequence::Atomic
-                | Sequence::Transactional => None,
-            },
-            Stage::Recorded => match self.sequence {
-                Sequence::EffectRecordCommit => Some(Write::CommitOffset),
-                Sequence::CommitThenEffect
-                | Sequence::EffectThenCommit
-                | Sequence::Effect
-                | Sequence::Stamped
-                | Sequence::DedupedThenCommit
-                | Sequence::Atomic
-                | Sequence::Transactional => None,
-            },
-            Stage::Produced => match self.sequence {
-                Sequence::Transactional => Some(Write::CommitTxn),
-                Sequence::CommitThenEffect
-                | Sequence::EffectThenCommit
-                | Sequence::Effect
-                | Sequence::EffectRecordCommit
-                | Sequence::Stamped
-                | Sequence::DedupedThenCommit
-                | Sequence::Atomic => None,
-            },
-            Stage::Exhausted => match self.poison {
-                PoisonPolicy::DeadLetter => Some(Write::DeadLetter),
-                PoisonPolicy::Skip => Some(Write::CommitOffset),
-                PoisonPolicy::RetryForever | PoisonPolicy::Unhandled => None,
-            },
+impl Sequence {
+    /// The per-stage table of the sequence: for each stage a record rests in, the next durable
+    /// write. A stage absent from it is one no record ever rests in under this sequence.
+    pub const fn table(self) -> &'static [(Stage, Write)] {
+        use Stage::{Committed, EffectApplied, Emailed, Fetched, Produced, Recorded, Stored};
+        match self {
+            Sequence::CommitThenEffect => &[(Fetched, Write::CommitOffset), (Committed, Write::ApplyEffect)],
+            Sequence::EffectThenCommit => &[(Fetched, Write::ApplyEffect), (EffectApplied, Write::CommitOffset)],
+            Sequence::Effect => &[(Fetched, Write::ApplyEffect)],
+            Sequence::EffectRecordCommit => &[
+                (Fetched, Write::ApplyEffect),
+                (EffectApplied, Write::InsertProcessed),
+                (Recorded, Write::CommitOffset),
+            ],
+            Sequence::Stamped => &[(Fetched, Write::ApplyStamped)],
+            Sequence::DedupedThenCommit => &[(Fetched, Write::ApplyDeduped), (EffectApplied, Write::CommitOffset)],
+            Sequence::Atomic | Sequence::AtomicWithOutbox => &[(Fetched, Write::ApplyAtomic)],
+            Sequence::Transactional => &[(Fetched, Write::ProduceOutput), (Produced, Write::CommitTxn)],
+            Sequence::AtomicThenEmail => &[(Fetched, Write::ApplyAtomic), (Stored, Write::SendEmail)],
+            Sequence::EmailThenAtomic { .. } => &[(Fetched, Write::SendEmail), (Emailed, Write::ApplyAtomic)],
+            Sequence::AtomicThenIndex => &[(Fetched, Write::ApplyAtomic), (Stored, Write::WriteIndex)],
         }
     }
 
-    /// Whether a record's whole work is one transaction (no crash can fall between its writes).
-    pub fn is_single_write(&self) -> bool {
-        match self.sequence {
-            Sequence::Atomic => true,
+    /// Whether the effect and the next offset are written by one transaction (`apply-atomic`).
+    pub fn is_atomic(self) -> bool {
+        match self {
+            Sequence::Atomic
+            | Sequence::AtomicWithOutbox
+            | Sequence::AtomicThenEmail
+            | Sequence::EmailThenAtomic { .. }
+            | Sequence::AtomicThenIndex => true,
             Sequence::CommitThenEffect
             | Sequence::EffectThenCommit
             | Sequence::Effect
@@ -498,6 +540,32 @@ impl Rules {
             | Sequence::DedupedThenCommit
             | Sequence::Transactional => false,
         }
+    }
+}
+
+impl Rules {
+    /// The next durable write of a record resting in `stage`, or `None` when no record ever
+    /// rests in that stage under these rules (a broken invariant if a lease holds one).
+    pub fn next_write(&self, stage: Stage) -> Option<Write> {
+        match stage {
+            Stage::Exhausted => match self.poison {
+                PoisonPolicy::DeadLetter => Some(Write::DeadLetter),
+                PoisonPolicy::Skip => Some(Write::CommitOffset),
+                PoisonPolicy::RetryForever | PoisonPolicy::Unhandled => None,
+            },
+            Stage::Fetched
+            | Stage::Committed
+            | Stage::EffectApplied
+            | Stage::Recorded
+            | Stage::Produced
+            | Stage::Stored
+            | Stage::Emailed => self.sequence.table().iter().find(|(at, _)| *at == stage).map(|&(_, write)| write),
+        }
+    }
+
+    /// Whether a record's whole work is one transaction (no crash can fall between its writes).
+    pub fn is_single_write(&self) -> bool {
+        self.sequence.table().len() == 1 && self.sequence.is_atomic()
     }
 
     /// Whether the store recognises a redelivered record and skips its effect.
@@ -508,7 +576,11 @@ impl Rules {
             | Sequence::EffectThenCommit
             | Sequence::Effect
             | Sequence::Atomic
-            | Sequence::Transactional => false,
+            | Sequence::Transactional
+            | Sequence::AtomicThenEmail
+            | Sequence::EmailThenAtomic { .. }
+            | Sequence::AtomicThenIndex
+            | Sequence::AtomicWithOutbox => false,
         };
         by_sequence || self.guard == Guard::Cas
     }
@@ -530,14 +602,19 @@ impl Rules {
             Checkpointing::ParallelMax | Checkpointing::ParallelWatermark => self.sequence == Sequence::Effect,
         };
         // Guards live in transactions (the atomic and the read-process-write sequences); poison
-        // handling only in the atomic one, fenced.
-        let atomic = self.sequence == Sequence::Atomic;
+        // handling only in the plain atomic one, fenced.
+        let atomic = self.sequence.is_atomic();
         let guard_fits = self.guard == Guard::Blind
             || atomic
             || (self.sequence == Sequence::Transactional && self.guard == Guard::Fenced);
-        let poison_fits = self.poison == PoisonPolicy::Unhandled || (atomic && self.guard == Guard::Fenced);
+        let poison_fits = self.poison == PoisonPolicy::Unhandled
+            || (self.sequence == Sequence::Atomic && self.guard == Guard::Fenced);
         let reset_fits = self.out_of_range != OutOfRangePolicy::Earliest || self.guard == Guard::Fenced;
-        checkpoint_fits && guard_fits && poison_fits && reset_fits
+        // A set replaces a value: it is an effect write of its own (blind) or stamped.
+        let set_fits =
+            self.effect == EffectKind::Add || matches!(self.sequence, Sequence::EffectThenCommit | Sequence::Stamped);
+        let dedup_fits = self.dedup_key == DedupKey::PartitionOffset || self.sequence == Sequence::DedupedThenCommit;
+        checkpoint_fits && guard_fits && poison_fits && reset_fits && set_fits && dedup_fits
     }
 }
 

@@ -83,7 +83,10 @@ pub fn timeline(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> Stri
             | Action::FailLeader { .. }
             | Action::ProduceOutput { .. }
             | Action::CommitTxn { .. }
-            | Action::ReadOutput { .. } => {
+            | Action::ReadOutput { .. }
+            | Action::SendEmail { .. }
+            | Action::WriteIndex { .. }
+            | Action::Relay { .. } => {
                 let fill = if durable { colour } else { "white" };
                 let _ =
                     write!(svg, "<circle cx='{x}' cy='{y}' r='5' fill='{fill}' stroke='{colour}' stroke-width='2'/>");
