@@ -17,6 +17,9 @@ pub mod strategy;
 pub mod svg;
 pub mod trace;
 
+/// The tool and its version, as JSON output and trace files record it.
+pub const TOOL: &str = concat!("onceproof-model ", env!("CARGO_PKG_VERSION"));
+
 pub use action::Action;
 pub use config::{Config, Strategy};
 pub use state::State;
