@@ -4,34 +4,33 @@
 
 use crate::corpus::reproduce_command;
 use crate::error::Error;
+use crate::generate;
 use crate::harness::Options;
 use crate::replay::replay;
 use model::trace::Trace;
-use model::{Action, Config};
+use model::{Action, Config, ConsumerModel};
 use std::fmt;
 use std::path::Path;
 use std::time::Instant;
 
-/// Generated model paths and how they were made.
+/// Generated model paths and how they are made. Each is generated, replayed and dropped in
+/// turn, so no count allocates more than one path.
+#[derive(Clone, Copy, Debug)]
 pub enum Generated {
-    /// Every path to a depth (the text says which, and whether it was cut).
-    Paths { paths: Vec<Vec<Action>>, what: String },
-    /// Random walk `i` was generated from seed `seed + i` (`generate::walks`).
-    Walks { walks: Vec<Vec<Action>>, seed: u64 },
+    /// Every path of `depth` steps (and the shorter ones that end), at most `paths_max` of them.
+    Paths { depth: usize, paths_max: usize },
+    /// `count` random walks of at most `steps_max` steps; walk `i` from seed `seed + i`
+    /// (`generate::walk`).
+    Walks { count: usize, seed: u64, steps_max: usize },
 }
 
 impl Generated {
-    fn paths(&self) -> &[Vec<Action>] {
-        match self {
-            Generated::Paths { paths, .. } => paths,
-            Generated::Walks { walks, .. } => walks,
-        }
-    }
-
     fn what(&self) -> String {
-        match self {
-            Generated::Paths { what, .. } => what.clone(),
-            Generated::Walks { walks, seed } => format!("{} random walks from seed {seed}", walks.len()),
+        match *self {
+            Generated::Paths { depth, paths_max } => format!("every path to depth {depth} (at most {paths_max})"),
+            Generated::Walks { count, seed, steps_max } => {
+                format!("{count} random walks from seed {seed} (at most {steps_max} steps each)")
+            }
         }
     }
 }
@@ -43,6 +42,8 @@ pub struct Summary {
     pub divergences: usize,
     pub steps: usize,
     pub seconds: f64,
+    /// `Some(paths_max)` when the paths to a depth were cut there: not every one was replayed.
+    pub cut: Option<usize>,
 }
 
 impl fmt::Display for Summary {
@@ -57,7 +58,11 @@ impl fmt::Display for Summary {
             self.seconds,
             self.traces as f64 / seconds,
             self.steps as f64 / seconds
-        )
+        )?;
+        if let Some(paths_max) = self.cut {
+            write!(f, "; stopped at --paths-max {paths_max}: not every path was replayed")?;
+        }
+        Ok(())
     }
 }
 
@@ -65,26 +70,28 @@ impl fmt::Display for Summary {
 /// through `report` with its reproduce commands. `Err` only when a file cannot be written.
 pub fn replay_generated(
     config: &Config,
-    generated: &Generated,
+    generated: Generated,
     options: &Options,
     out: &Path,
-    steps_max: usize,
     report: &mut dyn FnMut(&str),
 ) -> Result<Summary, Error> {
     let what = generated.what();
-    report(&format!("{}: {what}: {} traces", config.strategy, generated.paths().len()));
+    report(&format!("{}: {what}", config.strategy));
     let started = Instant::now();
-    let mut summary = Summary { traces: generated.paths().len(), divergences: 0, steps: 0, seconds: 0.0 };
-    for (index, actions) in generated.paths().iter().enumerate() {
-        let trace = Trace::new(config.clone(), None, None, format!("generated path {index}: {what}"), actions.clone());
+    let mut summary = Summary { traces: 0, divergences: 0, steps: 0, seconds: 0.0, cut: None };
+    let mut replay_one = |actions: &[Action]| -> Result<(), Error> {
+        let index = summary.traces;
+        summary.traces += 1;
         summary.steps += actions.len();
-        let Err(failure) = replay(&trace, options) else { continue };
+        let description = format!("generated path {index}: {what}");
+        let trace = Trace::new(config.clone(), None, None, description, actions.to_vec());
+        let Err(failure) = replay(&trace, options) else { return Ok(()) };
         summary.divergences += 1;
         std::fs::create_dir_all(out).map_err(Error::io(out, "create"))?;
         let path = out.join(format!("{}--path-{index}.json", config.strategy));
         std::fs::write(&path, trace.to_json()).map_err(Error::io(&path, "write"))?;
         let regenerate = match generated {
-            Generated::Walks { seed, .. } => format!(
+            Generated::Walks { seed, steps_max, .. } => format!(
                 "\nregenerate: cargo run -p conformance -- test {} --walks 1 --seed {} --steps-max {steps_max}",
                 config.flags(),
                 seed.wrapping_add(index as u64)
@@ -96,6 +103,28 @@ pub fn replay_generated(
             path.display(),
             reproduce_command(&path, options)
         ));
+        Ok(())
+    };
+    let model = ConsumerModel::new(config.clone());
+    match generated {
+        Generated::Walks { count, seed, steps_max } => {
+            for index in 0..count {
+                replay_one(&generate::walk(&model, seed.wrapping_add(index as u64), steps_max))?;
+            }
+        }
+        Generated::Paths { depth, paths_max } => {
+            let mut failed = None;
+            let cut = generate::for_each_path(&model, depth, paths_max, &mut |actions| {
+                failed = replay_one(actions).err();
+                failed.is_none()
+            });
+            if let Some(error) = failed {
+                return Err(error);
+            }
+            if cut {
+                summary.cut = Some(paths_max);
+            }
+        }
     }
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)

@@ -9,10 +9,15 @@ use model::trace::Trace;
 use model::{Config, ConsumerModel, Strategy};
 use std::path::{Path, PathBuf};
 
-/// Reads and parses a trace file; the error names the file.
+/// Reads and parses a trace file, and checks that the model accepts its actions; the error
+/// names the file. A trace that is not a run of the model is bad input, refused before any
+/// real system is made for it (a rebalance to the current owner, a fetch past the log end).
 pub fn load(path: &Path) -> Result<Trace, Error> {
-    let text = std::fs::read_to_string(path).map_err(Error::io(path, "read"))?;
-    Trace::from_json(&text).map_err(|source| Error::Trace { path: path.to_path_buf(), source })
+    let bytes = std::fs::read(path).map_err(Error::io(path, "read"))?;
+    let trace = Trace::from_slice(&bytes).map_err(|source| Error::Trace { path: path.to_path_buf(), source })?;
+    model::check::replay(&ConsumerModel::new(trace.config.clone()), &trace.actions)
+        .map_err(|source| Error::NotInModel { path: path.to_path_buf(), source })?;
+    Ok(trace)
 }
 
 /// The trace files named by `paths`: files as given, directories as their `*.json` files in

@@ -26,6 +26,8 @@ pub enum Error {
     NoSuchPath { path: PathBuf },
     /// A trace file is not a trace this build replays.
     Trace { path: PathBuf, source: TraceError },
+    /// A trace file's actions are not a run of the model (`source` names the first step).
+    NotInModel { path: PathBuf, source: Unreachable },
     /// A scenario of `scenarios::all` does not replay in the model as written.
     Scenario { name: String, source: ScenarioError },
     /// A corpus file did not conform; `reproduce` is the command that replays it again.
@@ -70,6 +72,7 @@ impl fmt::Display for Error {
             Error::Io { path, doing, source } => write!(f, "{}: cannot {doing}: {source}", path.display()),
             Error::NoSuchPath { path } => write!(f, "{}: no such file or directory", path.display()),
             Error::Trace { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::NotInModel { path, source } => write!(f, "{}: not a run of the model: {source}", path.display()),
             Error::Scenario { name, source } => write!(f, "scenario {name}: {source}"),
             Error::Replay { path, reproduce, failure } => {
                 write!(f, "{}: {failure}\nreproduce: {reproduce}", path.display())
@@ -99,6 +102,7 @@ impl StdError for Error {
         match self {
             Error::Io { source, .. } => Some(source),
             Error::Trace { source, .. } => Some(source),
+            Error::NotInModel { source, .. } => Some(source),
             Error::Scenario { source, .. } => Some(source),
             Error::Replay { failure, .. } => Some(failure.as_ref()),
             Error::Store(source) => Some(source.as_ref()),

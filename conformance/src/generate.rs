@@ -32,14 +32,10 @@ fn enabled(model: &ConsumerModel, state: &State) -> Vec<Action> {
     actions
 }
 
-/// `count` random walks from the initial state, each until no action is enabled or
-/// `steps_max` steps. Walk `i` uses the generator seeded with `seed + i`, so any one walk can
-/// be reproduced alone.
-pub fn walks(model: &ConsumerModel, count: usize, seed: u64, steps_max: usize) -> Vec<Vec<Action>> {
-    (0..count as u64).map(|i| walk(model, seed.wrapping_add(i), steps_max)).collect()
-}
-
-fn walk(model: &ConsumerModel, seed: u64, steps_max: usize) -> Vec<Action> {
+/// One random walk from the initial state, until no action is enabled or `steps_max` steps.
+/// `conformance test --walks N --seed S` replays the walks of seeds `S`, `S + 1`, ..., one at a
+/// time, so that any one can be reproduced alone and none is kept after its replay.
+pub fn walk(model: &ConsumerModel, seed: u64, steps_max: usize) -> Vec<Action> {
     let mut rng = SplitMix64::new(seed);
     let mut state = model.init_states().remove(0);
     let mut path = Vec::new();
@@ -55,15 +51,27 @@ fn walk(model: &ConsumerModel, seed: u64, steps_max: usize) -> Vec<Action> {
     path
 }
 
-/// Every path of exactly `depth` steps, plus the shorter ones that end in a state with no
-/// enabled action, in a fixed order; stops after `paths_max` paths (the second value says
-/// whether it stopped early).
-pub fn paths_to_depth(model: &ConsumerModel, depth: usize, paths_max: usize) -> (Vec<Vec<Action>>, bool) {
-    let mut paths = Vec::new();
-    let mut prefix = Vec::new();
+/// Visits every path of exactly `depth` steps, plus the shorter ones that end in a state with
+/// no enabled action, in a fixed order, one at a time (only the current path is kept). Stops
+/// when `visit` returns false, or before a path past the first `paths_max`: then it returns
+/// true (cut: some paths were not visited).
+pub fn for_each_path(
+    model: &ConsumerModel,
+    depth: usize,
+    paths_max: usize,
+    visit: &mut dyn FnMut(&[Action]) -> bool,
+) -> bool {
+    let (mut visited, mut cut) = (0, false);
     let state = model.init_states().remove(0);
-    let complete = extend(model, &state, depth, &mut prefix, &mut paths, paths_max);
-    (paths, !complete)
+    extend(model, &state, depth, &mut Vec::new(), &mut |path| {
+        if visited == paths_max {
+            cut = true;
+            return false;
+        }
+        visited += 1;
+        visit(path)
+    });
+    cut
 }
 
 fn extend(
@@ -71,18 +79,16 @@ fn extend(
     state: &State,
     depth: usize,
     prefix: &mut Vec<Action>,
-    paths: &mut Vec<Vec<Action>>,
-    paths_max: usize,
+    visit: &mut dyn FnMut(&[Action]) -> bool,
 ) -> bool {
     let actions = enabled(model, state);
     if prefix.len() == depth || actions.is_empty() {
-        paths.push(prefix.clone());
-        return paths.len() < paths_max;
+        return visit(prefix);
     }
     for action in actions {
         let next = model.next_state(state, action).expect("enabled actions have successors");
         prefix.push(action);
-        let go_on = extend(model, &next, depth, prefix, paths, paths_max);
+        let go_on = extend(model, &next, depth, prefix, visit);
         prefix.pop();
         if !go_on {
             return false;

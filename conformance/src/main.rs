@@ -6,16 +6,15 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use conformance::batch::{self, Generated};
 use conformance::corpus;
 use conformance::driver::{self, Mode};
-use conformance::generate;
 use conformance::harness::Options;
 use conformance::replay::replay;
 use consumer::crash::CrashPlan;
-use consumer::log::Log;
-use consumer::owner::{Mutation, Owner, Settings};
+use consumer::log::{Log, LogError};
+use consumer::owner::{Mutation, Owner, OwnerError, Settings};
 use consumer::store::{Store, StoreOptions};
 use model::config::defaults;
 use model::trace::Trace;
-use model::{Config, ConsumerModel, Strategy};
+use model::{Config, Strategy};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -129,18 +128,19 @@ struct TestArgs {
     /// Log losses (default: the row's).
     #[arg(long)]
     log_losses: Option<u8>,
-    /// Replay every model path of this many steps (and shorter ones that end).
-    #[arg(long, conflicts_with = "walks")]
+    /// Replay every model path of this many steps (and shorter ones that end), 1..=200.
+    #[arg(long, conflicts_with = "walks", value_parser = count_in(1, DEPTH_MAX))]
     depth: Option<usize>,
-    /// Replay this many seeded random walks.
-    #[arg(long, requires = "seed")]
+    /// Replay this many seeded random walks, 1..=1000000 (each generated and replayed in turn).
+    #[arg(long, requires = "seed", value_parser = count_in(1, WALKS_MAX))]
     walks: Option<usize>,
     #[arg(long)]
     seed: Option<u64>,
-    /// Longest walk, and most paths taken at a depth.
-    #[arg(long, default_value_t = 60)]
+    /// Longest walk, 1..=10000 steps.
+    #[arg(long, default_value_t = 60, value_parser = count_in(1, STEPS_MAX))]
     steps_max: usize,
-    #[arg(long, default_value_t = 100_000)]
+    /// Most paths replayed at a depth, 1..=10000000; past it the test is incomplete (exit 3).
+    #[arg(long, default_value_t = 100_000, value_parser = count_in(1, PATHS_MAX))]
     paths_max: usize,
     /// Where divergent traces are saved.
     #[arg(long, default_value = "conformance-divergences")]
@@ -216,16 +216,56 @@ struct WorkerArgs {
     mutation: Option<Mutation>,
 }
 
+/// This tool and its version, first on the output of `replay` and `test` (with the model's, whose
+/// traces it replays).
+const TOOL: &str = concat!("onceproof-conformance ", env!("CARGO_PKG_VERSION"));
+
+/// Bounds of `test`'s counts. Paths and walks are generated and replayed one at a time, so
+/// these bound the time a typo can ask for, not memory: a walk holds at most `STEPS_MAX` steps,
+/// and the recursion over paths to a depth is at most `DEPTH_MAX` frames deep.
+const DEPTH_MAX: u64 = 200;
+const WALKS_MAX: u64 = 1_000_000;
+const STEPS_MAX: u64 = 10_000;
+const PATHS_MAX: u64 = 10_000_000;
+
+/// A clap value parser for a count in `low..=high`; clap's error names the flag and the range.
+fn count_in(low: u64, high: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(low..=high)
+}
+
 /// Parses the command line; a usage error is one line on stderr and exit 2.
 fn parse_cli() -> Cli {
     Cli::try_parse().unwrap_or_else(|error| {
         if !error.use_stderr() {
             error.exit();
         }
-        eprintln!("{}", error.to_string().lines().next().unwrap_or("error: invalid arguments"));
+        eprintln!("{}", one_line(&error.to_string()));
         std::process::exit(2)
     })
 }
+
+/// A clap error as one line. Clap's message is its first line, except when that line ends
+/// with a colon: then what it introduces (the missing arguments, one per indented line)
+/// follows, and is joined onto it. The usage and the hint after the blank line are dropped.
+/// (The model's and the consumer's `parse_cli` have the same function.)
+fn one_line(text: &str) -> String {
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("error: invalid arguments").trim_end();
+    if !first.ends_with(':') {
+        return first.to_string();
+    }
+    let listed: Vec<&str> = lines.map(str::trim).take_while(|line| !line.is_empty()).collect();
+    format!("{first} {}", listed.join(", "))
+}
+
+/// Exit codes (README "Exit codes"): 0 every trace conforms; 1 a divergence, or a scenario
+/// that does not hold in the model; 2 bad input (one line); 3 a test whose paths were cut at
+/// `--paths-max`. The hidden `worker` serves the consumer, and exits as it does: 4 when the
+/// owner refuses to start to protect data.
+const DIVERGED: u8 = 1;
+const BAD_INPUT: u8 = 2;
+const INCOMPLETE: u8 = 3;
+const REFUSED: u8 = 4;
 
 fn main() -> ExitCode {
     let result = match parse_cli().command {
@@ -238,8 +278,21 @@ fn main() -> ExitCode {
     // causes in one line.
     result.unwrap_or_else(|error| {
         eprintln!("error: {error}");
-        ExitCode::from(2)
+        ExitCode::from(exit_code(&error))
     })
+}
+
+/// The exit code of a command that failed with `error`.
+fn exit_code(error: &anyhow::Error) -> u8 {
+    let code = |cause: &(dyn std::error::Error + 'static)| {
+        if let Some(error) = cause.downcast_ref::<conformance::Error>() {
+            return matches!(error, conformance::Error::Scenario { .. }).then_some(DIVERGED);
+        }
+        let refusal = cause.downcast_ref::<LogError>().is_some_and(LogError::is_refusal)
+            || cause.downcast_ref::<OwnerError>().is_some_and(OwnerError::is_refusal);
+        refusal.then_some(REFUSED)
+    };
+    error.chain().find_map(code).unwrap_or(BAD_INPUT)
 }
 
 /// Exit 0 when every trace conforms, 1 on any divergence, 2 when a file cannot be read.
@@ -248,6 +301,7 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let files = corpus::expand(&args.paths)?;
     let traces: Vec<(PathBuf, Trace)> =
         files.into_iter().map(|path| corpus::load(&path).map(|t| (path, t))).collect::<Result<_, _>>()?;
+    println!("{TOOL} (model: {})", model::TOOL);
     let started = Instant::now();
     let (mut failures, mut steps) = (0, 0);
     for (path, trace) in &traces {
@@ -278,29 +332,27 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         traces.len() as f64 / seconds.max(1e-9),
         steps as f64 / seconds.max(1e-9)
     );
-    Ok(ExitCode::from(u8::from(failures > 0)))
+    Ok(ExitCode::from(if failures > 0 { DIVERGED } else { 0 }))
 }
 
 fn run_test(args: TestArgs) -> anyhow::Result<ExitCode> {
     let config = args.config()?;
     config.validate().map_err(anyhow::Error::msg)?;
     let options = args.run.options()?;
-    let model = ConsumerModel::new(config.clone());
-    let paths = match (args.depth, args.walks, args.seed) {
-        (Some(depth), None, _) => {
-            let (paths, cut) = generate::paths_to_depth(&model, depth, args.paths_max);
-            let note = if cut { format!(" (stopped at --paths-max {})", args.paths_max) } else { String::new() };
-            Generated::Paths { paths, what: format!("every path to depth {depth}{note}") }
-        }
-        (None, Some(walks), Some(seed)) => {
-            Generated::Walks { walks: generate::walks(&model, walks, seed, args.steps_max), seed }
-        }
+    let generated = match (args.depth, args.walks, args.seed) {
+        (Some(depth), None, _) => Generated::Paths { depth, paths_max: args.paths_max },
+        (None, Some(count), Some(seed)) => Generated::Walks { count, seed, steps_max: args.steps_max },
         _ => bail!("give either --depth D or --walks N --seed SEED"),
     };
-    let summary =
-        batch::replay_generated(&config, &paths, &options, &args.out, args.steps_max, &mut |line| println!("{line}"))?;
+    println!("{TOOL} (model: {})", model::TOOL);
+    let summary = batch::replay_generated(&config, generated, &options, &args.out, &mut |line| println!("{line}"))?;
     println!("{summary}");
-    Ok(ExitCode::from(u8::from(summary.divergences > 0)))
+    let code = match (summary.divergences, summary.cut) {
+        (0, None) => 0,
+        (0, Some(_)) => INCOMPLETE,
+        _ => DIVERGED,
+    };
+    Ok(ExitCode::from(code))
 }
 
 fn run_regenerate(args: RegenerateArgs) -> anyhow::Result<ExitCode> {
@@ -331,4 +383,36 @@ fn run_worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     consumer::worker::serve(&mut owner, std::io::stdin().lock(), std::io::stdout().lock())
         .map_err(|e| anyhow::anyhow!("worker stdin/stdout: {e}"))?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    /// Clap's missing-argument error lists the arguments on the lines after its first; the
+    /// one line keeps clap's words and names them.
+    #[test]
+    fn a_clap_error_becomes_one_line_naming_what_it_lists() {
+        let cases = [
+            (
+                "error: the following required arguments were not provided:\n  <PATHS>...\n\nUsage: conformance \
+                 replay <PATHS>...\n\nFor more information, try '--help'.\n",
+                "error: the following required arguments were not provided: <PATHS>...",
+            ),
+            (
+                "error: the following required arguments were not provided:\n  --dir <DIR>\n  --group <GROUP>\n\n\
+                 Usage: x\n",
+                "error: the following required arguments were not provided: --dir <DIR>, --group <GROUP>",
+            ),
+            (
+                "error: invalid value '0' for '--walks <WALKS>': 0 is not in 1..=1000000\n\nFor more information, \
+              try '--help'.\n",
+                "error: invalid value '0' for '--walks <WALKS>': 0 is not in 1..=1000000",
+            ),
+            ("", "error: invalid arguments"),
+        ];
+        for (text, line) in cases {
+            assert_eq!(one_line(text), line);
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The `conformance` command line: exit codes for conforming, divergent and unreadable input,
 //! and generated tests.
 
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -89,6 +90,174 @@ fn generated_walks_and_depths_conform() {
         assert_eq!(output.status.code(), Some(0), "{args:?}:\n{text}{}", String::from_utf8_lossy(&output.stderr));
         assert!(text.contains(" 0 failed"), "{args:?}:\n{text}");
     }
+}
+
+/// `test --depth` whose paths were cut at `--paths-max` replayed only some of them: an
+/// incomplete search (exit 3), which says so; all of them replayed: exit 0.
+#[test]
+fn paths_cut_at_paths_max_are_an_incomplete_test() {
+    let out = scratch("cli-paths-max");
+    let out = out.display().to_string();
+    let args = ["test", "--strategy", "atomic-fenced", "--groups", "1", "--depth", "3", "--mode", "in-process"];
+    for (paths_max, code, cut) in [("2", 3, true), ("100000", 0, false)] {
+        let output = conformance(&[&args[..], &["--paths-max", paths_max, "--out", &out]].concat());
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(code), "--paths-max {paths_max}:\n{text}");
+        let first = text.lines().next().unwrap_or_default();
+        let tool = format!("onceproof-conformance {0} (model: onceproof-model {0})", env!("CARGO_PKG_VERSION"));
+        assert_eq!(first, tool, "the first line names the tools");
+        assert_eq!(text.contains("stopped at --paths-max 2: not every path was replayed"), cut, "{text}");
+        if cut {
+            assert!(text.contains("2 passed, 0 failed"), "{text}");
+        }
+    }
+}
+
+/// The hidden worker serves the consumer and exits as it does: 4 when the owner refuses to
+/// start on a log that lost acknowledged records (here: the whole log directory).
+#[test]
+fn a_worker_refusing_a_lost_log_exits_4() {
+    let dir = scratch("cli-worker-refusal");
+    let log_dir = conformance::driver::log_dir(&dir);
+    let identity = consumer::log::Log::init(&log_dir, 1).expect("a log");
+    let location = consumer::store::Location::Sqlite(conformance::driver::store_path(&dir));
+    let mut store = consumer::store::Store::create_at(&location, identity, Default::default()).expect("a store");
+    store.ensure_group("g0", "o0").expect("a group");
+    drop(store);
+    std::fs::remove_dir_all(&log_dir).expect("the log directory is removed");
+    let dir = dir.display().to_string();
+    let args = ["worker", "--dir", &dir, "--group", "g0", "--owner", "o0", "--strategy", "atomic-fenced"];
+    let output = Command::new(env!("CARGO_BIN_EXE_conformance"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the worker runs");
+    let errors = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(4), "{errors}");
+    assert_eq!(errors.lines().count(), 1, "{errors}");
+}
+
+/// The trace files README's bad-input table names: one valid trace (atomic, one group, two
+/// owners, two records; an append and a fetch), each with the one change its name says.
+fn bad_trace_files() -> Vec<(&'static str, Vec<u8>)> {
+    let base = json!({
+        "format": "onceproof-trace", "version": 1, "tool": "onceproof-model 0.1.0",
+        "config": {"strategy": "atomic", "groups": 1, "owners": 2, "partitions": 1, "records": 2, "crashes": 1,
+                   "rebalances": 1, "commit_every": 2, "inflight": 2, "delta": 5, "poison": null, "max_attempts": 2,
+                   "ack_losses": 0, "retentions": 0, "pauses": 0, "log_losses": 0},
+        "property": null, "verdict": null, "description": "an append and a fetch",
+        "actions": [{"kind": "append", "partition": 0, "delta": 5},
+                    {"kind": "fetch", "group": 0, "owner": 0, "partition": 0, "offset": 0}]
+    });
+    let edit = |change: fn(&mut Value)| {
+        let mut value = base.clone();
+        change(&mut value);
+        value.to_string().into_bytes()
+    };
+    vec![
+        ("valid.json", edit(|_| {})),
+        ("action-field.json", edit(|v| v["actions"][0]["colour"] = json!("red"))),
+        ("config-field.json", edit(|v| v["config"]["colour"] = json!("red"))),
+        ("no-such-property.json", edit(|v| v["property"] = json!("no-such-property"))),
+        ("group-9.json", edit(|v| v["actions"][1]["group"] = json!(9))),
+        ("owner-9.json", edit(|v| v["actions"][1]["owner"] = json!(9))),
+        ("partition-9.json", edit(|v| v["actions"][0]["partition"] = json!(9))),
+        (
+            "rebalance-to-current-owner.json",
+            edit(|v| v["actions"][1] = json!({"kind": "rebalance", "group": 0, "partition": 0, "to_owner": 0})),
+        ),
+        ("groups-9.json", edit(|v| v["config"]["groups"] = json!(9))),
+        ("crashes-200.json", edit(|v| v["config"]["crashes"] = json!(200))),
+        ("delta-max.json", edit(|v| v["config"]["delta"] = json!(i64::MAX))),
+        (
+            "version-2.json",
+            edit(|v| {
+                v["version"] = json!(2);
+                v["tool"] = json!("onceproof-model 2.0.0");
+            }),
+        ),
+        ("not-json.json", b"{ nope".to_vec()),
+        ("not-utf8.json", b"{\"format\": \"\xff\"}".to_vec()),
+    ]
+}
+
+/// A row of README's "Bad input and the one line it gets": the command, its exit code and the
+/// exact line it prints on stderr.
+struct BadInputRow {
+    command: Vec<String>,
+    exit: i32,
+    line: String,
+}
+
+/// The text of a Markdown code span: without its backtick run, and without the one space each
+/// side that a span starting or ending with a backtick needs.
+fn code_span(cell: &str) -> &str {
+    let ticks = cell.chars().take_while(|&c| c == '`').count();
+    let inner = &cell[ticks..cell.len() - ticks];
+    match (inner.strip_prefix(' '), inner.ends_with(' ')) {
+        (Some(rest), true) => &rest[..rest.len() - 1],
+        _ => inner,
+    }
+}
+
+/// The README's rows whose command starts with `tool`: the table is the test's table.
+fn readme_bad_input_rows(tool: &str) -> Vec<BadInputRow> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let readme = std::fs::read_to_string(&path).expect("README.md is readable");
+    let section = readme
+        .split("\n## ")
+        .find(|section| section.starts_with("Bad input and the one line it gets"))
+        .expect("README.md has the section 'Bad input and the one line it gets'");
+    let mut rows = Vec::new();
+    for line in section.lines().filter(|line| line.starts_with("| ")) {
+        let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+        let [_, command, exit, printed] = cells[..] else { continue };
+        let command = code_span(command);
+        if !command.starts_with(&format!("{tool} ")) && command != tool {
+            continue;
+        }
+        rows.push(BadInputRow {
+            command: command.split_whitespace().map(str::to_string).collect(),
+            exit: exit.parse().unwrap_or_else(|_| panic!("README row '{line}': exit '{exit}' is not a number")),
+            line: code_span(printed).to_string(),
+        });
+    }
+    rows
+}
+
+/// Every `conformance` row of README's bad-input table, as a child process in a directory
+/// holding the trace files it names: the row's exit code, the row's line and nothing else on
+/// stderr, nothing on stdout. Every file is named by a row, and the unedited one conforms.
+#[test]
+fn every_bad_input_row_of_the_readme_gets_its_one_line() {
+    let dir = scratch("cli-bad-input");
+    let files = bad_trace_files();
+    for (name, bytes) in &files {
+        std::fs::write(dir.join(name), bytes).expect("write a trace file");
+    }
+    let rows = readme_bad_input_rows("conformance");
+    assert!(rows.len() >= files.len() + 5, "README's bad-input table has {} conformance rows", rows.len());
+    for (name, _) in files.iter().filter(|(name, _)| *name != "valid.json") {
+        assert!(rows.iter().any(|row| row.command.iter().any(|arg| arg == name)), "no README row replays {name}");
+    }
+    for row in rows {
+        let output = Command::new(env!("CARGO_BIN_EXE_conformance"))
+            .args(&row.command[1..])
+            .current_dir(&dir)
+            .output()
+            .expect("the conformance binary runs");
+        let command = row.command.join(" ");
+        let errors = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(row.exit), "{command}: {errors}");
+        assert_eq!(errors, format!("{}\n", row.line), "{command}");
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "", "{command}");
+    }
+    let valid = Command::new(env!("CARGO_BIN_EXE_conformance"))
+        .args(["replay", "--mode", "in-process", "valid.json"])
+        .current_dir(&dir)
+        .output()
+        .expect("the conformance binary runs");
+    assert_eq!(valid.status.code(), Some(0), "{}", String::from_utf8_lossy(&valid.stdout));
 }
 
 #[test]

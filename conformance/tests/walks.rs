@@ -6,9 +6,8 @@
 
 use conformance::batch::{replay_generated, Generated};
 use conformance::driver::Mode;
-use conformance::generate;
 use conformance::harness::Options;
-use model::{Config, ConsumerModel, Strategy};
+use model::{Config, Strategy};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -67,15 +66,15 @@ fn random_walks_of_every_strategy_conform_under_faults() {
 fn walk(strategy: Strategy, out: &Path, started: Instant) -> Option<String> {
     let config = fault_heavy(strategy);
     config.validate().unwrap_or_else(|why| panic!("{strategy}: the walk bounds are invalid: {why}"));
-    let walks = generate::walks(&ConsumerModel::new(config.clone()), WALKS_PER_STRATEGY, SEED, STEPS_MAX);
     assert!(started.elapsed() < FAMILY_CAP, "the walks passed their cap of {FAMILY_CAP:?} before {strategy}");
     let options = Options::new(Mode::InProcess);
     let mut lines: Vec<String> = Vec::new();
-    let generated = Generated::Walks { walks, seed: SEED };
-    let summary = replay_generated(&config, &generated, &options, out, STEPS_MAX, &mut |line| lines.push(line.into()))
+    let generated = Generated::Walks { count: WALKS_PER_STRATEGY, seed: SEED, steps_max: STEPS_MAX };
+    let summary = replay_generated(&config, generated, &options, out, &mut |line| lines.push(line.into()))
         .unwrap_or_else(|error| panic!("{strategy}: {error}"));
     eprintln!("{strategy}: {summary}");
     // Every walk must do something: an empty walk would make the family vacuous.
+    assert_eq!(summary.traces, WALKS_PER_STRATEGY, "{strategy}");
     assert!(summary.steps >= WALKS_PER_STRATEGY, "{strategy}: the walks took only {} steps", summary.steps);
     (summary.divergences > 0).then(|| format!("{strategy}: {summary}\n{}", lines.join("\n")))
 }

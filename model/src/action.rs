@@ -9,8 +9,12 @@ use std::fmt;
 /// (or next offset) they concern, so a trace is readable and replayable without indices. The
 /// outcome of a step (applied, skipped, fenced) is not part of the action: it follows from the
 /// state, exactly as the real consumer's outcome follows from its database.
+///
+/// In a trace, a field its `kind` does not have is an error. (Serde honours
+/// `deny_unknown_fields` on the variants of an internally tagged enum in the version this builds
+/// with; `model/tests/traces.rs` checks it, because older versions ignored it.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Action {
     /// The producer appends a record (its next logical send); the append is durable and acked.
     Append { partition: u8, delta: i64 },
@@ -117,6 +121,39 @@ impl Action {
             | Action::Crash { group, .. }
             | Action::Restart { group, .. }
             | Action::Rebalance { group, .. } => Some(group),
+        }
+    }
+
+    /// The partition the action names, if it names one.
+    pub fn partition(&self) -> Option<u8> {
+        match *self {
+            Action::Crash { .. } | Action::Restart { .. } | Action::Pause { .. } | Action::Relay { .. } => None,
+            Action::Replicate { partition }
+            | Action::Acknowledge { partition }
+            | Action::ShrinkIsr { partition }
+            | Action::FailLeader { partition }
+            | Action::ReadOutput { partition }
+            | Action::ProduceOutput { partition, .. }
+            | Action::CommitTxn { partition, .. }
+            | Action::SendEmail { partition, .. }
+            | Action::WriteIndex { partition, .. }
+            | Action::Append { partition, .. }
+            | Action::AppendAckLost { partition, .. }
+            | Action::RetryAppend { partition, .. }
+            | Action::Retain { partition, .. }
+            | Action::LoseTail { partition, .. }
+            | Action::Rebalance { partition, .. }
+            | Action::Fetch { partition, .. }
+            | Action::RefuseAhead { partition, .. }
+            | Action::FailOutOfRange { partition, .. }
+            | Action::ApplyEffect { partition, .. }
+            | Action::InsertProcessed { partition, .. }
+            | Action::CommitOffset { partition, .. }
+            | Action::ApplyStamped { partition, .. }
+            | Action::ApplyDeduped { partition, .. }
+            | Action::ApplyAtomic { partition, .. }
+            | Action::DeadLetter { partition, .. }
+            | Action::ResetOffset { partition, .. } => Some(partition),
         }
     }
 

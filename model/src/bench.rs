@@ -4,6 +4,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use model::Strategy;
 use std::process::{Command, ExitCode};
+use std::time::Duration;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -14,9 +15,10 @@ pub struct BenchArgs {
     /// Only these strategies (default: all).
     #[arg(long, value_parser = crate::parse_strategy)]
     strategy: Vec<Strategy>,
-    /// Seconds allowed per run before it is reported as unfinished.
-    #[arg(long, default_value_t = 300.0)]
-    timeout: f64,
+    /// Seconds allowed per run before it is reported as unfinished (0 < SECONDS <= 604800).
+    #[arg(long, value_name = "SECONDS", default_value = "300", allow_hyphen_values = true,
+          value_parser = crate::parse_seconds)]
+    timeout: Duration,
 }
 
 /// One measured run: a child `model check --json` process, so that each peak RSS is its own.
@@ -69,10 +71,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn measure(strategy: Strategy, bounds: &[&str], mode: &[&str], timeout: f64) -> anyhow::Result<Measurement> {
+fn measure(strategy: Strategy, bounds: &[&str], mode: &[&str], timeout: Duration) -> anyhow::Result<Measurement> {
     let exe = std::env::current_exe().context("cannot find the model binary")?;
     let output = Command::new(exe)
-        .args(["check", "--json", "--strategy", strategy.name(), "--timeout", &timeout.to_string()])
+        .args(["check", "--json", "--strategy", strategy.name(), "--timeout", &timeout.as_secs_f64().to_string()])
         .args(bounds)
         .args(mode)
         .output()

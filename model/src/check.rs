@@ -69,6 +69,7 @@ impl Verdict {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PropertyOutcome {
     pub name: String,
     /// A safety claim, a fault witness or an observation (spec.md §6.2).
@@ -89,7 +90,9 @@ pub struct Progress {
     pub elapsed: Duration,
 }
 
+/// One strategy's part of `--json` (spec.md §8.1); read back, unknown fields are errors.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CheckReport {
     pub config: crate::Config,
     pub search: Search,
@@ -257,6 +260,8 @@ impl std::fmt::Display for Unreachable {
         write!(f, "step {} ({}) is not enabled in the model at that point", self.step, self.action)
     }
 }
+
+impl std::error::Error for Unreachable {}
 
 /// Replays `actions` from the initial state, returning every state visited (initial first).
 pub fn replay(model: &ConsumerModel, actions: &[Action]) -> Result<Vec<State>, Unreachable> {

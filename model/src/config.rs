@@ -5,7 +5,10 @@ use crate::strategy::{Replication, Sequence};
 use serde::{Deserialize, Serialize};
 
 /// The bounds of one run. Every field is a CLI flag of `model check` and `model explore`.
+/// Traces carry it as their `config`: a field this build does not know is an error, never
+/// silently dropped (spec.md §8.2).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Config {
     pub strategy: Strategy,
     /// Consumer groups reading the same log, each with its own effect and progress.
@@ -85,17 +88,66 @@ fn default_max_attempts() -> u8 {
     defaults::MAX_ATTEMPTS
 }
 
-/// Upper bounds of a configuration, per use.
+/// The largest `--records` of a trace: offsets are 8-bit, and a log holds at most `records +
+/// ack_losses` records (a retry may append once more per lost acknowledgement).
+pub const REPLAY_RECORDS_MAX: u8 = 250;
+/// The largest crash and rebalance budgets of a trace. Every start (a restart after a crash, a
+/// pause's second incarnation) claims an epoch and every rebalance bumps one, so an epoch is at
+/// most `1 + crashes + rebalances + pauses`; every application of a record needs a lease of its
+/// own (a lease never applies an offset twice), and leases come from the same starts and
+/// rebalances, so a record is applied at most as many times. Both are 8-bit: this keeps them
+/// at or below 255.
+pub const REPLAY_FAULTS_MAX: u8 = (u8::MAX - 1 - BUDGET_MAX) / 2;
+/// The most applications of one record a trace can reach (see `REPLAY_FAULTS_MAX`).
+pub const APPLICATIONS_MAX: u8 = 1 + 2 * REPLAY_FAULTS_MAX + BUDGET_MAX;
+
+/// The largest `|--delta|`. A group's total is `delta` times the applications of every record
+/// ever appended (`group-isolation`): at most `PARTITIONS_MAX * (REPLAY_RECORDS_MAX +
+/// BUDGET_MAX)` records, each applied at most `APPLICATIONS_MAX` times, so with this bound no
+/// reachable total, nor the sum the harness and `group-isolation` compute, leaves `i64` (the
+/// assertion below checks the product at compile time). 10^12 leaves room to spare and is far
+/// above any delta a test needs.
+pub const DELTA_MAX: i64 = 1_000_000_000_000;
+const _: () = {
+    let records = PARTITIONS_MAX as i128 * (REPLAY_RECORDS_MAX as i128 + BUDGET_MAX as i128);
+    let largest_total = DELTA_MAX as i128 * records * APPLICATIONS_MAX as i128;
+    assert!(largest_total <= i64::MAX as i128, "DELTA_MAX lets a total overflow i64");
+};
+
+/// Upper bounds of a configuration, per use, and why each is where it is.
 struct Limits {
     groups: u8,
     owners: u8,
     records: u8,
     faults: u8,
+    /// Why groups and owners stop where they do.
+    why_owners: &'static str,
+    why_records: &'static str,
+    why_faults: &'static str,
 }
 
-const SEARCH_LIMITS: Limits =
-    Limits { groups: GROUPS_MAX, owners: OWNERS_MAX, records: RECORDS_MAX, faults: CRASHES_MAX };
-const REPLAY_LIMITS: Limits = Limits { groups: 8, owners: 8, records: 250, faults: 250 };
+const STATE_SPACE: &str = " (larger state spaces do not fit in memory)";
+const SEARCH_LIMITS: Limits = Limits {
+    groups: GROUPS_MAX,
+    owners: OWNERS_MAX,
+    records: RECORDS_MAX,
+    faults: CRASHES_MAX,
+    why_owners: STATE_SPACE,
+    why_records: STATE_SPACE,
+    why_faults: STATE_SPACE,
+};
+/// A trace is replayed, not explored, so only the width of the model's 8-bit counters limits
+/// its records and faults (the mission's 100-record scenarios are traces); its groups and
+/// owners are those `model check` accepts (the harness starts a process per owner).
+const REPLAY_LIMITS: Limits = Limits {
+    groups: GROUPS_MAX,
+    owners: OWNERS_MAX,
+    records: REPLAY_RECORDS_MAX,
+    faults: REPLAY_FAULTS_MAX,
+    why_owners: " (as in model check)",
+    why_records: " (offsets are 8-bit)",
+    why_faults: " (epochs and application counts are 8-bit)",
+};
 
 impl Config {
     pub const fn new(strategy: Strategy) -> Config {
@@ -131,25 +183,24 @@ impl Config {
 
     /// Checks every bound for a search; the error is one line naming the flag and the range.
     pub fn validate(&self) -> Result<(), String> {
-        self.validate_within(&SEARCH_LIMITS, " (larger state spaces do not fit in memory)")
+        self.validate_within(&SEARCH_LIMITS)
     }
 
-    /// Checks the bounds of a trace file. A trace is replayed, not explored, so only the width
-    /// of an offset limits it (the mission's 100-record scenarios are traces).
+    /// Checks the bounds of a trace file (`REPLAY_LIMITS`).
     pub fn validate_for_replay(&self) -> Result<(), String> {
-        self.validate_within(&REPLAY_LIMITS, " (offsets and counters are 8-bit)")
+        self.validate_within(&REPLAY_LIMITS)
     }
 
-    fn validate_within(&self, limits: &Limits, too_big: &str) -> Result<(), String> {
+    fn validate_within(&self, limits: &Limits) -> Result<(), String> {
         const PER_RECORDS: &str = " (at most --records)";
         const TOO_BIG: &str = "";
         let ranges: [(&str, u8, u8, u8, &str); 8] = [
-            ("--groups", self.groups, 1, limits.groups, too_big),
-            ("--owners", self.owners, 1, limits.owners, too_big),
+            ("--groups", self.groups, 1, limits.groups, limits.why_owners),
+            ("--owners", self.owners, 1, limits.owners, limits.why_owners),
             ("--partitions", self.partitions, 1, PARTITIONS_MAX, TOO_BIG),
-            ("--records", self.records, 1, limits.records, too_big),
-            ("--crashes", self.crashes, 0, limits.faults, too_big),
-            ("--rebalances", self.rebalances, 0, limits.faults, too_big),
+            ("--records", self.records, 1, limits.records, limits.why_records),
+            ("--crashes", self.crashes, 0, limits.faults, limits.why_faults),
+            ("--rebalances", self.rebalances, 0, limits.faults, limits.why_faults),
             ("--commit-every", self.commit_every, 1, self.records.max(1), PER_RECORDS),
             ("--inflight", self.inflight, 1, self.records.max(1), PER_RECORDS),
         ];
@@ -186,7 +237,8 @@ impl Config {
         ];
         for (flag, value) in budgets {
             if value > BUDGET_MAX {
-                return Err(format!("{flag} {value} is out of range: accepted values are 0..={BUDGET_MAX}{too_big}"));
+                let why = limits.why_faults;
+                return Err(format!("{flag} {value} is out of range: accepted values are 0..={BUDGET_MAX}{why}"));
             }
         }
         let replicated = match self.strategy.rules().replication {
@@ -208,13 +260,17 @@ impl Config {
             ));
         }
         if self.max_attempts == 0 || self.max_attempts > 3 {
-            return Err(format!(
-                "--max-attempts {} is out of range: accepted values are 1..=3{too_big}",
-                self.max_attempts
-            ));
+            return Err(format!("--max-attempts {} is out of range: accepted values are 1..=3", self.max_attempts));
         }
         if self.delta == 0 {
             return Err("--delta 0 would make every effect invisible in the total".to_string());
+        }
+        if self.delta.unsigned_abs() > DELTA_MAX.unsigned_abs() {
+            return Err(format!(
+                "--delta {} is out of range: accepted values are -{DELTA_MAX}..={DELTA_MAX} except 0 \
+                 (a larger delta could overflow a total)",
+                self.delta
+            ));
         }
         Ok(())
     }

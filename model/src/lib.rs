@@ -19,6 +19,9 @@ pub mod svg;
 pub mod trace;
 pub mod txn;
 
+/// The tool and its version, as JSON output and trace files record it.
+pub const TOOL: &str = concat!("onceproof-model ", env!("CARGO_PKG_VERSION"));
+
 pub use action::Action;
 pub use config::{Config, Strategy};
 pub use state::State;

@@ -148,15 +148,16 @@ struct CheckArgs {
     /// Seed of the simulation's random walks.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Checker threads per strategy.
-    #[arg(long, default_value_t = 1)]
+    /// Checker threads per strategy (1..=64).
+    #[arg(long, default_value_t = 1, value_parser = count_in(1, THREADS_MAX))]
     threads: usize,
-    /// Strategies checked at once (default: the number of cores).
-    #[arg(long)]
+    /// Strategies checked at once (1..=64; default: the number of cores).
+    #[arg(long, value_parser = count_in(1, THREADS_MAX))]
     jobs: Option<usize>,
-    /// Stop after this many seconds; unfinished verdicts are `unknown` (simulation: default 10).
-    #[arg(long, allow_hyphen_values = true)]
-    timeout: Option<f64>,
+    /// Stop after this many seconds (0 < SECONDS <= 604800); unfinished verdicts are
+    /// `unknown` (simulation: default 10).
+    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = parse_seconds)]
+    timeout: Option<Duration>,
     /// Treat owners of a group as interchangeable (honoured by dfs and simulation only).
     #[arg(long)]
     symmetry: bool,
@@ -183,6 +184,28 @@ fn parse_strategy(text: &str) -> Result<Strategy, String> {
     text.parse()
 }
 
+/// The most checker threads, and strategies checked at once: far above the cores of the
+/// machines this runs on, and low enough that a typo cannot spawn a million threads.
+const THREADS_MAX: u64 = 64;
+/// The longest `--timeout`: a week. (`Duration::from_secs_f64` panics on what does not fit,
+/// and no check runs longer.)
+pub const TIMEOUT_SECONDS_MAX: f64 = 7.0 * 24.0 * 3600.0;
+
+/// A clap value parser for a count in `low..=high`; clap's error names the flag and the range.
+fn count_in(low: u64, high: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(low..=high)
+}
+
+/// `--timeout`: a finite number of seconds in `0 < SECONDS <= TIMEOUT_SECONDS_MAX`.
+pub fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text.parse().map_err(|_| format!("'{text}' is not a number of seconds"))?;
+    // NaN fails both comparisons, and so does infinity the second.
+    if !(seconds > 0.0 && seconds <= TIMEOUT_SECONDS_MAX) {
+        return Err(format!("{text} is out of range: accepted values are 0 < SECONDS <= {TIMEOUT_SECONDS_MAX}"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
 /// Parses the command line; a usage error is one line on stderr and exit 2 (help and version
 /// print as usual).
 fn parse_cli() -> Cli {
@@ -190,10 +213,23 @@ fn parse_cli() -> Cli {
         if !error.use_stderr() {
             error.exit();
         }
-        let text = error.to_string();
-        eprintln!("{}", text.lines().next().unwrap_or("error: invalid arguments"));
+        eprintln!("{}", one_line(&error.to_string()));
         std::process::exit(2)
     })
+}
+
+/// A clap error as one line. Clap's message is its first line, except when that line ends
+/// with a colon: then what it introduces (the missing arguments, one per indented line)
+/// follows, and is joined onto it. The usage and the hint after the blank line are dropped.
+/// (The consumer's and the conformance binary's `parse_cli` have the same function.)
+fn one_line(text: &str) -> String {
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("error: invalid arguments").trim_end();
+    if !first.ends_with(':') {
+        return first.to_string();
+    }
+    let listed: Vec<&str> = lines.map(str::trim).take_while(|line| !line.is_empty()).collect();
+    format!("{first} {}", listed.join(", "))
 }
 
 fn main() -> ExitCode {
@@ -222,10 +258,8 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         config.validate().map_err(anyhow::Error::msg)?;
     }
     let options = check_options(&args)?;
-    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
-    if jobs == 0 || jobs > 64 {
-        bail!("--jobs {jobs} is out of range: accepted values are 1..=64");
-    }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let jobs = args.jobs.unwrap_or(cores.min(THREADS_MAX as usize));
     let expected = model::expected::from_spec().map_err(|e| anyhow::anyhow!("spec.md: {e}"))?;
     if let Some(dir) = &args.traces {
         report::prepare_traces_dir(dir)?;
@@ -280,14 +314,8 @@ fn check_options(args: &CheckArgs) -> anyhow::Result<CheckOptions> {
         SearchArg::Dfs => Search::Dfs,
         SearchArg::Simulation => Search::Simulation,
     };
-    if args.threads == 0 || args.threads > 64 {
-        bail!("--threads {} is out of range: accepted values are 1..=64", args.threads);
-    }
     let timeout = match (args.timeout, search) {
-        (Some(seconds), _) if !(seconds > 0.0 && seconds.is_finite()) => {
-            bail!("--timeout {seconds} is not a positive number of seconds")
-        }
-        (Some(seconds), _) => Some(Duration::from_secs_f64(seconds)),
+        (Some(timeout), _) => Some(timeout),
         // Random walks never finish on their own.
         (None, Search::Simulation) => Some(Duration::from_secs(10)),
         (None, _) => None,
@@ -308,4 +336,45 @@ fn run_explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     println!("(Ctrl-C to stop; states are explored on demand as you click)");
     ConsumerModel::new(config).checker().serve(args.addr.as_str());
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{one_line, parse_seconds};
+
+    /// Clap's missing-argument error lists the arguments on the lines after its first; the
+    /// one line keeps clap's words and names them.
+    #[test]
+    fn a_clap_error_becomes_one_line_naming_what_it_lists() {
+        let cases = [
+            (
+                "error: the following required arguments were not provided:\n  --strategy <STRATEGY>\n\nUsage: \
+                 model explore --strategy <STRATEGY>\n\nFor more information, try '--help'.\n",
+                "error: the following required arguments were not provided: --strategy <STRATEGY>",
+            ),
+            (
+                "error: the following required arguments were not provided:\n  --dir <DIR>\n  --group <GROUP>\n\n\
+                 Usage: x\n",
+                "error: the following required arguments were not provided: --dir <DIR>, --group <GROUP>",
+            ),
+            (
+                "error: unexpected argument '--nope' found\n\n  tip: to pass '--nope' as a value, use '-- --nope'\n",
+                "error: unexpected argument '--nope' found",
+            ),
+            ("", "error: invalid arguments"),
+        ];
+        for (text, line) in cases {
+            assert_eq!(one_line(text), line);
+        }
+    }
+
+    #[test]
+    fn timeouts_are_positive_finite_and_at_most_a_week() {
+        for text in ["1e300", "NaN", "nan", "inf", "-inf", "-1", "0", "-0", "604801", "ten", ""] {
+            assert!(parse_seconds(text).is_err(), "{text}");
+        }
+        for (text, millis) in [("0.5", 500), ("10", 10_000), ("604800", 604_800_000)] {
+            assert_eq!(parse_seconds(text).map(|d| d.as_millis()), Ok(millis), "{text}");
+        }
+    }
 }

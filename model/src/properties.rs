@@ -198,7 +198,11 @@ pub fn group_isolation(model: &ConsumerModel, state: &State) -> bool {
     let adds = model.config.strategy.rules().effect == EffectKind::Add;
     state.groups.iter().all(|group| {
         let applications: i64 = group.ghost.applied.iter().flatten().map(|&count| i64::from(count)).sum();
-        let sum_holds = !adds || group.store.total == delta * applications + group.ghost.lost_sum;
+        // `DELTA_MAX` keeps this within `i64` for every configuration `Config::validate` accepts.
+        let own = delta.checked_mul(applications).and_then(|sum| sum.checked_add(group.ghost.lost_sum));
+        let own =
+            own.unwrap_or_else(|| panic!("group-isolation's sum overflowed i64: |delta| <= DELTA_MAX prevents it"));
+        let sum_holds = !adds || group.store.total == own;
         !group.ghost.foreign_write && sum_holds
     })
 }

@@ -183,6 +183,7 @@ pub fn json(reports: &[CheckReport], outcome: &Outcome) -> String {
     let document = serde_json::json!({
         "format": "onceproof-check",
         "version": 1,
+        "tool": model::TOOL,
         "ok": outcome.exit_code == 0,
         "exit_code": outcome.exit_code,
         "compared_with": outcome.compared_with,

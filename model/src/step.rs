@@ -372,7 +372,7 @@ fn produce(config: &Config, state: &mut State, kind: Send, partition: u8, delta:
     let offset = state.log[partition].len();
     for group in &mut state.groups {
         let applied = &mut group.ghost.applied[partition][offset];
-        group.ghost.lost_sum += delta * i64::from(*applied);
+        group.ghost.lost_sum = lost_sum(group.ghost.lost_sum, delta, *applied);
         *applied = 0;
     }
     state.log[partition].push(delta);
@@ -407,6 +407,15 @@ fn produce_replicated(config: &Config, state: &mut State, kind: Send, partition:
             }
         }
     }
+}
+
+/// `lost_sum + delta * applied`, which `DELTA_MAX` keeps within `i64`; the harness computes its
+/// observed ghost with the same function.
+pub fn lost_sum(lost_sum: i64, delta: i64, applied: u8) -> i64 {
+    delta
+        .checked_mul(i64::from(applied))
+        .and_then(|lost| lost_sum.checked_add(lost))
+        .unwrap_or_else(|| panic!("the sum of lost applications overflowed i64: |delta| <= DELTA_MAX prevents it"))
 }
 
 fn fetch(state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {
@@ -586,11 +595,20 @@ fn add_effect(config: &Config, state: &mut State, group: u8, partition: u8, offs
     }
     let group = &mut state.groups[usize::from(group)];
     match config.strategy.rules().effect {
-        EffectKind::Add => group.store.total += delta,
+        // `Config::validate` bounds the delta and the fault budgets so that neither can overflow
+        // (`DELTA_MAX`, `APPLICATIONS_MAX`); a wrapped total would be a silent lie.
+        EffectKind::Add => {
+            let total = group.store.total.checked_add(delta);
+            group.store.total =
+                total.unwrap_or_else(|| panic!("a total overflowed i64: |delta| <= DELTA_MAX prevents it"));
+        }
         // The record's own value replaces the stored one (spec.md §3.4): v(o) = o + 1.
         EffectKind::Set => group.store.value = Some(offset + 1),
     }
-    group.ghost.applied[usize::from(partition)][usize::from(offset)] += 1;
+    let applied = &mut group.ghost.applied[usize::from(partition)][usize::from(offset)];
+    *applied = applied.checked_add(1).unwrap_or_else(|| {
+        panic!("a record was applied more than 255 times: the fault budgets' limits prevent it (APPLICATIONS_MAX)")
+    });
 }
 
 fn apply_effect(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), offset: Offset) {

@@ -1,57 +1,146 @@
 //! The versioned trace file: a configuration and a list of action values, replayable anywhere.
 
-use crate::action::Action;
+use crate::action::{Action, Actor};
 use crate::check::Verdict;
 use crate::config::Config;
-use crate::properties::Role;
+use crate::properties::{is_safety, properties_for, Role};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::fmt;
 
 /// Written in every trace file so that a reader can refuse files it does not understand.
 pub const TRACE_FORMAT: &str = "onceproof-trace";
+/// The format's version: bumped only by an incompatible change. An optional field that older
+/// files lack and readers default (such as `tool`) is compatible.
 pub const TRACE_VERSION: u32 = 1;
 
 /// A replayable run: the bounds and strategy, the actions by value, and what it demonstrates.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Read only through `Trace::from_json` / `from_slice`, which validate what serde cannot.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Trace {
     pub format: String,
     pub version: u32,
+    /// The tool that produced the actions (`onceproof-model 0.1.0`: the model library, whoever
+    /// writes the file). Informational: a trace of the same format version is read whatever
+    /// tool version wrote it; traces written before the field existed have none.
+    pub tool: Option<String>,
     pub config: Config,
     /// The property this trace demonstrates (a counterexample or an example), if any.
     pub property: Option<String>,
-    /// The verdict the property gets at the end of the trace: `violated` or `reached`.
+    /// The verdict the property gets at the end of the trace: `violated`, `holds` (a safety
+    /// property) or `reached` (a `sometimes` property).
     pub verdict: Option<Verdict>,
     /// One line for readers: what the trace shows.
     pub description: String,
     pub actions: Vec<Action>,
 }
 
+/// A trace file as JSON knows it: the nested parts are parsed on their own afterwards, so that
+/// an error names the part (serde's errors from a JSON value carry no position).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTrace {
+    format: String,
+    version: u32,
+    #[serde(default)]
+    tool: Option<String>,
+    config: Value,
+    property: Option<String>,
+    verdict: Option<Verdict>,
+    description: String,
+    actions: Vec<Value>,
+}
+
 /// Why a trace file could not be read. Each is rendered as one line.
 #[derive(Debug)]
 pub enum TraceError {
     Json(serde_json::Error),
+    /// A nested part (`config`, or `step N` of the actions) is not valid.
+    Part {
+        part: String,
+        source: serde_json::Error,
+    },
     WrongFormat(String),
     MissingVersion,
-    WrongVersion(String),
+    /// Another format version; `tool` is the tool the file says wrote it.
+    WrongVersion {
+        found: String,
+        tool: Option<String>,
+    },
     BadConfig(String),
+    /// The property is not one the model checks for the trace's configuration.
+    UnknownProperty {
+        name: String,
+        known: Vec<&'static str>,
+    },
+    /// The verdict does not fit the property (or there is no property to give it to).
+    BadVerdict(String),
+    /// An action names a group, owner or partition the configuration does not have.
+    BadAction {
+        step: usize,
+        action: Action,
+        why: String,
+    },
 }
 
 impl fmt::Display for TraceError {
+    /// One line, whatever the file holds: serde's messages and this one quote parts of the
+    /// input (a field name, a format name), so control characters (a newline in an unknown
+    /// field's name) are written escaped.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TraceError::Json(error) => write!(f, "not a valid trace: {error}"),
-            TraceError::WrongFormat(found) => write!(f, "format is '{found}', expected '{TRACE_FORMAT}'"),
-            TraceError::MissingVersion => write!(f, "the trace has no format version"),
-            TraceError::WrongVersion(found) => {
-                write!(f, "trace format version {found} is not supported (this build reads version {TRACE_VERSION})")
+        let message = self.message();
+        if !message.contains(char::is_control) {
+            return f.write_str(&message);
+        }
+        for c in message.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                write!(f, "{c}")?;
             }
-            TraceError::BadConfig(why) => write!(f, "the trace's config is invalid: {why}"),
+        }
+        Ok(())
+    }
+}
+
+impl TraceError {
+    fn message(&self) -> String {
+        match self {
+            TraceError::Json(error) => format!("not a valid trace: {error}"),
+            TraceError::Part { part, source } => format!("not a valid trace: {part}: {source}"),
+            TraceError::WrongFormat(found) => format!("format is '{found}', expected '{TRACE_FORMAT}'"),
+            TraceError::MissingVersion => "the trace has no format version".to_string(),
+            TraceError::WrongVersion { found, tool } => {
+                let written_by = tool.as_ref().map_or(String::new(), |tool| format!(" (written by {tool})"));
+                format!(
+                    "trace format version {found}{written_by} is not supported: {} reads version {TRACE_VERSION}",
+                    crate::TOOL
+                )
+            }
+            TraceError::BadConfig(why) => format!("the trace's config is invalid: {why}"),
+            TraceError::UnknownProperty { name, known } => {
+                format!("property '{name}' is not checked for this config (its properties: {})", known.join(", "))
+            }
+            TraceError::BadVerdict(why) => why.clone(),
+            TraceError::BadAction { step, action, why } => format!("step {step} ({action}): {why}"),
         }
     }
 }
 
-impl std::error::Error for TraceError {}
+impl std::error::Error for TraceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TraceError::Json(source) | TraceError::Part { source, .. } => Some(source),
+            TraceError::WrongFormat(_)
+            | TraceError::MissingVersion
+            | TraceError::WrongVersion { .. }
+            | TraceError::BadConfig(_)
+            | TraceError::UnknownProperty { .. }
+            | TraceError::BadVerdict(_)
+            | TraceError::BadAction { .. } => None,
+        }
+    }
+}
 
 impl Trace {
     pub fn new(
@@ -64,6 +153,7 @@ impl Trace {
         Trace {
             format: TRACE_FORMAT.to_string(),
             version: TRACE_VERSION,
+            tool: Some(crate::TOOL.to_string()),
             config,
             property: property.map(str::to_string),
             verdict,
@@ -75,8 +165,9 @@ impl Trace {
     /// Pretty JSON with one action per line, so that a trace reads (and diffs) step by step.
     pub fn to_json(&self) -> String {
         let actions: Vec<String> = self.actions.iter().map(|a| format!("    {}", compact(a))).collect();
+        let tool = self.tool.as_ref().map_or(String::new(), |tool| format!("  \"tool\": {},\n", compact(tool)));
         format!(
-            "{{\n  \"format\": {},\n  \"version\": {},\n  \"config\": {},\n  \"property\": {},\n  \
+            "{{\n  \"format\": {},\n  \"version\": {},\n{tool}  \"config\": {},\n  \"property\": {},\n  \
              \"verdict\": {},\n  \"description\": {},\n  \"actions\": [\n{}\n  ]\n}}\n",
             compact(&self.format),
             self.version,
@@ -88,20 +179,49 @@ impl Trace {
         )
     }
 
-    /// Parses a trace, checking the format name and version before anything else.
+    /// Parses a trace: see `from_slice`.
     pub fn from_json(text: &str) -> Result<Trace, TraceError> {
-        let value: serde_json::Value = serde_json::from_str(text).map_err(TraceError::Json)?;
+        Trace::from_slice(text.as_bytes())
+    }
+
+    /// Parses a trace file's bytes, checking the format name and version before anything else,
+    /// then every field (unknown ones are errors at every level), the configuration against
+    /// the replay limits, the property and verdict against the configuration, and that every
+    /// action names a group, owner and partition of the configuration. Whether the actions
+    /// form a run of the model is `check::replay`'s question.
+    pub fn from_slice(bytes: &[u8]) -> Result<Trace, TraceError> {
+        let value: Value = serde_json::from_slice(bytes).map_err(TraceError::Json)?;
         let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("<missing>");
         if format != TRACE_FORMAT {
             return Err(TraceError::WrongFormat(format.to_string()));
         }
         let version = value.get("version").ok_or(TraceError::MissingVersion)?;
         if version.as_u64() != Some(u64::from(TRACE_VERSION)) {
-            return Err(TraceError::WrongVersion(version.to_string()));
+            let tool = value.get("tool").and_then(Value::as_str).map(str::to_string);
+            return Err(TraceError::WrongVersion { found: version.to_string(), tool });
         }
-        let trace: Trace = serde_json::from_value(value).map_err(TraceError::Json)?;
-        trace.config.validate_for_replay().map_err(TraceError::BadConfig)?;
-        Ok(trace)
+        let raw: RawTrace = serde_json::from_value(value).map_err(TraceError::Json)?;
+        let part = |part: String| move |source| TraceError::Part { part, source };
+        let config: Config = serde_json::from_value(raw.config).map_err(part("config".to_string()))?;
+        config.validate_for_replay().map_err(TraceError::BadConfig)?;
+        check_property(&config, raw.property.as_deref(), raw.verdict.as_ref())?;
+        let mut actions = Vec::with_capacity(raw.actions.len());
+        for (index, action) in raw.actions.into_iter().enumerate() {
+            let step = index + 1;
+            let action: Action = serde_json::from_value(action).map_err(part(format!("step {step}")))?;
+            check_action(&config, &action).map_err(|why| TraceError::BadAction { step, action, why })?;
+            actions.push(action);
+        }
+        Ok(Trace {
+            format: raw.format,
+            version: raw.version,
+            tool: raw.tool,
+            config,
+            property: raw.property,
+            verdict: raw.verdict,
+            description: raw.description,
+            actions,
+        })
     }
 
     /// One trace per violated safety property of a check report, minimised counterexamples.
@@ -166,6 +286,65 @@ impl Trace {
     pub fn file_name(&self) -> String {
         format!("{}--{}.json", self.config.strategy, self.property.as_deref().unwrap_or("run"))
     }
+}
+
+/// The property must be one the model checks for `config`, and the verdict one it can have: a
+/// safety property is `violated` or `holds`, a `sometimes` property `reached`.
+fn check_property(config: &Config, property: Option<&str>, verdict: Option<&Verdict>) -> Result<(), TraceError> {
+    let properties = properties_for(config);
+    let Some(name) = property else {
+        return match verdict {
+            None => Ok(()),
+            Some(verdict) => Err(TraceError::BadVerdict(format!("the verdict {} names no property", verdict.word()))),
+        };
+    };
+    let Some(checked) = properties.iter().find(|p| p.name == name) else {
+        let known = properties.iter().map(|p| p.name).collect();
+        return Err(TraceError::UnknownProperty { name: name.to_string(), known });
+    };
+    let safety = is_safety(checked);
+    let fits = match verdict {
+        None => true,
+        Some(Verdict::Violated | Verdict::Holds) => safety,
+        Some(Verdict::Reached) => !safety,
+        Some(Verdict::Unreached | Verdict::Unknown) => false,
+    };
+    if fits {
+        return Ok(());
+    }
+    let accepted = if safety { "violated or holds" } else { "reached" };
+    let word = verdict.map_or("none", Verdict::word);
+    Err(TraceError::BadVerdict(format!("the verdict of '{name}' is {word}; a trace records it {accepted}")))
+}
+
+/// Every group, owner (a current one or a paused slot, `owners + i`) and partition an action
+/// names must exist in `config` (which `validate_for_replay` accepted: none of them is 0).
+fn check_action(config: &Config, action: &Action) -> Result<(), String> {
+    let out_of = |what: &str, value: u8, count: u8| {
+        format!("{what} {value} is out of range: the config has {what}s 0..={}", count - 1)
+    };
+    if let Some(group) = action.group().filter(|&g| g >= config.groups) {
+        return Err(out_of("group", group, config.groups));
+    }
+    if let Actor::Owner { owner, .. } = action.actor() {
+        let slots = config.owners + config.pauses;
+        if owner >= slots {
+            let paused = match config.pauses {
+                0 => "no paused slots".to_string(),
+                pauses => format!("paused slots {}..={}", config.owners, config.owners + pauses - 1),
+            };
+            return Err(format!("{} and {paused}", out_of("owner", owner, config.owners)));
+        }
+    }
+    if let Some(partition) = action.partition().filter(|&p| p >= config.partitions) {
+        return Err(out_of("partition", partition, config.partitions));
+    }
+    if let Action::Rebalance { to_owner, .. } = *action {
+        if to_owner >= config.owners {
+            return Err(format!("a rebalance to {}", out_of("owner", to_owner, config.owners)));
+        }
+    }
+    Ok(())
 }
 
 /// One-line JSON of a trace part.

@@ -98,6 +98,9 @@ fn json_output_carries_every_violation_with_its_actions() {
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let document: Value = serde_json::from_str(&stdout(&output)).expect("stdout is one JSON document");
     assert_eq!((document["ok"].as_bool(), document["exit_code"].as_u64()), (Some(false), Some(1)));
+    let tool = format!("onceproof-model {}", env!("CARGO_PKG_VERSION"));
+    assert_eq!((document["format"].as_str(), document["version"].as_u64()), (Some("onceproof-check"), Some(1)));
+    assert_eq!(document["tool"].as_str(), Some(tool.as_str()));
     let properties = document["reports"][0]["properties"].as_array().expect("reports[0].properties is an array");
     let violated: Vec<&Value> = properties.iter().filter(|p| p["verdict"] == "violated").collect();
     let names: Vec<&str> = violated.iter().map(|p| p["name"].as_str().expect("a property name")).collect();
@@ -109,6 +112,30 @@ fn json_output_carries_every_violation_with_its_actions() {
         assert!(!actions.is_empty(), "{name}");
         assert_atomic_counterexample(name, &actions);
     }
+}
+
+/// The reports of `--json` read back as the library's own `CheckReport`, which refuses
+/// unknown fields: the output and the reader agree on every field.
+#[test]
+fn json_reports_read_back_as_check_reports() {
+    let output = small_check(&["--json", "--strategy", "atomic-fenced"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let document: Value = serde_json::from_str(&stdout(&output)).expect("stdout is one JSON document");
+    let reports: Vec<check::CheckReport> =
+        serde_json::from_value(document["reports"].clone()).expect("reports read back as CheckReports");
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].config.strategy, model::Strategy::AtomicFenced);
+    let mut report = document["reports"][0].clone();
+    report["colour"] = serde_json::json!("red");
+    let error = serde_json::from_value::<check::CheckReport>(report).expect_err("an unknown field");
+    assert!(error.to_string().contains("unknown field `colour`"), "{error}");
+}
+
+#[test]
+fn version_names_the_package_version() {
+    let output = Command::new(env!("CARGO_BIN_EXE_model")).arg("--version").output().expect("the model binary runs");
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(stdout(&output).trim(), format!("model {}", env!("CARGO_PKG_VERSION")));
 }
 
 #[test]
@@ -131,6 +158,7 @@ fn traces_are_written_one_file_per_violation_and_replay() {
     let trace = Trace::from_json(&text).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((trace.property.as_deref(), trace.verdict), (Some("no-duplicate"), Some(Verdict::Violated)));
     assert_eq!((trace.config.groups, trace.config.records), (1, 2));
+    assert_eq!(trace.tool, Some(format!("onceproof-model {}", env!("CARGO_PKG_VERSION"))));
     assert_atomic_counterexample("no-duplicate", &trace.actions);
 }
 
@@ -141,48 +169,41 @@ fn bad_input_exits_2_with_an_error_line_and_no_output() {
     std::fs::write(&file, "not a directory").expect("the scratch file can be written");
     let under_file = file.join("traces");
     let under_file = under_file.to_str().expect("the scratch path is UTF-8");
-    // (arguments, text the first stderr line must contain, whether clap reports it). Clap adds
-    // a usage hint after its error line; the model's own errors are exactly one line.
-    let cases: Vec<(Vec<&str>, &str, bool)> = vec![
+    // (arguments, text the first stderr line must contain). Clap's errors and the model's own
+    // are both exactly one line (clap's usage hint is dropped).
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--strategy", "exactly-once", "--groups", "1", "--records", "2"], "unknown strategy 'exactly-once'"),
+        (vec!["--groups", "1", "--records", "0"], "--records 0 is out of range: accepted values are 1..=8"),
+        (vec!["--groups", "1", "--records", "50"], "--records 50 is out of range"),
+        (vec!["--groups", "1", "--records", "300"], "300 is not in 0..=255"),
+        (vec!["--groups", "1", "--records", "2", "--partitions", "3"], "--partitions 3 is out of range"),
+        (vec!["--groups", "1", "--records", "2", "--commit-every", "3"], "--commit-every 3 is out of range"),
+        (vec!["--groups", "1", "--records", "2", "--delta", "0"], "--delta 0"),
         (
-            vec!["--strategy", "exactly-once", "--groups", "1", "--records", "2"],
-            "unknown strategy 'exactly-once'",
-            true,
+            vec!["--groups", "1", "--records", "2", "--delta", "-1000000000001"],
+            "--delta -1000000000001 is out of range",
         ),
-        (vec!["--groups", "1", "--records", "0"], "--records 0 is out of range: accepted values are 1..=8", false),
-        (vec!["--groups", "1", "--records", "50"], "--records 50 is out of range", false),
-        (vec!["--groups", "1", "--records", "300"], "300 is not in 0..=255", true),
-        (vec!["--groups", "1", "--records", "2", "--partitions", "3"], "--partitions 3 is out of range", false),
-        (vec!["--groups", "1", "--records", "2", "--commit-every", "3"], "--commit-every 3 is out of range", false),
-        (vec!["--groups", "1", "--records", "2", "--delta", "0"], "--delta 0", false),
-        (vec!["--groups", "1", "--records", "2", "--threads", "0"], "--threads 0 is out of range", false),
-        (vec!["--groups", "1", "--records", "2", "--jobs", "0"], "--jobs 0 is out of range", false),
-        // Clap takes `-1` after a space for a flag of its own, so only the `=` form reaches the
-        // model's own check of the value.
-        (vec!["--groups", "1", "--records", "2", "--timeout", "-1"], "-1", true),
+        (vec!["--groups", "1", "--records", "2", "--threads", "0"], "'--threads <THREADS>': 0 is not in 1..=64"),
+        (vec!["--groups", "1", "--records", "2", "--jobs", "0"], "'--jobs <JOBS>': 0 is not in 1..=64"),
+        // `-1` after a space reaches the value parser too (hyphen values are allowed).
+        (vec!["--groups", "1", "--records", "2", "--timeout", "-1"], "-1 is out of range"),
         (
             vec!["--groups", "1", "--records", "2", "--timeout=-1"],
-            "--timeout -1 is not a positive number of seconds",
-            false,
+            "-1 is out of range: accepted values are 0 < SECONDS",
         ),
         (
             vec!["--groups", "1", "--records", "2", "--timeout", "0"],
-            "--timeout 0 is not a positive number of seconds",
-            false,
+            "0 is out of range: accepted values are 0 < SECONDS",
         ),
+        (vec!["--groups", "1", "--records", "2", "--timeout", "soon"], "'soon' is not a number of seconds"),
         (
             vec!["--groups", "1", "--records", "2", "--symmetry"],
             "--symmetry is honoured only by --search dfs or simulation",
-            false,
         ),
-        (
-            vec!["--groups", "1", "--records", "2", "--search", "bfs", "--symmetry"],
-            "--symmetry is honoured only by",
-            false,
-        ),
-        (vec!["--groups", "1", "--records", "2", "--traces", under_file], "cannot create traces directory", false),
+        (vec!["--groups", "1", "--records", "2", "--search", "bfs", "--symmetry"], "--symmetry is honoured only by"),
+        (vec!["--groups", "1", "--records", "2", "--traces", under_file], "cannot create traces directory"),
     ];
-    for (args, expected, from_clap) in cases {
+    for (args, expected) in cases {
         let output = model_check(&args);
         let errors = stderr(&output);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {errors}");
@@ -190,9 +211,7 @@ fn bad_input_exits_2_with_an_error_line_and_no_output() {
         let first = errors.lines().next().unwrap_or_default();
         assert!(first.starts_with("error: "), "{args:?}: {errors}");
         assert!(first.contains(expected), "{args:?}: '{first}' lacks '{expected}'");
-        if !from_clap {
-            assert_eq!(errors.lines().count(), 1, "{args:?}: {errors}");
-        }
+        assert_eq!(errors.lines().count(), 1, "{args:?}: {errors}");
     }
 }
 
@@ -252,5 +271,65 @@ fn safe_crash_only_runs_exit_0_with_their_unobserved_outcomes_reported() {
         assert!(text.contains(&format!("{strategy}: not observed: {not_observed}")), "{strategy}: {text}");
         assert!(text.contains("OK: every verdict as expected, every fault witness reached"), "{text}");
         assert!(!text.contains("MISMATCH"), "{text}");
+    }
+}
+
+/// A row of README's "Bad input and the one line it gets": the command, its exit code and the
+/// exact line it prints on stderr.
+struct BadInputRow {
+    command: Vec<String>,
+    exit: i32,
+    line: String,
+}
+
+/// The text of a Markdown code span: without its backtick run, and without the one space each
+/// side that a span starting or ending with a backtick needs.
+fn code_span(cell: &str) -> &str {
+    let ticks = cell.chars().take_while(|&c| c == '`').count();
+    let inner = &cell[ticks..cell.len() - ticks];
+    match (inner.strip_prefix(' '), inner.ends_with(' ')) {
+        (Some(rest), true) => &rest[..rest.len() - 1],
+        _ => inner,
+    }
+}
+
+/// The README's rows whose command starts with `tool`: the table is the test's table.
+fn readme_bad_input_rows(tool: &str) -> Vec<BadInputRow> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let readme = std::fs::read_to_string(&path).expect("README.md is readable");
+    let section = readme
+        .split("\n## ")
+        .find(|section| section.starts_with("Bad input and the one line it gets"))
+        .expect("README.md has the section 'Bad input and the one line it gets'");
+    let mut rows = Vec::new();
+    for line in section.lines().filter(|line| line.starts_with("| ")) {
+        let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+        let [_, command, exit, printed] = cells[..] else { continue };
+        let command = code_span(command);
+        if !command.starts_with(&format!("{tool} ")) && command != tool {
+            continue;
+        }
+        rows.push(BadInputRow {
+            command: command.split_whitespace().map(str::to_string).collect(),
+            exit: exit.parse().unwrap_or_else(|_| panic!("README row '{line}': exit '{exit}' is not a number")),
+            line: code_span(printed).to_string(),
+        });
+    }
+    rows
+}
+
+/// Every `model` row of README's bad-input table, as a child process: the row's exit code, the
+/// row's line and nothing else on stderr, nothing on stdout.
+#[test]
+fn every_bad_input_row_of_the_readme_gets_its_one_line() {
+    let rows = readme_bad_input_rows("model");
+    assert!(rows.len() >= 10, "README's bad-input table has {} model rows", rows.len());
+    for row in rows {
+        let output =
+            Command::new(env!("CARGO_BIN_EXE_model")).args(&row.command[1..]).output().expect("the model binary runs");
+        let command = row.command.join(" ");
+        assert_eq!(output.status.code(), Some(row.exit), "{command}: {}", stderr(&output));
+        assert_eq!(stderr(&output), format!("{}\n", row.line), "{command}");
+        assert_eq!(stdout(&output), "", "{command}");
     }
 }

@@ -42,6 +42,14 @@ const SMALL_COUNTS: [(Strategy, usize); Strategy::ALL.len()] = [
     (Strategy::TxnFenced, 2875),
     (Strategy::TxnUnfenced, 31411),
     (Strategy::TxnReadUncommitted, 3052),
+    (Strategy::AtomicPlusEmail, 491),
+    (Strategy::EmailIdempotencyKey, 787),
+    (Strategy::EmailNoKey, 817),
+    (Strategy::BlindSet, 2111),
+    (Strategy::SetIfNewer, 2293),
+    (Strategy::DedupOffsetOnly, 1680),
+    (Strategy::DualWrite, 491),
+    (Strategy::Outbox, 456),
 ];
 
 /// BFS unique states of `small_config(strategy)` with two partitions. Only the cheapest

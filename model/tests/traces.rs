@@ -4,10 +4,12 @@ mod common;
 
 use common::small_config;
 use model::check::{self, CheckOptions, Unreachable, Verdict};
+use model::config::DELTA_MAX;
+use model::properties::{is_safety, properties_for};
 use model::trace::{Trace, TRACE_FORMAT, TRACE_VERSION};
 use model::{Action, Config, ConsumerModel};
 use proptest::prelude::*;
-use proptest::test_runner::{Config as ProptestConfig, RngSeed};
+use proptest::test_runner::{Config as ProptestConfig, RngSeed, TestCaseError};
 use serde_json::{json, Value};
 use stateright::Model;
 
@@ -52,57 +54,92 @@ fn counterexample_traces_survive_a_json_round_trip_and_still_replay() {
     }
 }
 
-/// Any action value at all, in range or not: the format must carry whatever it is given.
-fn any_action() -> impl Strategy<Value = Action> {
-    let ids = || (any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>());
+/// Any action of a configuration's vocabulary: every kind, any offset and delta, and the
+/// groups, owners (paused slots included) and partitions the configuration has (a trace naming
+/// others is refused: `bad_trace_files_are_refused_with_a_message_naming_the_problem`). The
+/// format must carry whatever it is given, enabled in the model or not.
+fn any_action(config: &Config) -> impl Strategy<Value = Action> {
+    let (g, o, p) = (0..config.groups, 0..config.owners + config.pauses, 0..config.partitions);
+    let (to, delta) = (0..config.owners, any::<i64>());
+    let step = (g.clone(), o.clone(), p.clone(), any::<u8>());
+    let lease = (g.clone(), o.clone(), p.clone());
     prop_oneof![
-        (any::<u8>(), any::<i64>()).prop_map(|(partition, delta)| Action::Append { partition, delta }),
-        ids().prop_map(|(group, owner, partition, offset)| Action::Fetch { group, owner, partition, offset }),
-        ids().prop_map(|(group, owner, partition, offset)| Action::ApplyEffect { group, owner, partition, offset }),
-        ids().prop_map(|(group, owner, partition, offset)| Action::InsertProcessed { group, owner, partition, offset }),
-        ids().prop_map(|(group, owner, partition, next_offset)| Action::CommitOffset {
+        (p.clone(), delta).prop_map(|(partition, delta)| Action::Append { partition, delta }),
+        (p.clone(), delta).prop_map(|(partition, delta)| Action::AppendAckLost { partition, delta }),
+        (p.clone(), delta).prop_map(|(partition, delta)| Action::RetryAppend { partition, delta }),
+        step.clone().prop_map(|(group, owner, partition, offset)| Action::Fetch { group, owner, partition, offset }),
+        step.clone().prop_map(|(group, owner, partition, offset)| Action::ApplyEffect {
+            group,
+            owner,
+            partition,
+            offset
+        }),
+        step.clone().prop_map(|(group, owner, partition, offset)| Action::InsertProcessed {
+            group,
+            owner,
+            partition,
+            offset
+        }),
+        step.clone().prop_map(|(group, owner, partition, next_offset)| Action::CommitOffset {
             group,
             owner,
             partition,
             next_offset
         }),
-        ids().prop_map(|(group, owner, partition, offset)| Action::ApplyStamped { group, owner, partition, offset }),
-        ids().prop_map(|(group, owner, partition, offset)| Action::ApplyDeduped { group, owner, partition, offset }),
-        ids().prop_map(|(group, owner, partition, offset)| Action::ApplyAtomic { group, owner, partition, offset }),
-        (any::<u8>(), any::<u8>()).prop_map(|(group, owner)| Action::Crash { group, owner }),
-        (any::<u8>(), any::<u8>()).prop_map(|(group, owner)| Action::Restart { group, owner }),
-        (any::<u8>(), any::<u8>(), any::<u8>()).prop_map(|(group, partition, to_owner)| Action::Rebalance {
+        step.clone().prop_map(|(group, owner, partition, offset)| Action::ApplyStamped {
             group,
+            owner,
             partition,
-            to_owner
+            offset
         }),
+        step.clone().prop_map(|(group, owner, partition, offset)| Action::ApplyDeduped {
+            group,
+            owner,
+            partition,
+            offset
+        }),
+        step.clone().prop_map(|(group, owner, partition, offset)| Action::ApplyAtomic {
+            group,
+            owner,
+            partition,
+            offset
+        }),
+        step.prop_map(|(group, owner, partition, offset)| Action::DeadLetter { group, owner, partition, offset }),
+        (p.clone(), any::<u8>()).prop_map(|(partition, before)| Action::Retain { partition, before }),
+        lease.clone().prop_map(|(group, owner, partition)| Action::ResetOffset { group, owner, partition }),
+        lease.clone().prop_map(|(group, owner, partition)| Action::FailOutOfRange { group, owner, partition }),
+        lease.prop_map(|(group, owner, partition)| Action::RefuseAhead { group, owner, partition }),
+        (g.clone(), o.clone()).prop_map(|(group, owner)| Action::Crash { group, owner }),
+        (g.clone(), o.clone()).prop_map(|(group, owner)| Action::Restart { group, owner }),
+        (g.clone(), o).prop_map(|(group, owner)| Action::Pause { group, owner }),
+        (g, p.clone(), to).prop_map(|(group, partition, to_owner)| Action::Rebalance { group, partition, to_owner }),
+        (p, any::<u8>()).prop_map(|(partition, keep)| Action::LoseTail { partition, keep }),
     ]
 }
 
-fn any_verdict() -> impl Strategy<Value = Option<Verdict>> {
-    proptest::option::of(prop_oneof![
-        Just(Verdict::Holds),
-        Just(Verdict::Violated),
-        Just(Verdict::Reached),
-        Just(Verdict::Unreached),
-        Just(Verdict::Unknown),
-    ])
+/// A property of `config` with a verdict it can have (`violated` or `holds` for a safety
+/// property, `reached` for a `sometimes` one), or none; the reader refuses every other pair.
+fn property_and_verdict(config: &Config) -> impl Strategy<Value = (Option<String>, Option<Verdict>)> {
+    let properties: Vec<(String, bool)> =
+        properties_for(config).iter().map(|p| (p.name.to_string(), is_safety(p))).collect();
+    let named = proptest::sample::select(properties).prop_flat_map(|(name, safety)| {
+        let verdicts = if safety {
+            vec![None, Some(Verdict::Violated), Some(Verdict::Holds)]
+        } else {
+            vec![None, Some(Verdict::Reached)]
+        };
+        proptest::sample::select(verdicts).prop_map(move |verdict| (Some(name.clone()), verdict))
+    });
+    prop_oneof![Just((None, None)), named]
 }
 
 /// A configuration `Config::validate` accepts: the reader refuses every other one.
 fn valid_config() -> impl Strategy<Value = Config> {
     let strategies = proptest::sample::select(model::Strategy::ALL.to_vec());
-    (
-        strategies,
-        1..=3u8,
-        1..=3u8,
-        1..=2u8,
-        1..=8u8,
-        0..=4u8,
-        0..=4u8,
-        any::<i64>().prop_filter("delta 0 is invalid", |d| *d != 0),
-    )
-        .prop_flat_map(|(strategy, groups, owners, partitions, records, crashes, rebalances, delta)| {
+    let delta = prop_oneof![Just(DELTA_MAX), Just(-DELTA_MAX), -DELTA_MAX..=DELTA_MAX]
+        .prop_filter("delta 0 is invalid", |d| *d != 0);
+    (strategies, 1..=3u8, 1..=3u8, 1..=2u8, 1..=8u8, 0..=4u8, 0..=4u8, delta).prop_flat_map(
+        |(strategy, groups, owners, partitions, records, crashes, rebalances, delta)| {
             let budgets = (0..=2u8, 0..=2u8, 0..=2u8, 0..=2u8);
             (1..=records, 1..=records, proptest::option::of(0..records), 1..=3u8, budgets).prop_map(
                 move |(commit_every, inflight, poison, max_attempts, (ack_losses, retentions, pauses, log_losses))| {
@@ -134,7 +171,20 @@ fn valid_config() -> impl Strategy<Value = Config> {
                     }
                 },
             )
-        })
+        },
+    )
+}
+
+/// A valid trace: a valid configuration, a property and verdict it can have, any actions of
+/// its vocabulary.
+fn valid_trace() -> impl Strategy<Value = Trace> {
+    let parts = valid_config().prop_flat_map(|config| {
+        let actions = proptest::collection::vec(any_action(&config), 0..40);
+        (Just(config.clone()), property_and_verdict(&config), actions)
+    });
+    (parts, ".*").prop_map(|((config, (property, verdict), actions), description)| {
+        Trace::new(config, property.as_deref(), verdict, description, actions)
+    })
 }
 
 /// Fixed seed and no regression files: the same cases on every run and every machine.
@@ -151,17 +201,143 @@ proptest! {
     #![proptest_config(deterministic(256))]
 
     #[test]
-    fn any_trace_survives_a_json_round_trip(
-        config in valid_config(),
-        property in proptest::option::of("[a-z-]{1,20}"),
-        verdict in any_verdict(),
-        description in ".*",
-        actions in proptest::collection::vec(any_action(), 0..40),
-    ) {
-        let trace = Trace::new(config, property.as_deref(), verdict, description, actions);
+    fn any_trace_survives_a_json_round_trip(trace in valid_trace()) {
         let read = Trace::from_json(&trace.to_json());
         prop_assert!(read.is_ok(), "{:?}", read.err().map(|e| e.to_string()));
         prop_assert_eq!(read.ok(), Some(trace));
+    }
+}
+
+/// The reader on any input never panics: it reads a trace (which then survives a round trip,
+/// and replays through the model to a state or to the step that is not enabled), or it says
+/// why in one line.
+fn reads_or_refuses_in_one_line(bytes: &[u8]) -> Result<(), TestCaseError> {
+    match Trace::from_slice(bytes) {
+        Ok(trace) => {
+            let again = Trace::from_json(&trace.to_json()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(&again, &trace);
+            let _ = check::replay(&ConsumerModel::new(trace.config.clone()), &trace.actions);
+        }
+        Err(error) => {
+            let line = error.to_string();
+            prop_assert!(!line.is_empty() && !line.contains('\n') && !line.contains('\r'), "{:?}", line);
+        }
+    }
+    Ok(())
+}
+
+/// Names a trace reader knows, so that arbitrary objects often reach its nested parts.
+const KEYS: [&str; 24] = [
+    "format",
+    "version",
+    "tool",
+    "config",
+    "property",
+    "verdict",
+    "description",
+    "actions",
+    "kind",
+    "group",
+    "owner",
+    "partition",
+    "offset",
+    "next_offset",
+    "delta",
+    "to_owner",
+    "strategy",
+    "groups",
+    "owners",
+    "partitions",
+    "records",
+    "crashes",
+    "pauses",
+    "poison",
+];
+
+/// Any JSON value, a few levels deep, with object keys often a trace's own.
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        ".{0,12}".prop_map(Value::from),
+        proptest::sample::select(vec!["onceproof-trace", "atomic", "append", "crash", "violated", "none"])
+            .prop_map(Value::from),
+    ];
+    let key = prop_oneof![proptest::sample::select(KEYS.to_vec()).prop_map(String::from), "[a-z_]{0,8}"];
+    leaf.prop_recursive(4, 48, 6, move |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            proptest::collection::btree_map(key.clone(), inner, 0..6)
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+/// Every JSON pointer into `value` (the root is "").
+fn pointers(value: &Value, at: String, out: &mut Vec<String>) {
+    match value {
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                pointers(item, format!("{at}/{index}"), out);
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                pointers(item, format!("{at}/{}", key.replace('~', "~0").replace('/', "~1")), out);
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
+    }
+    out.push(at);
+}
+
+proptest! {
+    #![proptest_config(deterministic(1024))]
+
+    /// Arbitrary bytes: mostly not JSON, sometimes not UTF-8.
+    #[test]
+    fn the_reader_survives_any_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+        reads_or_refuses_in_one_line(&bytes)?;
+    }
+
+    /// A valid trace file with a few bytes overwritten: mostly broken JSON, sometimes a trace
+    /// with one value changed.
+    #[test]
+    fn the_reader_survives_a_damaged_trace_file(
+        trace in valid_trace(),
+        damage in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+    ) {
+        let mut bytes = trace.to_json().into_bytes();
+        for (at, byte) in damage {
+            let len = bytes.len();
+            bytes[at % len] = byte;
+        }
+        reads_or_refuses_in_one_line(&bytes)?;
+    }
+
+    /// Arbitrary JSON values: the reader refuses what is not a trace.
+    #[test]
+    fn the_reader_survives_any_json_value(value in any_json()) {
+        reads_or_refuses_in_one_line(value.to_string().as_bytes())?;
+    }
+
+    /// A valid trace with one part (the whole, a field, an action, a field of an action or of
+    /// the config, ...) replaced by any JSON value: every level of the reader is reached.
+    #[test]
+    fn the_reader_survives_a_valid_trace_with_one_part_replaced(
+        trace in valid_trace(),
+        at in any::<usize>(),
+        replacement in any_json(),
+    ) {
+        let mut value: Value = serde_json::from_str(&trace.to_json()).expect("a trace is JSON");
+        let mut all = Vec::new();
+        pointers(&value, String::new(), &mut all);
+        let pointer = &all[at % all.len()];
+        *value.pointer_mut(pointer).expect("a pointer found in the value") = replacement;
+        reads_or_refuses_in_one_line(value.to_string().as_bytes())?;
     }
 }
 
@@ -196,7 +372,8 @@ proptest! {
 
 /// A valid trace as a JSON value, for the bad-input cases to break one thing at a time.
 fn valid_trace_json() -> Value {
-    let actions = vec![Action::Append { partition: 0, delta: 5 }];
+    let actions =
+        vec![Action::Append { partition: 0, delta: 5 }, Action::Fetch { group: 0, owner: 0, partition: 0, offset: 0 }];
     let trace = Trace::new(small_config(model::Strategy::Atomic), None, None, "one append".to_string(), actions);
     serde_json::from_str(&trace.to_json()).expect("a trace is JSON")
 }
@@ -209,7 +386,7 @@ enum BadInput {
 
 #[test]
 fn bad_trace_files_are_refused_with_a_message_naming_the_problem() {
-    let cases: [(&str, BadInput, &str); 16] = [
+    let cases: [(&str, BadInput, &str); 37] = [
         ("not JSON", BadInput::Text("this is not json"), "not a valid trace"),
         ("empty file", BadInput::Text(""), "not a valid trace"),
         ("JSON but not an object", BadInput::Text("[1, 2]"), "format is '<missing>'"),
@@ -225,15 +402,126 @@ fn bad_trace_files_are_refused_with_a_message_naming_the_problem() {
         ),
         (
             "version 2",
-            BadInput::Edit(|v| v["version"] = json!(2)),
-            "trace format version 2 is not supported (this build reads version 1)",
+            BadInput::Edit(|v| {
+                v["version"] = json!(2);
+                drop(v.as_object_mut().unwrap().remove("tool"));
+            }),
+            concat!(
+                "trace format version 2 is not supported: onceproof-model ",
+                env!("CARGO_PKG_VERSION"),
+                " reads version 1"
+            ),
         ),
+        (
+            "version 2 of another tool",
+            BadInput::Edit(|v| {
+                v["version"] = json!(2);
+                v["tool"] = json!("onceproof-model 9.0.0");
+            }),
+            concat!(
+                "trace format version 2 (written by onceproof-model 9.0.0) is not supported: onceproof-model ",
+                env!("CARGO_PKG_VERSION"),
+                " reads version 1"
+            ),
+        ),
+        ("version as a string", BadInput::Edit(|v| v["version"] = json!("1")), "trace format version \"1\""),
         (
             "missing field",
             BadInput::Edit(|v| drop(v.as_object_mut().unwrap().remove("actions"))),
             "missing field `actions`",
         ),
         ("unknown field", BadInput::Edit(|v| v["comment"] = json!("hi")), "unknown field `comment`"),
+        (
+            "unknown field inside config",
+            BadInput::Edit(|v| v["config"]["colour"] = json!("red")),
+            "not a valid trace: config: unknown field `colour`",
+        ),
+        (
+            "unknown field inside an action",
+            BadInput::Edit(|v| v["actions"][0]["colour"] = json!("red")),
+            "not a valid trace: step 1: unknown field `colour`, expected `partition` or `delta`",
+        ),
+        (
+            "a newline in an unknown field's name",
+            BadInput::Edit(|v| v["actions"][0]["two\nlines"] = json!(1)),
+            "step 1: unknown field `two\\nlines`",
+        ),
+        (
+            "an action field of another kind",
+            BadInput::Edit(|v| v["actions"][0]["group"] = json!(0)),
+            "step 1: unknown field `group`",
+        ),
+        ("actions not a list", BadInput::Edit(|v| v["actions"] = json!({})), "not a valid trace: invalid type: map"),
+        (
+            "unknown property",
+            BadInput::Edit(|v| v["property"] = json!("no-such-property")),
+            "property 'no-such-property' is not checked for this config (its properties: no-duplicate, ",
+        ),
+        (
+            "a property of another row",
+            BadInput::Edit(|v| v["property"] = json!("bounded-retries")),
+            "property 'bounded-retries' is not checked for this config",
+        ),
+        (
+            "a verdict with no property",
+            BadInput::Edit(|v| v["verdict"] = json!("violated")),
+            "the verdict violated names no property",
+        ),
+        (
+            "a safety property reached",
+            BadInput::Edit(|v| {
+                v["property"] = json!("no-duplicate");
+                v["verdict"] = json!("reached");
+            }),
+            "the verdict of 'no-duplicate' is reached; a trace records it violated or holds",
+        ),
+        (
+            "a fault witness violated",
+            BadInput::Edit(|v| {
+                v["property"] = json!("crash-after-write");
+                v["verdict"] = json!("violated");
+            }),
+            "the verdict of 'crash-after-write' is violated; a trace records it reached",
+        ),
+        (
+            "an unknown verdict",
+            BadInput::Edit(|v| {
+                v["property"] = json!("no-duplicate");
+                v["verdict"] = json!("unknown");
+            }),
+            "the verdict of 'no-duplicate' is unknown",
+        ),
+        (
+            "an action of group 9",
+            BadInput::Edit(|v| v["actions"][1]["group"] = json!(9)),
+            "step 2 (g9/o0 fetches p0 offset 0): group 9 is out of range: the config has groups 0..=0",
+        ),
+        (
+            "an action of owner 9",
+            BadInput::Edit(|v| v["actions"][1]["owner"] = json!(9)),
+            "step 2 (g0/o9 fetches p0 offset 0): owner 9 is out of range: the config has owners 0..=1 and no \
+             paused slots",
+        ),
+        (
+            "an action on partition 9",
+            BadInput::Edit(|v| v["actions"][0]["partition"] = json!(9)),
+            "step 1 (append (+5) to p9): partition 9 is out of range: the config has partitions 0..=0",
+        ),
+        (
+            "a rebalance to owner 2",
+            BadInput::Edit(|v| {
+                v["actions"][1] = json!({"kind": "rebalance", "group": 0, "partition": 0, "to_owner": 2})
+            }),
+            "step 2 (rebalance g0 p0 to o2): a rebalance to owner 2 is out of range: the config has owners 0..=1",
+        ),
+        (
+            "a paused slot the config does not have",
+            BadInput::Edit(|v| {
+                v["config"]["pauses"] = json!(1);
+                v["actions"][1]["owner"] = json!(3);
+            }),
+            "owner 3 is out of range: the config has owners 0..=1 and paused slots 2..=2",
+        ),
         (
             "unknown strategy",
             BadInput::Edit(|v| v["config"]["strategy"] = json!("exactly-once")),
@@ -257,6 +545,21 @@ fn bad_trace_files_are_refused_with_a_message_naming_the_problem() {
             "--commit-every 3 is out of range",
         ),
         ("delta 0", BadInput::Edit(|v| v["config"]["delta"] = json!(0)), "--delta 0"),
+        (
+            "a delta whose totals could overflow",
+            BadInput::Edit(|v| v["config"]["delta"] = json!(i64::MAX)),
+            "--delta 9223372036854775807 is out of range: accepted values are -1000000000000..=1000000000000 except 0",
+        ),
+        (
+            "more crashes than 8-bit epochs allow",
+            BadInput::Edit(|v| v["config"]["crashes"] = json!(127)),
+            "--crashes 127 is out of range: accepted values are 0..=126 (epochs and application counts are 8-bit)",
+        ),
+        (
+            "more groups than model check accepts",
+            BadInput::Edit(|v| v["config"]["groups"] = json!(4)),
+            "--groups 4 is out of range: accepted values are 1..=3 (as in model check)",
+        ),
         (
             "a poison record for a strategy without poison handling",
             BadInput::Edit(|v| v["config"]["poison"] = json!(0)),
@@ -292,6 +595,36 @@ fn the_unedited_trace_of_the_bad_input_cases_is_accepted() {
     assert_eq!((trace.format.as_str(), trace.version), (TRACE_FORMAT, TRACE_VERSION));
 }
 
+/// spec.md §8.2: the format version decides whether a trace is read, not the tool that wrote
+/// it; traces written before the `tool` field existed have none, and are read.
+#[test]
+fn traces_of_any_tool_version_are_read_and_written_ones_name_this_one() {
+    let written = valid_trace_json();
+    assert_eq!(written["tool"], json!(format!("onceproof-model {}", env!("CARGO_PKG_VERSION"))));
+    assert_eq!(written["tool"], json!(model::TOOL));
+    for tool in [None, Some("onceproof-model 9.9.9"), Some("someone else's tool")] {
+        let mut value = written.clone();
+        match tool {
+            Some(tool) => value["tool"] = json!(tool),
+            None => drop(value.as_object_mut().expect("an object").remove("tool")),
+        }
+        let trace = Trace::from_json(&value.to_string()).unwrap_or_else(|e| panic!("{tool:?}: {e}"));
+        assert_eq!(trace.tool.as_deref(), tool);
+        // Read back as it was: a trace without a tool is written without one.
+        assert_eq!(Trace::from_json(&trace.to_json()).expect("a round trip"), trace);
+    }
+}
+
+/// An owner step names a paused slot as `owners + i` (spec.md §2.2): the reader accepts every
+/// slot the configuration has, current and paused.
+#[test]
+fn owner_steps_may_name_every_slot_paused_ones_included() {
+    let config = Config { pauses: 2, ..small_config(model::Strategy::AtomicFenced) };
+    let actions: Vec<Action> = (0..4).map(|owner| Action::Crash { group: 0, owner }).collect();
+    let trace = Trace::new(config, None, None, "every slot".to_string(), actions);
+    assert_eq!(Trace::from_json(&trace.to_json()).expect("slots 0..=3 exist"), trace);
+}
+
 #[test]
 fn replay_names_the_first_step_that_is_not_enabled() {
     let append = Action::Append { partition: 0, delta: 5 };
@@ -317,11 +650,6 @@ fn replay_names_the_first_step_that_is_not_enabled() {
             vec![append, fetch(0, 0), Action::Crash { group: 0, owner: 1 }],
         ),
         (
-            "a step of a group that does not exist",
-            model::Strategy::Atomic,
-            vec![append, fetch(0, 0), Action::Crash { group: 1, owner: 0 }],
-        ),
-        (
             "a different delta than the config's",
             model::Strategy::Atomic,
             vec![append, append, Action::Append { partition: 0, delta: 6 }],
@@ -336,4 +664,10 @@ fn replay_names_the_first_step_that_is_not_enabled() {
         assert_eq!(error, Unreachable { step: 3, action: third }, "{name}");
         assert!(error.to_string().starts_with("step 3 ("), "{name}: {error}");
     }
+    // A group the config does not have: the reader refuses such a file (see the bad trace
+    // files), and `replay`, given the actions directly, names the step too.
+    let crash = Action::Crash { group: 1, owner: 0 };
+    let model = ConsumerModel::new(small_config(model::Strategy::Atomic));
+    let error = check::replay(&model, &[append, fetch(0, 0), crash]).expect_err("group 1 does not exist");
+    assert_eq!(error, Unreachable { step: 3, action: crash });
 }
