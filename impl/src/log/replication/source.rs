@@ -47,7 +47,10 @@ impl Source {
             sync_dir(&self.storage, &self.dir)?;
             self.synced = state.generation;
         }
-        let replication = &state.partitions[number as usize];
+        let Some(replication) = state.partitions.get(number as usize) else {
+            let (found, expected) = (state.partitions.len() as u32, self.reading.len() as u32);
+            return Err(LogError::PartitionCount { path: state_path(&self.dir), found, expected });
+        };
         let Some(leader) = replication.leader else {
             return Err(LogError::Unavailable { path: state_path(&self.dir), partition: number });
         };

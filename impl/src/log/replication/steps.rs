@@ -148,37 +148,30 @@ impl ReplicatedLog {
         };
         let failed_end = self.reader(failed)?.end(partition)?;
         let old_high_watermark = part.high_watermark;
-        let candidate = part.follower();
-        let kind = match candidate {
-            Some(broker) if part.isr.contains(&broker) => ElectionKind::Clean,
-            Some(_) if unclean => ElectionKind::Unclean,
-            Some(_) | None => ElectionKind::NoLeader,
+        let promotion = match part.follower() {
+            Some(broker) if part.isr.contains(&broker) => Promotion::Clean(broker),
+            Some(broker) if unclean => Promotion::Unclean(broker),
+            Some(_) | None => Promotion::Nobody,
         };
         part.alive.remove(&failed);
         part.isr.remove(&failed);
         part.leader_epoch += 1;
         let context = (partition, failed, failed_end, part.leader_epoch);
-        let (mut election, promoted) = match (kind, candidate) {
-            (ElectionKind::Clean, Some(broker)) => (self.promote_clean(context, broker, old_high_watermark)?, broker),
-            (ElectionKind::Unclean, Some(broker)) => {
-                (self.promote_unclean(context, broker, old_high_watermark)?, broker)
-            }
-            (ElectionKind::NoLeader, _) | (ElectionKind::Clean | ElectionKind::Unclean, None) => {
+        let election = match promotion {
+            Promotion::Clean(broker) => self.promote_clean(context, broker, old_high_watermark)?,
+            Promotion::Unclean(broker) => self.promote_unclean(context, broker, old_high_watermark)?,
+            Promotion::Nobody => {
                 self.record(&format!(
                     "partition {partition} leader epoch {}: broker {failed} failed (log end {failed_end}); no alive \
                      in-sync replica to promote: the partition has no leader (unavailable)",
                     part.leader_epoch
                 ))?;
-                part.leader = None;
-                let election = election(context, ElectionKind::NoLeader, old_high_watermark);
-                self.commit(&mut state)?;
-                return Ok(election);
+                election(context, ElectionKind::NoLeader, old_high_watermark)
             }
         };
-        part.leader = Some(promoted);
-        part.isr.insert(promoted);
+        part.leader = election.promoted;
+        part.isr.extend(election.promoted);
         part.high_watermark = election.high_watermark;
-        election.leader_epoch = part.leader_epoch;
         self.commit(&mut state)?;
         Ok(election)
     }
@@ -247,6 +240,15 @@ impl ReplicatedLog {
 
 /// An election's partition, failed broker, its log end, and the new leader epoch.
 type Context = (u32, u32, u64, u32);
+
+/// Whom an election promotes.
+enum Promotion {
+    /// An alive ISR member.
+    Clean(u32),
+    /// The out-of-sync follower (`unclean` allowed it).
+    Unclean(u32),
+    Nobody,
+}
 
 fn election((_, failed, failed_end, leader_epoch): Context, kind: ElectionKind, high_watermark: u64) -> Election {
     Election {
