@@ -354,3 +354,24 @@ fn init_over_a_replicated_log_of_the_same_count_keeps_it() {
     assert_eq!(run.replication()["replicas"][0]["end"].as_u64(), Some(1));
     assert_eq!(run.dir.status("init twice")["log"][0], identity);
 }
+
+/// Every strategy consumes a replicated log unchanged, and only below the high watermark: three
+/// records on the leader, two of them replicated, each strategy's group applies two.
+#[test]
+fn every_strategy_consumes_the_committed_prefix_of_a_replicated_log() {
+    let run = Schedule::new("every strategy");
+    for _ in 0..3 {
+        expect_code("every strategy", "append", &run.dir.run("append", ACKS_1), 0);
+    }
+    for _ in 0..2 {
+        expect_code("every strategy", "replicate --once", &run.dir.run("replicate", &["--once"]), 0);
+    }
+    for strategy in consumer::strategy::Strategy::ALL {
+        let group = format!("g-{strategy}");
+        let output = run.dir.run("consume", &["--group", &group, "--strategy", strategy.name()]);
+        expect_code(strategy.name(), "consume", &output, 0);
+        let row = run.dir.group(strategy.name(), &group);
+        let found = (row["total"].as_i64(), row["progress"][0]["next_offset"].as_u64());
+        assert_eq!(found, (Some(10), Some(2)), "{strategy}: (total, next offset) below the high watermark 2");
+    }
+}
