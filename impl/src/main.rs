@@ -1,14 +1,19 @@
 //! The `consumer` command line: init, append, append-poison, consume, status, claim, retain,
-//! dead-letters, redrive, resets, repair, worker, bench, load, power-cuts.
+//! dead-letters, redrive, resets, repair, worker, bench, load, power-cuts, and the replication
+//! steps replicate, shrink-isr, fail-leader (`replicas.rs`).
 
 mod bench;
 mod bench_log;
 mod load;
+mod replicas;
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use consumer::crash::CrashPlan;
-use consumer::log::{create_dir_durably, encode_delta, Log, LogError, TailRepair, WriterMode};
+use consumer::log::{
+    create_dir_durably, encode_delta, Acks, Log, LogError, ReplicatedLog, ReplicationError, TailRepair, WriterMode,
+    REPLICAS_MAX,
+};
 use consumer::owner::{check_log, OnFenced, Outcome, Owner, OwnerError, Settings, FIRST_OWNER};
 use consumer::store::{Journal, Location, Store, StoreError, StoreOptions};
 use consumer::strategy::{LogCheck, OutOfRange, StartPolicy, Strategy};
@@ -61,6 +66,15 @@ enum Command {
     /// Power cuts on a simulated disk at every crash point of every strategy; checks that no
     /// acknowledged record is lost and that everything reopens, restarts and finishes.
     PowerCuts(PowerCutsArgs),
+    /// A follower fetch on a replicated log: copy the leader's next batch(es) to the follower,
+    /// durably; the high watermark follows; a caught-up follower rejoins the ISR.
+    Replicate(replicas::ReplicateArgs),
+    /// The lagging follower of a replicated partition leaves the ISR.
+    ShrinkIsr(replicas::ShrinkIsrArgs),
+    /// The leader of a replicated partition fails: a clean election promotes an in-sync
+    /// follower truncated to the high watermark; else `--unclean` promotes the out-of-sync one,
+    /// or the partition has no leader.
+    FailLeader(replicas::FailLeaderArgs),
 }
 
 #[derive(Args, Clone)]
@@ -123,6 +137,10 @@ struct InitArgs {
     /// SQLite journal mode, kept for the store's lifetime: delete or wal.
     #[arg(long, default_value = "delete")]
     journal: Journal,
+    /// Replicas of every partition: 1, the plain log; 2, a leader and a follower, each a
+    /// complete log (`log/replica-0`, `log/replica-1`), broker 0 leading at first.
+    #[arg(long, default_value_t = 1)]
+    replicas: u32,
 }
 
 #[derive(Args)]
@@ -149,6 +167,14 @@ struct AppendArgs {
     /// Test only: crash (exit 9) after the durable append, before the acknowledgement.
     #[arg(long, hide = true)]
     crash_after_append: bool,
+    /// A replicated log's acknowledgement: 1 (the leader's durable append) or all (the high
+    /// watermark covers the batch, the ISR has --min-insync-replicas members; waits up to
+    /// --busy-timeout).
+    #[arg(long, default_value_t = Acks::default(), value_name = "1|all")]
+    acks: Acks,
+    /// With --acks all: the fewest in-sync replicas an append is accepted and acknowledged with.
+    #[arg(long, default_value_t = 1)]
+    min_insync_replicas: u32,
 }
 
 #[derive(Args, Clone)]
@@ -390,6 +416,9 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Load(args) => load::run(args),
         Command::PowerCuts(args) => power_cuts(args),
+        Command::Replicate(args) => replicas::replicate(args),
+        Command::ShrinkIsr(args) => replicas::shrink_isr(args),
+        Command::FailLeader(args) => replicas::fail_leader(args),
     };
     match result {
         Ok(code) => code,
@@ -405,6 +434,7 @@ fn exit_code(error: &anyhow::Error) -> u8 {
     let refusal = error.chain().any(|cause| {
         cause.downcast_ref::<LogError>().is_some_and(LogError::is_refusal)
             || cause.downcast_ref::<OwnerError>().is_some_and(OwnerError::is_refusal)
+            || cause.downcast_ref::<ReplicationError>().is_some_and(ReplicationError::is_refusal)
     });
     if refusal {
         REFUSED_EXIT_CODE
@@ -417,18 +447,27 @@ fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
     if args.partitions == 0 || args.partitions > 64 {
         bail!("--partitions {} is out of range: accepted values are 1..=64", args.partitions);
     }
+    if args.replicas == 0 || args.replicas > REPLICAS_MAX {
+        bail!("--replicas {} is out of range: accepted values are 1..={REPLICAS_MAX}", args.replicas);
+    }
     let options = args.dir.options(args.journal)?;
     let log_dir = args.dir.log_dir();
     // Read-only first: an existing log of another partition count is refused before anything
     // is created.
     let identity = Log::identity_for_init(&log_dir, args.partitions)?;
+    ReplicatedLog::check_init(&log_dir, args.replicas)?;
     create_dir_durably(&args.dir.dir)?;
     Store::create_at(&args.dir.location(), identity, options)?;
-    Log::create(&log_dir, identity)?;
+    if args.replicas == 1 {
+        Log::create(&log_dir, identity)?;
+    } else {
+        ReplicatedLog::create(&log_dir, identity, args.replicas)?;
+    }
     println!(
-        "initialised {} with {} partition(s), journal {:?}",
+        "initialised {} with {} partition(s), {} replica(s), journal {:?}",
         args.dir.dir.display(),
         args.partitions,
+        args.replicas,
         args.journal
     );
     Ok(ExitCode::SUCCESS)
@@ -470,8 +509,26 @@ fn append(args: AppendArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let store = args.dir.open_store()?;
-    let mut log = args.dir.open_log_writer(&store)?;
     let payloads = vec![encode_delta(args.delta); args.count as usize];
+    match ReplicatedLog::open(&args.dir.log_dir(), store.log_identity())? {
+        Some(log) => {
+            let request = replicas::AppendRequest {
+                partition: args.partition,
+                payloads: &payloads,
+                producer,
+                acks: args.acks,
+                min_insync: args.min_insync_replicas,
+                timeout: args.dir.options(Journal::Delete)?.busy_timeout,
+                crash_after_append: args.crash_after_append,
+            };
+            return replicas::append(&log, request);
+        }
+        None if args.acks == Acks::All => {
+            return Err(ReplicationError::NotReplicated { path: args.dir.log_dir() }.into())
+        }
+        None => {}
+    }
+    let mut log = args.dir.open_log_writer(&store)?;
     let appended = match producer {
         Some((producer, sequence)) => log.append_idempotent(args.partition, producer, sequence, &payloads)?,
         None => consumer::log::Appended { offsets: log.append_batch(args.partition, &payloads)?, duplicate: false },
@@ -546,15 +603,30 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
 fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let store = args.dir.open_store()?;
     let mut log = args.dir.open_log_reader(&store)?;
+    let replicated = ReplicatedLog::open(&args.dir.log_dir(), store.log_identity())?;
+    let state = replicated.as_ref().map(ReplicatedLog::state).transpose()?;
     let mut partitions = Vec::new();
     let mut ends = Vec::new();
     for partition in 0..store.partitions() {
-        let view = log.view(partition)?;
-        ends.push(view.end);
-        partitions.push(serde_json::json!({
-            "partition": partition, "start": view.start, "end": view.end, "acked_end": view.acked_end,
-            "damage": view.damage.map(|damage| damage.reason)
-        }));
+        // A replicated log's reader sees the leader below the high watermark, or nothing.
+        let mut entry = match log.view(partition) {
+            Ok(view) => {
+                ends.push(Some(view.end));
+                serde_json::json!({
+                    "partition": partition, "start": view.start, "end": view.end, "acked_end": view.acked_end,
+                    "damage": view.damage.map(|damage| damage.reason), "unavailable": false
+                })
+            }
+            Err(LogError::Unavailable { .. }) => {
+                ends.push(None);
+                serde_json::json!({"partition": partition, "unavailable": true})
+            }
+            Err(error) => return Err(error.into()),
+        };
+        if let (Some(replicated), Some(state)) = (&replicated, &state) {
+            entry["replication"] = replicas::partition_status(replicated, state, partition)?;
+        }
+        partitions.push(entry);
     }
     let mut groups = Vec::new();
     for group in store.groups()? {
@@ -567,7 +639,20 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     println!("store {}", store.describe());
     println!("log {} identity {}", args.dir.log_dir().display(), log.identity());
     for p in &partitions {
-        print!("log partition {}: start {} end {}", p["partition"], p["start"], p["end"]);
+        print_partition(p);
+    }
+    for g in &groups {
+        print_group_status(g);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_partition(p: &serde_json::Value) {
+    if p["unavailable"].as_bool() == Some(true) {
+        println!("log partition {}: UNAVAILABLE (no leader): reads and appends are refused", p["partition"]);
+    } else {
+        let visible = if p["replication"].is_null() { "" } else { " (the leader's, below the high watermark)" };
+        print!("log partition {}: start {} end {}{visible}", p["partition"], p["start"], p["end"]);
         match p["damage"].as_str() {
             Some(reason) => println!(
                 " of {} acknowledged: DAMAGED ({reason}); appends are refused; run `consumer repair`",
@@ -576,18 +661,22 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
             None => println!(),
         }
     }
-    for g in &groups {
-        print_group_status(g);
+    if !p["replication"].is_null() {
+        replicas::print_partition_status(&p["replication"]);
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// One group's object of `status --json`; `ahead` lists the partitions whose stored next offset
-/// is past the log end (`ends`), which `consume` refuses.
-fn group_status(store: &Store, group: &str, ends: &[u64]) -> anyhow::Result<serde_json::Value> {
+/// is past the log end (`ends`; `None`: unavailable), which `consume` refuses.
+fn group_status(store: &Store, group: &str, ends: &[Option<u64>]) -> anyhow::Result<serde_json::Value> {
     let rows: Vec<_> = (0..store.partitions()).map(|p| store.progress(group, p)).collect::<Result<_, _>>()?;
-    let ahead: Vec<usize> =
-        rows.iter().zip(ends).enumerate().filter(|(_, (row, &end))| row.next_offset > end).map(|(p, _)| p).collect();
+    let ahead: Vec<usize> = rows
+        .iter()
+        .zip(ends)
+        .enumerate()
+        .filter(|(_, (row, end))| end.is_some_and(|end| row.next_offset > end))
+        .map(|(p, _)| p)
+        .collect();
     let processed = store.processed(group)?.len();
     let dead_letters = store.dead_letters(Some(group))?.len();
     let resets: Vec<_> = store
@@ -636,6 +725,9 @@ fn claim(args: ClaimArgs) -> anyhow::Result<ExitCode> {
 
 fn retain(args: RetainArgs) -> anyhow::Result<ExitCode> {
     let store = args.dir.open_store()?;
+    if ReplicatedLog::open(&args.dir.log_dir(), store.log_identity())?.is_some() {
+        return Err(LogError::Replicated { path: args.dir.log_dir(), operation: "retention" }.into());
+    }
     let mut log = args.dir.open_log_writer(&store)?;
     let start = log.retain_before(args.partition, args.before)?;
     println!("partition {} now starts at offset {start}", args.partition);
@@ -651,6 +743,18 @@ fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
 
 fn append_poison(args: AppendPoisonArgs) -> anyhow::Result<ExitCode> {
     let store = args.dir.open_store()?;
+    if let Some(log) = ReplicatedLog::open(&args.dir.log_dir(), store.log_identity())? {
+        let payloads = [POISON_PAYLOAD.to_vec()];
+        let batch = consumer::log::Batch { payloads: &payloads, producer: None };
+        let append = log.append_leader(args.partition, batch)?;
+        report_repairs(&append.repairs);
+        let (offset, leader) = (append.appended.offsets.start, append.leader);
+        println!(
+            "appended poison record at offset {offset} to partition {} on the leader, broker {leader} (acks=1)",
+            args.partition
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut log = args.dir.open_log_writer(&store)?;
     let offset = log.append(args.partition, POISON_PAYLOAD)?;
     println!("appended poison record at offset {offset} to partition {} (durable)", args.partition);
@@ -780,9 +884,17 @@ fn power_cuts(args: PowerCutsArgs) -> anyhow::Result<ExitCode> {
     std::fs::remove_dir_all(&work).with_context(|| format!("cannot remove {}", work.display()))?;
     let report = report?;
     print!("{}", report.table());
+    // The replicated log's steps, on the simulated disk alone (no store).
+    let replication = consumer::power::replication::run(args.seed, args.runs)?;
+    println!();
+    print!("{}", replication.table());
+    for violation in &replication.violations {
+        println!("violation: {violation}");
+    }
     std::io::Write::flush(&mut std::io::stdout())?;
-    eprintln!("{} runs in {:.1} s", report.total().runs, started.elapsed().as_secs_f64());
-    if report.violation_count > 0 {
+    let runs = report.total().runs + replication.total().runs;
+    eprintln!("{runs} runs in {:.1} s", started.elapsed().as_secs_f64());
+    if report.violation_count > 0 || !replication.violations.is_empty() {
         return Ok(ExitCode::from(VIOLATION_EXIT_CODE));
     }
     Ok(ExitCode::SUCCESS)

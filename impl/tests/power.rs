@@ -5,7 +5,8 @@
 mod common;
 
 use common::BIN;
-use consumer::log::{encode_delta, Halt, Log, LogIdentity, SimDisk, SimOp, Storage, WriterMode};
+use consumer::log::{encode_delta, Batch, Halt, Log, LogIdentity, ReplicatedLog, SimDisk, SimOp, Storage, WriterMode};
+use consumer::power::replication::{self, Step, SCHEDULE};
 use consumer::power::{self, Config, PointKind, Report};
 use consumer::strategy::Strategy;
 use std::path::Path;
@@ -100,9 +101,55 @@ fn the_command_prints_the_table_and_exits_0() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
-    for line in ["atomic-cas", "append:ack-written", "retention:renamed", "violations: 0"] {
+    for line in ["atomic-cas", "append:ack-written", "retention:renamed", "violations: 0", "12 fail-leader (clean)"] {
         assert!(stdout.contains(line), "no '{line}' in:\n{stdout}");
     }
     let bad = Command::new(BIN).args(["power-cuts", "--runs", "0"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn cuts_during_replication_leave_the_old_state_or_the_new_and_lose_nothing_committed() {
+    let report = replication::run(11, 2).unwrap();
+    assert!(report.violations.is_empty(), "violations:\n{}", report.violations.join("\n"));
+    let total = report.total();
+    assert_eq!(total.runs, total.points * 2);
+    let cut_steps = SCHEDULE.iter().filter(|&&step| step != Step::CrashedReplicate).count();
+    assert_eq!(report.rows.len(), cut_steps, "every step but the crashed fetch is cut");
+    for (index, step, tally) in &report.rows {
+        assert!(tally.points >= 4, "step {index} ({step}): {} points", tally.points);
+    }
+    // Not vacuous: cuts kept the old state and the new one, and took unacknowledged tails.
+    assert!(total.old_state > 0 && total.new_state > 0 && total.tails_cut > 0, "{total:?}");
+    let election = report.rows.iter().find(|(_, step, _)| *step == Step::FailLeader).expect("the election is cut");
+    assert!(election.2.old_state > 0, "no cut fell before the election's state: {:?}", election.2);
+}
+
+/// A fetch halted before the directory sync of its new state (the rename done): a reader that
+/// reads the new high watermark has made the state durable, so no cut takes it back; without
+/// the reader, some cuts do.
+#[test]
+fn a_reader_never_reads_below_a_high_watermark_a_cut_can_take_back() {
+    let reverted = |with_reader: bool| {
+        (0..32)
+            .filter(|&seed| {
+                let disk = SimDisk::new(Path::new("/sim"));
+                let storage = Storage::Simulated(disk.clone());
+                let (dir, identity) = (Path::new("/sim/log"), LogIdentity { id: 1, partitions: 1 });
+                ReplicatedLog::create_on(&storage, dir, identity, 2).unwrap();
+                let log = ReplicatedLog::open_on(&storage, dir, identity).unwrap().unwrap();
+                log.append_leader(0, Batch { payloads: &[encode_delta(1)], producer: None }).unwrap();
+                // Halted once the new state is renamed into place, before the directory's sync.
+                disk.halt_at(Halt { op: SimOp::Rename, path: dir.join("replication.state"), after: true });
+                assert!(log.replicate(0).is_err() && disk.halted(), "seed {seed}: halted after the rename");
+                if with_reader {
+                    assert_eq!(Log::open_reader_on(&storage, dir, identity).unwrap().end(0).unwrap(), 1);
+                }
+                disk.power_cut(seed);
+                log.state().unwrap().partitions[0].high_watermark == 0
+            })
+            .count()
+    };
+    assert_eq!(reverted(true), 0, "a high watermark a reader read was taken back by a cut");
+    assert!(reverted(false) > 0, "no cut ever took back an unsynced state: the test shows nothing");
 }

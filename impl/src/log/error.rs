@@ -89,6 +89,25 @@ pub enum LogError {
         found: u32,
         expected: u32,
     },
+    /// A replicated partition has no leader (its leader failed and no replica could be
+    /// elected): it is unavailable, and reads and appends are refused rather than guessed.
+    /// `path` is the replication state file that says so.
+    Unavailable {
+        path: PathBuf,
+        partition: u32,
+    },
+    /// `operation` is not offered on a replicated log (`path`): its replicas are logs of their
+    /// own, appended to through the leader and copied by the replication steps.
+    Replicated {
+        path: PathBuf,
+        operation: &'static str,
+    },
+    /// The log directory has another number of replicas than `init` (or the caller) expects.
+    ReplicaCount {
+        path: PathBuf,
+        found: u32,
+        expected: u32,
+    },
 }
 
 impl fmt::Display for LogError {
@@ -158,6 +177,18 @@ impl fmt::Display for LogError {
             LogError::PartitionCount { path, found, expected } => {
                 write!(f, "log {} has {found} partition(s), but {expected} were expected: refused", path.display())
             }
+            LogError::Unavailable { path, partition } => write!(
+                f,
+                "partition {partition} is unavailable: it has no leader ({} names none: its leader failed and no \
+                 in-sync replica could be elected); refused rather than read or appended elsewhere",
+                path.display()
+            ),
+            LogError::Replicated { path, operation } => {
+                write!(f, "log {} is replicated: {operation} is not offered on a replicated log", path.display())
+            }
+            LogError::ReplicaCount { path, found, expected } => {
+                write!(f, "log {} has {found} replica(s), but {expected} were expected: refused", path.display())
+            }
         }
     }
 }
@@ -177,14 +208,18 @@ impl std::error::Error for LogError {
             | LogError::Missing { .. }
             | LogError::Unidentified { .. }
             | LogError::IdentityMismatch { .. }
-            | LogError::PartitionCount { .. } => None,
+            | LogError::PartitionCount { .. }
+            | LogError::Unavailable { .. }
+            | LogError::Replicated { .. }
+            | LogError::ReplicaCount { .. } => None,
         }
     }
 }
 
 impl LogError {
     /// Whether the error is a refusal to protect data (acknowledged records lost or damaged, a
-    /// file missing, another log): the command line's exit status 4, where bad input is 2.
+    /// file missing, another log, a partition without a leader): the command line's exit
+    /// status 4, where bad input is 2.
     pub fn is_refusal(&self) -> bool {
         match self {
             LogError::Corrupt { .. }
@@ -192,8 +227,11 @@ impl LogError {
             | LogError::Missing { .. }
             | LogError::Unidentified { .. }
             | LogError::IdentityMismatch { .. }
-            | LogError::PartitionCount { .. } => true,
-            LogError::Io { .. }
+            | LogError::PartitionCount { .. }
+            | LogError::Unavailable { .. }
+            | LogError::ReplicaCount { .. } => true,
+            LogError::Replicated { .. }
+            | LogError::Io { .. }
             | LogError::OffsetOutOfRange { .. }
             | LogError::NoSuchPartition { .. }
             | LogError::Locked { .. }

@@ -31,6 +31,11 @@ impl FrameMeta {
             batch_len,
         }
     }
+
+    /// The number of records of the frame's batch.
+    pub(super) fn batch_len(&self) -> u32 {
+        self.batch_len
+    }
 }
 
 /// How a scan of the bytes after the indexed records ended.

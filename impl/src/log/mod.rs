@@ -94,6 +94,7 @@ mod partition;
 mod producer;
 mod reader;
 mod repair;
+mod replication;
 mod retention;
 mod simdisk;
 mod storage;
@@ -104,6 +105,10 @@ pub use identity::LogIdentity;
 pub use partition::{Damage, Record, TailRepair, WriterMode};
 pub use producer::{Appended, Producer, RECENT_BATCHES};
 pub use repair::{RepairAction, Repaired};
+pub use replication::{
+    replica_dir, Acknowledged, Acks, Answer, Batch, Election, ElectionKind, LeaderAppend, PartitionReplication,
+    Pending, Replicate, ReplicatedLog, ReplicationError, ReplicationState, Shrunk, REPLICAS_MAX, REPLICAS_MIN,
+};
 pub use simdisk::{Cut, Halt, SimDisk, SimOp, SplitMix64};
 pub use storage::Storage;
 
@@ -113,6 +118,7 @@ use error::io_err;
 use header::{HEADER_LEN, MAGIC};
 use identity::{check_identity, check_matches, read_identity, write_identity};
 use partition::{partition_path, Partition};
+use replication::{identity_of_replicas, is_replicated, Source};
 use retention::write_start;
 use std::ops::Range;
 use std::path::Path;
@@ -125,6 +131,9 @@ pub struct Log {
     parts: Vec<Partition>,
     /// Never read: the exclusive lock lives exactly as long as this value.
     _lock: Option<DirLock>,
+    /// A reader of a replicated log: each partition read from its leader's replica, below the
+    /// high watermark (`replication/source.rs`).
+    replicated: Option<Source>,
 }
 
 /// What a reader sees of one partition after one refresh.
@@ -165,6 +174,11 @@ impl Log {
             None if holds_records(&storage, dir, partitions)? => {
                 Err(LogError::Unidentified { path: dir.to_path_buf() })
             }
+            // A replicated `init` that stopped before its last write: its replicas' identity.
+            None if is_replicated(&storage, dir) => match identity_of_replicas(&storage, dir)? {
+                Some(found) => check_matches(dir, found, LogIdentity { id: found.id, partitions }).map(|()| found),
+                None => LogIdentity::new_random(partitions),
+            },
             None => LogIdentity::new_random(partitions),
         }
     }
@@ -172,7 +186,7 @@ impl Log {
     /// `init`'s second half: creates the log `identity` names in `dir` (the directory, made
     /// durably, and per partition its file, start 0 and acknowledgement record, then the
     /// identity file, whose presence marks a complete log). Nothing to do when `dir` holds
-    /// that log already; another one is refused.
+    /// that log already; another one, or a replicated one, is refused.
     pub fn create(dir: &Path, identity: LogIdentity) -> Result<(), LogError> {
         Log::create_on(&Storage::Real, dir, identity)
     }
@@ -180,6 +194,10 @@ impl Log {
     /// [`Log::create`] on `storage`.
     pub fn create_on(storage: &Storage, dir: &Path, identity: LogIdentity) -> Result<(), LogError> {
         create_dir_durably_on(storage, dir)?;
+        if is_replicated(storage, dir) {
+            let found = ReplicatedLog::open_on(storage, dir, identity)?.map_or(1, |log| log.replicas());
+            return Err(LogError::ReplicaCount { path: dir.to_path_buf(), found, expected: 1 });
+        }
         if let Some(found) = read_identity(storage, dir)? {
             check_matches(dir, found, identity)?;
             return Log::open_reader_on(storage, dir, identity).map(|_| ());
@@ -243,6 +261,10 @@ impl Log {
         mode: WriterMode,
     ) -> Result<(Log, Vec<TailRepair>), LogError> {
         check_identity(storage, dir, expected)?;
+        if is_replicated(storage, dir) {
+            let operation = "writing the whole log (appends go to the leader's replica: `append`, or ReplicatedLog)";
+            return Err(LogError::Replicated { path: dir.to_path_buf(), operation });
+        }
         let lock = lock_dir(storage, dir)?;
         let mut parts = Vec::new();
         let mut repairs = Vec::new();
@@ -251,7 +273,7 @@ impl Log {
             parts.push(part);
             repairs.extend(repair);
         }
-        Ok((Log { writer: true, identity: expected, parts, _lock: Some(lock) }, repairs))
+        Ok((Log { writer: true, identity: expected, parts, _lock: Some(lock), replicated: None }, repairs))
     }
 
     /// Opens the log `expected` names in `dir` for reading only, possibly while another
@@ -260,6 +282,10 @@ impl Log {
     /// Never modifies a file and takes no lock. Nothing past a partition's acknowledged end is
     /// read. Another log or a missing file is refused; a damaged partition opens, its intact
     /// records readable ([`Log::damage`] says where they end). A reader keeps no producer table.
+    ///
+    /// On a replicated log ([`ReplicatedLog`]) each partition is read from its current
+    /// leader's replica, below the high watermark: committed records only. A partition with
+    /// no leader opens, and every read of it is [`LogError::Unavailable`].
     pub fn open_reader(dir: &Path, expected: LogIdentity) -> Result<Log, LogError> {
         Log::open_reader_on(&Storage::Real, dir, expected)
     }
@@ -267,13 +293,24 @@ impl Log {
     /// [`Log::open_reader`] on `storage`.
     pub fn open_reader_on(storage: &Storage, dir: &Path, expected: LogIdentity) -> Result<Log, LogError> {
         check_identity(storage, dir, expected)?;
+        if let Some(mut source) = Source::open(storage, dir, expected)? {
+            // Placeholders until `follow` points each at its leader's replica.
+            let mut parts: Vec<Partition> = (0..expected.partitions).map(|n| Partition::new(storage, dir, n)).collect();
+            for (number, part) in (0..).zip(&mut parts) {
+                match source.follow(number, part) {
+                    Ok(()) | Err(LogError::Unavailable { .. }) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            return Ok(Log { writer: false, identity: expected, parts, _lock: None, replicated: Some(source) });
+        }
         let mut parts = Vec::new();
         for number in 0..expected.partitions {
             let mut part = Partition::new(storage, dir, number);
             part.refresh()?;
             parts.push(part);
         }
-        Ok(Log { writer: false, identity: expected, parts, _lock: None })
+        Ok(Log { writer: false, identity: expected, parts, _lock: None, replicated: None })
     }
 
     /// Makes the log `expected` names in `dir` consistent again after a loss: see `repair.rs`.
@@ -355,8 +392,9 @@ impl Log {
     /// damage after open is reported as [`LogError::Corrupt`].
     pub fn read(&mut self, partition: u32, offset: u64) -> Result<Record, LogError> {
         let part = self.current(partition)?;
-        if offset < part.start || offset >= part.end() {
-            return Err(LogError::OffsetOutOfRange { partition, offset, start: part.start, end: part.end() });
+        let end = part.readable_end();
+        if offset < part.start || offset >= end {
+            return Err(LogError::OffsetOutOfRange { partition, offset, start: part.start, end });
         }
         part.read_record(offset)
     }
@@ -366,7 +404,7 @@ impl Log {
     /// and the end, else [`LogError::OffsetOutOfRange`] names the first offset outside.
     pub fn read_range(&mut self, partition: u32, offsets: Range<u64>) -> Result<Vec<Record>, LogError> {
         let part = self.current(partition)?;
-        let (start, end) = (part.start, part.end());
+        let (start, end) = (part.start, part.readable_end());
         if offsets.is_empty() {
             return Ok(Vec::new());
         }
@@ -382,9 +420,10 @@ impl Log {
         Ok(self.current(partition)?.start)
     }
 
-    /// The next offset to be written to `partition` (refreshed for a reader).
+    /// The next offset to be written to `partition` (refreshed for a reader; a replicated
+    /// log's reader: the leader's high watermark, or its end if that is lower).
     pub fn end(&mut self, partition: u32) -> Result<u64, LogError> {
-        Ok(self.current(partition)?.end())
+        Ok(self.current(partition)?.readable_end())
     }
 
     /// Whether `partition` lost acknowledged records (refreshed for a reader).
@@ -400,7 +439,8 @@ impl Log {
     /// Start, end, acknowledged end and damage of `partition`, after one refresh.
     pub fn view(&mut self, partition: u32) -> Result<PartitionView, LogError> {
         let part = self.current(partition)?;
-        Ok(PartitionView { start: part.start, end: part.end(), acked_end: part.ack.end, damage: part.damage.clone() })
+        let end = part.readable_end();
+        Ok(PartitionView { start: part.start, end, acked_end: part.ack.end, damage: part.damage.clone() })
     }
 
     /// Retention: advances the start of `partition` to `offset` and returns the new start.
@@ -445,12 +485,46 @@ impl Log {
     /// The partition, refreshed first when this handle is a reader. The writer's memory is
     /// authoritative, since nobody else may append or move the start.
     fn current(&mut self, partition: u32) -> Result<&mut Partition, LogError> {
-        let writer = self.writer;
-        let part = self.part(partition)?;
-        if !writer {
-            part.refresh()?;
+        let partitions = self.partitions();
+        let part = self.parts.get_mut(partition as usize).ok_or(LogError::NoSuchPartition { partition, partitions })?;
+        match &mut self.replicated {
+            Some(source) => source.follow(partition, part)?,
+            None if !self.writer => part.refresh()?,
+            None => {}
         }
         Ok(part)
+    }
+
+    /// The frames of the records `offsets` of `partition` as its file holds them (the
+    /// replication copies and compares them); within the partition's records.
+    fn frames(&mut self, partition: u32, offsets: Range<u64>) -> Result<Vec<u8>, LogError> {
+        let part = self.current(partition)?;
+        if offsets.end > part.end() {
+            let (offset, start, end) = (offsets.end - 1, part.start, part.end());
+            return Err(LogError::OffsetOutOfRange { partition, offset, start, end });
+        }
+        part.frames(offsets)
+    }
+
+    /// The number of records of the batch that holds record `offset` of `partition`.
+    fn batch_len_at(&mut self, partition: u32, offset: u64) -> Result<u64, LogError> {
+        let part = self.current(partition)?;
+        if offset >= part.end() {
+            return Err(LogError::OffsetOutOfRange { partition, offset, start: part.start, end: part.end() });
+        }
+        part.batch_len_at(offset)
+    }
+
+    /// Writer only: appends whole batches copied from another replica (`Partition::append_frames`).
+    fn append_frames(&mut self, partition: u32, frames: &[u8]) -> Result<Range<u64>, LogError> {
+        assert!(self.writer, "append_frames on a reader: only the writer appends");
+        self.part(partition)?.append_frames(frames)
+    }
+
+    /// Writer only: the explicit truncation of a promoted replica (`Partition::cut_acknowledged`).
+    fn cut_acknowledged(&mut self, partition: u32, to: u64) -> Result<u64, LogError> {
+        assert!(self.writer, "cut_acknowledged on a reader: only the writer truncates");
+        self.part(partition)?.cut_acknowledged(to)
     }
 }
 

@@ -100,6 +100,9 @@ pub(super) struct Partition {
     poisoned: bool,
     /// The writer's idempotent producers; `None` for a reader.
     producers: Option<ProducerTable>,
+    /// A reader of a replicated log's leader reads only below this, the high watermark
+    /// (`replication/source.rs`); `None` everywhere else.
+    pub(super) limit: Option<u64>,
 }
 
 impl Partition {
@@ -120,11 +123,18 @@ impl Partition {
             mode: WriterMode::Checked,
             poisoned: false,
             producers: None,
+            limit: None,
         }
     }
 
     pub(super) fn end(&self) -> u64 {
         self.index.len() as u64
+    }
+
+    /// The end of what a reader may read: the indexed records, below the high watermark when
+    /// the partition is a replicated log's leader.
+    pub(super) fn readable_end(&self) -> u64 {
+        self.limit.map_or(self.end(), |limit| limit.min(self.end()))
     }
 
     /// Opens the partition for writing: checks the file against its acknowledgement record
@@ -332,28 +342,121 @@ impl Partition {
             let meta = FrameMeta::of(producer, i, count);
             encode_frame(first + u64::from(i), meta, payload, &mut bytes);
         }
+        self.write_acknowledged(&bytes, first + u64::from(count))?;
+        self.index.extend(positions);
+        Ok(first..self.end())
+    }
+
+    /// Appends whole batches another replica holds (`frames`: their frames as that replica
+    /// wrote them, which carry this partition's next offsets), as `append` does: written,
+    /// synced, acknowledged, then indexed. Frames that are not whole batches continuing this
+    /// partition are refused, and nothing is written.
+    pub(super) fn append_frames(&mut self, frames: &[u8]) -> Result<Range<u64>, LogError> {
+        self.check_writable()?;
+        let first = self.end();
+        let mut batches = Vec::new();
+        // Indexed first, to check them; taken back below unless they land.
+        let (valid_len, scan_end) = scan(frames, self.tail, &mut self.index, &mut batches);
+        let refused = match scan_end {
+            ScanEnd::Clean if valid_len == frames.len() => None,
+            ScanEnd::Clean => Some("they end inside a batch".to_string()),
+            ScanEnd::Torn { reason, .. } | ScanEnd::Corrupt { reason, .. } => Some(reason),
+        };
+        if let Some(reason) = refused {
+            self.index.truncate(first as usize);
+            let reason = format!("copied frames are not whole batches continuing the log: {reason}");
+            return Err(self.corrupt(first, self.tail, reason));
+        }
+        let end = self.end();
+        if let Err(error) = self.write_acknowledged(frames, end) {
+            self.index.truncate(first as usize);
+            return Err(error);
+        }
+        if let Some(table) = self.producers.as_mut() {
+            batches.into_iter().for_each(|batch| table.record(batch));
+        }
+        Ok(first..end)
+    }
+
+    /// Writes `bytes` (frames of whole batches) at the tail, syncs them (but for the broken
+    /// `AckBeforeDataSync`), then makes `end` and the new length the acknowledged state. A
+    /// failure poisons the handle: what reached the disk is unknown.
+    fn write_acknowledged(&mut self, bytes: &[u8], end: u64) -> Result<(), LogError> {
         let file = self.file.as_ref().expect("the writer always has its file open");
         let written = if self.mode.syncs_data_before_ack() {
-            file.write_all_at(&bytes, self.tail).and_then(|()| file.sync_data())
+            file.write_all_at(bytes, self.tail).and_then(|()| file.sync_data())
         } else {
-            file.write_all_at(&bytes, self.tail)
+            file.write_all_at(bytes, self.tail)
         };
         if let Err(e) = written {
             self.poisoned = true;
             return Err(io_err(&self.log_path)(e));
         }
-        let ack = Ack {
-            generation: self.ack.generation + 1,
-            end: first + u64::from(count),
-            len: self.tail + bytes.len() as u64,
-        };
+        let ack = Ack { generation: self.ack.generation + 1, end, len: self.tail + bytes.len() as u64 };
         if let Err(error) = self.acknowledge(ack) {
             self.poisoned = true;
             return Err(error);
         }
         self.tail = ack.len;
-        self.index.extend(positions);
-        Ok(first..self.end())
+        Ok(())
+    }
+
+    /// The explicit truncation of a promoted replica (`fail-leader`): records `to..` leave
+    /// the acknowledged log. The acknowledgement record moves first, then the file is cut, so
+    /// a crash in between leaves bytes past the acknowledged length (an unacknowledged tail
+    /// the next open cuts), never damage. The index and the producer table are rebuilt from
+    /// what is left. Returns the bytes cut.
+    pub(super) fn cut_acknowledged(&mut self, to: u64) -> Result<u64, LogError> {
+        self.check_writable()?;
+        assert!(to <= self.end(), "a truncation to {to} past the end {}", self.end());
+        if to < self.start {
+            let reason = format!("a truncation to {to} below the start {}", self.start);
+            return Err(LogError::Corrupt { path: self.start_path.clone(), offset: to, position: 0, reason });
+        }
+        let position = self.index.get(to as usize).copied().unwrap_or(self.tail);
+        let cut = self.tail - position;
+        let ack = Ack { generation: self.ack.generation + 1, end: to, len: position };
+        let done = self.acknowledge(ack).and_then(|()| {
+            let file = self.file.as_ref().expect("the writer always has its file open");
+            file.set_len(position).and_then(|()| file.sync_all()).map_err(io_err(&self.log_path))
+        });
+        if let Err(error) = done {
+            self.poisoned = true;
+            return Err(error);
+        }
+        (self.index, self.tail) = (Vec::new(), HEADER_LEN);
+        self.producers = Some(ProducerTable::default());
+        let damage = self.index_acknowledged(ack, position)?;
+        assert!(damage.is_none(), "the file holds what was just acknowledged: {damage:?}");
+        Ok(cut)
+    }
+
+    /// The frames of the records `offsets` (indexed ones), as they are in the file.
+    pub(super) fn frames(&self, offsets: Range<u64>) -> Result<Vec<u8>, LogError> {
+        assert!(offsets.end <= self.end(), "frames {offsets:?} past the end {}", self.end());
+        if offsets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let from = self.index[offsets.start as usize];
+        let to = self.index.get(offsets.end as usize).copied().unwrap_or(self.tail);
+        let file = self.file.as_ref().expect("an indexed record implies an open file");
+        let bytes = file.read_range(from, to).map_err(io_err(&self.log_path))?;
+        if bytes.len() as u64 != to - from {
+            return Err(self.corrupt(offsets.start, from, "the file is shorter than its index".into()));
+        }
+        Ok(bytes)
+    }
+
+    /// The number of records of the batch the record at `offset` (an indexed one) belongs to.
+    pub(super) fn batch_len_at(&self, offset: u64) -> Result<u64, LogError> {
+        let bytes = self.frames(offset..offset + 1)?;
+        match parse_frame(&bytes, 0) {
+            Frame::Valid { meta, .. } => Ok(u64::from(meta.batch_len())),
+            Frame::Incomplete | Frame::BadChecksum => {
+                let position = self.index[offset as usize];
+                Err(self.corrupt(offset, position, "the record changed after it was indexed".into()))
+            }
+        }
     }
 
     /// Makes `ack` the durable acknowledged state (but for `WithoutAckRecord`).

@@ -144,6 +144,10 @@ pub(super) fn repair(
     expected: LogIdentity,
     before: impl FnOnce(&[RepairAction]),
 ) -> Result<Repaired, LogError> {
+    if super::is_replicated(storage, dir) {
+        // Its partition files are in the replicas: a plain repair would make new, empty ones.
+        return Err(LogError::Replicated { path: dir.to_path_buf(), operation: "repair" });
+    }
     let exists = storage.exists(dir);
     let identity = if exists { read_identity(storage, dir)? } else { None };
     if let Some(found) = identity {

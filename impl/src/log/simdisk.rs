@@ -18,6 +18,9 @@
 //! [`SimDisk::halt_at`] stops a writer at one operation: that operation fails (undone, or
 //! done when the halt is after it) and the caller stops there, as if the power went then,
 //! while the disk serves everyone else until the test calls `power_cut`.
+//! [`SimDisk::halt_at_op`] stops it before the n-th operation a halt can name, whichever it
+//! is, so a run can put the cut between every two disk operations of a step ([`SimDisk::ops`]
+//! counts them).
 //!
 //! A leaf of `log`: `storage.rs` dispatches to it.
 //!
@@ -143,8 +146,21 @@ struct Disk {
     /// Every directory that exists (is reachable from the root), by path.
     dirs: BTreeMap<PathBuf, DirState>,
     locks: BTreeSet<PathBuf>,
-    halt: Option<Halt>,
+    halt: Option<Armed>,
     halted: bool,
+    /// The operation the last halt stopped.
+    halted_op: Option<(SimOp, PathBuf)>,
+    /// Operations a halt can name, done or halted, since the disk was made.
+    ops: u64,
+}
+
+/// The armed halt.
+enum Armed {
+    Named(Halt),
+    /// Before the operation after `remaining` more.
+    Nth {
+        remaining: u64,
+    },
 }
 
 #[derive(Default)]
@@ -216,6 +232,8 @@ impl SimDisk {
             locks: BTreeSet::new(),
             halt: None,
             halted: false,
+            halted_op: None,
+            ops: 0,
         };
         SimDisk { inner: Arc::new(Mutex::new(disk)) }
     }
@@ -227,8 +245,26 @@ impl SimDisk {
     /// Stops the writer at the first operation `halt` names (see the module documentation).
     pub fn halt_at(&self, halt: Halt) {
         let mut disk = self.lock();
-        disk.halt = Some(halt);
+        disk.halt = Some(Armed::Named(halt));
         disk.halted = false;
+    }
+
+    /// Stops the writer before the `n`-th operation a halt can name (a write, a file's sync, a
+    /// rename, a directory's sync), counted from now: `0` is the next one, whichever it is.
+    pub fn halt_at_op(&self, n: u64) {
+        let mut disk = self.lock();
+        disk.halt = Some(Armed::Nth { remaining: n });
+        disk.halted = false;
+    }
+
+    /// The operations a halt can name done so far (halted ones included).
+    pub fn ops(&self) -> u64 {
+        self.lock().ops
+    }
+
+    /// The operation the last halt stopped, and its path.
+    pub fn halted_op(&self) -> Option<(SimOp, PathBuf)> {
+        self.lock().halted_op.clone()
     }
 
     /// Whether the armed halt stopped an operation.
@@ -368,16 +404,24 @@ impl Disk {
     /// Runs `op` on `path` unless the armed halt names it: then it fails, undone (a halt
     /// before it) or done (after it), and the halt is spent.
     fn halting<T>(&mut self, op: SimOp, path: &Path, run: impl FnOnce(&mut Disk) -> io::Result<T>) -> io::Result<T> {
-        let hit = self.halt.as_ref().is_some_and(|halt| halt.op == op && halt.path == path);
-        if !hit {
-            return run(self);
-        }
-        let halt = self.halt.take().expect("hit above");
+        self.ops += 1;
+        let after = match &mut self.halt {
+            Some(Armed::Named(halt)) if halt.op == op && halt.path == path => Some(halt.after),
+            Some(Armed::Nth { remaining: 0 }) => Some(false),
+            Some(Armed::Nth { remaining }) => {
+                *remaining -= 1;
+                None
+            }
+            Some(Armed::Named(_)) | None => None,
+        };
+        let Some(after) = after else { return run(self) };
+        self.halt = None;
         self.halted = true;
-        if halt.after {
+        self.halted_op = Some((op, path.to_path_buf()));
+        if after {
             run(self)?;
         }
-        let when = if halt.after { "after" } else { "before" };
+        let when = if after { "after" } else { "before" };
         Err(io::Error::other(format!("simulated power cut {when} {op:?} of {}", path.display())))
     }
 
@@ -704,6 +748,11 @@ mod tests {
         file.write_all_at(b"y", 0).unwrap();
         assert!(file.sync().is_err() && disk.halted());
         assert!(file.sync().is_ok(), "a halt stops one operation only");
+        let ops = disk.ops();
+        disk.halt_at_op(1);
+        file.write_all_at(b"z", 0).unwrap();
+        assert!(file.sync().is_err() && disk.halted());
+        assert_eq!((disk.ops(), disk.halted_op()), (ops + 2, Some((SimOp::Sync, PathBuf::from("/sim/a")))));
         disk.power_cut(0);
         assert!(file.read_at(&mut [0], 0).is_err(), "a handle from before the cut is dead");
         assert!(disk.try_lock(Path::new("/sim/lock")).unwrap().is_some(), "the cut released the lock");

@@ -21,15 +21,17 @@
 //! before the cut. Everything runs in this process; a run is deterministic for its seed.
 //!
 //! Files: this one (configuration, points, the loop over them, the errors), `run.rs` (one
-//! run), `report.rs` (the tallies and their tables).
+//! run), `report.rs` (the tallies and their tables), `replication.rs` (the cuts during the
+//! replication steps of a replicated log, with their own schedule, checks and table).
 
+pub mod replication;
 mod report;
 mod run;
 
 pub use report::{Report, Tally};
 
 use crate::crash::CrashPoint;
-use crate::log::{Halt, LogError, SimOp, SplitMix64, WriterMode};
+use crate::log::{Halt, LogError, ReplicationError, SimOp, SplitMix64, WriterMode};
 use crate::owner::OwnerError;
 use crate::store::StoreError;
 use crate::strategy::{GuardKind, Sequence, Strategy};
@@ -195,6 +197,7 @@ pub enum PowerError {
     Log(LogError),
     Store(StoreError),
     Owner(OwnerError),
+    Replication(ReplicationError),
     /// `Config` out of its bounds.
     BadConfig(String),
 }
@@ -206,6 +209,7 @@ impl fmt::Display for PowerError {
             PowerError::Log(error) => write!(f, "{error}"),
             PowerError::Store(error) => write!(f, "{error}"),
             PowerError::Owner(error) => write!(f, "{error}"),
+            PowerError::Replication(error) => write!(f, "{error}"),
             PowerError::BadConfig(what) => f.write_str(what),
         }
     }

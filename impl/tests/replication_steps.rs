@@ -1,0 +1,178 @@
+//! The replicated log through the library, one step at a time (as a conformance harness drives
+//! spec.md §3.2's `append`, `acknowledge`, `replicate`, `shrink-isr` and `fail-leader`): the
+//! answers of a pending `acks=all` batch, a reader bounded by the high watermark that follows
+//! an election, the explicit and recorded truncation of a promoted replica, and each replica
+//! keeping the plain log's rules.
+
+use consumer::log::{
+    encode_delta, fault, replica_dir, Answer, Batch, ElectionKind, Halt, Log, LogError, LogIdentity, Producer,
+    Replicate, ReplicatedLog, ReplicationError, SimDisk, SimOp, Storage, WriterMode,
+};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+const IDENTITY: LogIdentity = LogIdentity { id: 0x5eed, partitions: 1 };
+const PRODUCER: Producer = Producer { id: 3, epoch: 0 };
+
+fn replicated(storage: &Storage, dir: &Path) -> ReplicatedLog {
+    ReplicatedLog::create_on(storage, dir, IDENTITY, 2).unwrap();
+    ReplicatedLog::open_on(storage, dir, IDENTITY).unwrap().expect("a replicated log")
+}
+
+fn real() -> (tempfile::TempDir, PathBuf, ReplicatedLog) {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("log");
+    let log = replicated(&Storage::Real, &dir);
+    (temp, dir, log)
+}
+
+fn payloads(delta: i64) -> Vec<Vec<u8>> {
+    vec![encode_delta(delta)]
+}
+
+fn set(brokers: &[u32]) -> BTreeSet<u32> {
+    brokers.iter().copied().collect()
+}
+
+/// `(leader, high watermark, ISR)` of partition 0.
+fn replication(log: &ReplicatedLog) -> (Option<u32>, u64, BTreeSet<u32>) {
+    let state = log.state().unwrap();
+    let part = &state.partitions[0];
+    (part.leader, part.high_watermark, part.isr.clone())
+}
+
+#[test]
+fn a_pending_batch_is_answered_once_the_high_watermark_covers_it() {
+    let (_temp, _dir, log) = real();
+    let data = payloads(5);
+    let pending = log.append_pending(0, Batch { payloads: &data, producer: None }, 2).unwrap();
+    assert_eq!(pending.append.appended.offsets, 0..1);
+    assert_eq!(log.acknowledge(&pending).unwrap(), Answer::Waiting { high_watermark: 0 });
+    match log.replicate(0).unwrap() {
+        Replicate::Copied { follower: 1, offsets, rejoined: false, high_watermark: 1, .. } => assert_eq!(offsets, 0..1),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(log.acknowledge(&pending).unwrap(), Answer::Acknowledged { high_watermark: 1, isr: set(&[0, 1]) });
+}
+
+#[test]
+fn a_shrunk_isr_answers_not_enough_replicas_after_append_and_the_retry_finds_the_original() {
+    let (_temp, _dir, log) = real();
+    let data = payloads(5);
+    let batch = Batch { payloads: &data, producer: Some((PRODUCER, 0)) };
+    let pending = log.append_pending(0, batch, 2).unwrap();
+    let shrunk = log.shrink_isr(0).unwrap();
+    assert_eq!((shrunk.follower, shrunk.follower_end, shrunk.leader_end, shrunk.high_watermark), (1, 0, 1, 1));
+    assert_eq!(log.acknowledge(&pending).unwrap(), Answer::NotEnoughReplicasAfterAppend { isr: set(&[0]) });
+    match log.append_pending(0, batch, 2) {
+        Err(ReplicationError::NotEnoughReplicas { isr, min_insync: 2, .. }) => assert_eq!(isr, set(&[0])),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(log.replicate(0).unwrap(), Replicate::Copied { rejoined: true, .. }));
+    let retry = log.append_pending(0, batch, 2).unwrap();
+    assert!(retry.append.appended.duplicate);
+    assert_eq!(retry.append.appended.offsets, 0..1);
+    assert_eq!(log.acknowledge(&retry).unwrap(), Answer::Acknowledged { high_watermark: 1, isr: set(&[0, 1]) });
+    assert_eq!(log.replica_view(0, 0).unwrap().end, 1, "the retry appended nothing");
+}
+
+#[test]
+fn a_batch_the_election_lost_is_answered_lost_and_a_kept_one_acknowledged() {
+    let (_temp, _dir, log) = real();
+    let (first, second) = (payloads(1), payloads(2));
+    let kept = log.append_pending(0, Batch { payloads: &first, producer: None }, 1).unwrap();
+    log.replicate(0).unwrap();
+    let lost = log.append_pending(0, Batch { payloads: &second, producer: None }, 1).unwrap();
+    let election = log.fail_leader(0, false).unwrap();
+    assert_eq!((election.kind, election.promoted, election.leader_end), (ElectionKind::Clean, Some(1), 1));
+    assert_eq!(log.acknowledge(&lost).unwrap(), Answer::Lost { leader: Some(1) });
+    assert_eq!(log.acknowledge(&kept).unwrap(), Answer::Acknowledged { high_watermark: 1, isr: set(&[1]) });
+    // The new leader, alone in the ISR, moves the high watermark with its appends.
+    let third = payloads(3);
+    let append = log.append_leader(0, Batch { payloads: &third, producer: None }).unwrap();
+    assert_eq!((append.leader, append.appended.offsets, append.high_watermark), (1, 1..2, 2));
+    assert!(matches!(log.replicate(0).unwrap(), Replicate::NoFollower));
+}
+
+#[test]
+fn a_reader_sees_the_leader_below_the_high_watermark_across_an_election() {
+    let (_temp, dir, log) = real();
+    let mut reader = Log::open_reader(&dir, IDENTITY).unwrap();
+    for delta in [1, 2, 3] {
+        log.append_leader(0, Batch { payloads: &payloads(delta), producer: None }).unwrap();
+    }
+    assert_eq!(reader.end(0).unwrap(), 0, "nothing is committed yet");
+    assert!(matches!(reader.read(0, 0), Err(LogError::OffsetOutOfRange { end: 0, .. })));
+    log.replicate(0).unwrap();
+    log.replicate(0).unwrap();
+    assert_eq!(reader.end(0).unwrap(), 2);
+    let records = reader.read_range(0, 0..2).unwrap();
+    assert_eq!(records.iter().map(|r| r.payload.clone()).collect::<Vec<_>>(), vec![encode_delta(1), encode_delta(2)]);
+    // The election truncates nothing below the high watermark; the reader follows it.
+    log.fail_leader(0, false).unwrap();
+    assert_eq!(replication(&log), (Some(1), 2, set(&[1])));
+    assert_eq!(reader.view(0).unwrap().end, 2);
+    log.append_leader(0, Batch { payloads: &payloads(9), producer: None }).unwrap();
+    assert_eq!(reader.read(0, 2).unwrap().payload, encode_delta(9), "the new leader's record at offset 2");
+    // No replica left to elect: the partition is unavailable to the same reader.
+    let election = log.fail_leader(0, true).unwrap();
+    assert_eq!((election.kind, election.promoted), (ElectionKind::NoLeader, None));
+    let error = reader.end(0).unwrap_err();
+    assert!(matches!(error, LogError::Unavailable { partition: 0, .. }) && error.is_refusal(), "{error}");
+    let error = log.append_leader(0, Batch { payloads: &payloads(1), producer: None }).unwrap_err();
+    assert!(error.is_refusal(), "{error}");
+}
+
+#[test]
+fn a_promoted_replica_past_the_high_watermark_is_truncated_explicitly_and_on_record() {
+    // The follower copied a record, and its step stopped before the state said so (a crash):
+    // it holds a record above the high watermark.
+    let disk = SimDisk::new(Path::new("/sim"));
+    let storage = Storage::Simulated(disk.clone());
+    let dir = Path::new("/sim/log");
+    let log = replicated(&storage, dir);
+    log.append_leader(0, Batch { payloads: &payloads(4), producer: None }).unwrap();
+    disk.halt_at(Halt { op: SimOp::Rename, path: dir.join("replication.state"), after: false });
+    assert!(log.replicate(0).is_err() && disk.halted());
+    assert_eq!((log.replica_view(1, 0).unwrap().end, replication(&log).1), (1, 0));
+    let election = log.fail_leader(0, false).unwrap();
+    assert_eq!((election.kind, election.truncated.clone(), election.leader_end), (ElectionKind::Clean, 0..1, 0));
+    let journal = log.journal().unwrap();
+    assert!(journal.contains("truncated from offset 1 to the high watermark 0"), "{journal}");
+    // The truncation is not damage: the replica opens as a writer with its record gone.
+    let view = log.replica_view(1, 0).unwrap();
+    assert_eq!((view.end, view.acked_end, view.damage), (0, 0, None));
+    let (writer, repairs) = Log::open_writer_on(&storage, &replica_dir(dir, 1), IDENTITY, WriterMode::Checked).unwrap();
+    assert!(repairs.is_empty());
+    drop(writer);
+}
+
+#[test]
+fn each_replica_keeps_the_plain_logs_rules_and_the_whole_log_refuses_plain_writes() {
+    let (_temp, dir, log) = real();
+    log.append_leader(0, Batch { payloads: &payloads(1), producer: None }).unwrap();
+    log.replicate(0).unwrap();
+    log.append_leader(0, Batch { payloads: &payloads(2), producer: None }).unwrap();
+    assert!(matches!(Log::open_writer(&dir, IDENTITY), Err(LogError::Replicated { .. })));
+    assert!(matches!(Log::repair(&dir, IDENTITY, |_| {}), Err(LogError::Replicated { .. })));
+    // The follower lost an acknowledged record: it is damaged, and the fetch refuses it.
+    fault::lose_tail(&replica_dir(&dir, 1), 0, 0).unwrap();
+    let error = log.replicate(0).unwrap_err();
+    assert!(matches!(&error, ReplicationError::Log(LogError::Damaged { partition: 0, .. })) && error.is_refusal());
+    // So does a clean election's promotion of it; the state is left as it was.
+    let error = log.fail_leader(0, false).unwrap_err();
+    assert!(error.is_refusal(), "{error}");
+    assert_eq!(replication(&log), (Some(0), 1, set(&[0, 1])));
+}
+
+#[test]
+fn another_log_in_a_replica_is_refused() {
+    let (_temp, dir, _log) = real();
+    let other = LogIdentity { id: 0xbad, partitions: 1 };
+    let replica = replica_dir(&dir, 1);
+    std::fs::remove_dir_all(&replica).unwrap();
+    Log::create(&replica, other).unwrap();
+    let error = ReplicatedLog::open(&dir, IDENTITY).unwrap_err();
+    assert!(matches!(error, LogError::IdentityMismatch { .. }) && error.is_refusal(), "{error}");
+    assert!(Log::open_reader(&dir, IDENTITY).is_err());
+}
