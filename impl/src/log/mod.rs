@@ -115,13 +115,16 @@ use identity::{check_identity, check_matches, read_identity, write_identity};
 use partition::{partition_path, Partition};
 use retention::write_start;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use storage::DirLock;
 
 /// The handle on a log directory, either as its single writer or as one of its readers.
 pub struct Log {
     writer: bool,
     identity: LogIdentity,
+    /// Where the log lives: the transactional output log is found beside it (`crate::txn`).
+    storage: Storage,
+    dir: PathBuf,
     parts: Vec<Partition>,
     /// Never read: the exclusive lock lives exactly as long as this value.
     _lock: Option<DirLock>,
@@ -251,7 +254,8 @@ impl Log {
             parts.push(part);
             repairs.extend(repair);
         }
-        Ok((Log { writer: true, identity: expected, parts, _lock: Some(lock) }, repairs))
+        let (storage, dir) = (storage.clone(), dir.to_path_buf());
+        Ok((Log { writer: true, identity: expected, storage, dir, parts, _lock: Some(lock) }, repairs))
     }
 
     /// Opens the log `expected` names in `dir` for reading only, possibly while another
@@ -273,7 +277,8 @@ impl Log {
             part.refresh()?;
             parts.push(part);
         }
-        Ok(Log { writer: false, identity: expected, parts, _lock: None })
+        let (storage, dir) = (storage.clone(), dir.to_path_buf());
+        Ok(Log { writer: false, identity: expected, storage, dir, parts, _lock: None })
     }
 
     /// Makes the log `expected` names in `dir` consistent again after a loss: see `repair.rs`.
@@ -290,6 +295,11 @@ impl Log {
     /// The identity this handle was opened with (checked against the directory's).
     pub fn identity(&self) -> LogIdentity {
         self.identity
+    }
+
+    /// The storage and the directory this handle was opened on.
+    pub fn location(&self) -> (&Storage, &Path) {
+        (&self.storage, &self.dir)
     }
 
     /// The number of partitions this handle was opened with.

@@ -165,7 +165,8 @@ impl fmt::Display for Point {
     }
 }
 
-/// Whether a strategy's total must be exact after a crash: one guarded atomic transaction.
+/// Whether a strategy's total must be exact after a crash: one guarded atomic transaction
+/// (`apply-atomic`, or the transactional sequence's `commit-txn`).
 pub fn is_exact(strategy: Strategy) -> bool {
     let rules = strategy.rules();
     let guarded = match rules.guard {
@@ -173,7 +174,7 @@ pub fn is_exact(strategy: Strategy) -> bool {
         GuardKind::Blind => false,
     };
     let atomic = match rules.sequence {
-        Sequence::Atomic => true,
+        Sequence::Atomic | Sequence::Transactional => true,
         Sequence::CommitThenEffect
         | Sequence::EffectThenCommit
         | Sequence::EffectOnly
@@ -195,6 +196,7 @@ pub enum PowerError {
     Log(LogError),
     Store(StoreError),
     Owner(OwnerError),
+    Txn(crate::txn::TxnError),
     /// `Config` out of its bounds.
     BadConfig(String),
 }
@@ -206,6 +208,7 @@ impl fmt::Display for PowerError {
             PowerError::Log(error) => write!(f, "{error}"),
             PowerError::Store(error) => write!(f, "{error}"),
             PowerError::Owner(error) => write!(f, "{error}"),
+            PowerError::Txn(error) => write!(f, "{error}"),
             PowerError::BadConfig(what) => f.write_str(what),
         }
     }
@@ -222,6 +225,12 @@ impl From<LogError> for PowerError {
 impl From<StoreError> for PowerError {
     fn from(error: StoreError) -> Self {
         PowerError::Store(error)
+    }
+}
+
+impl From<crate::txn::TxnError> for PowerError {
+    fn from(error: crate::txn::TxnError) -> Self {
+        PowerError::Txn(error)
     }
 }
 
