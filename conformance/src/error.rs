@@ -249,6 +249,8 @@ pub enum Unobservable {
     NoSuchPartition { group: String, owner: String, partition: u32 },
     /// An owner holds a batch of more than one record (traces use batch 1).
     Batch { group: String, owner: String, offset: u64, end: u64 },
+    /// An owner holds a record in a stage the model has no counterpart of.
+    Stage { group: String, owner: String, offset: u64, stage: &'static str },
 }
 
 impl fmt::Display for Unobservable {
@@ -268,6 +270,9 @@ impl fmt::Display for Unobservable {
             }
             Unobservable::Batch { group, owner, offset, end } => {
                 write!(f, "{group}/{owner} holds a batch {offset}..{end}, traces use batch 1")
+            }
+            Unobservable::Stage { group, owner, offset, stage } => {
+                write!(f, "{group}/{owner} holds record {offset} in stage {stage}, which the model does not have")
             }
         }
     }

@@ -215,6 +215,7 @@ fn prepare(path: &Path, case: Case) -> anyhow::Result<(Store, Log)> {
     let options = StoreOptions { journal: case.journal, ..StoreOptions::default() };
     let log_dir = path.join("log");
     let identity = Log::init(&log_dir, 1)?;
+    consumer::txn::OutputLog::at(&consumer::log::Storage::Real, &log_dir, identity).create()?;
     let store = Store::create(&path.join("store.db"), identity, options)?;
     {
         // The writer is dropped before the reader opens, releasing its lock as `append` does.

@@ -20,6 +20,11 @@ pub enum When {
 /// A crash point: `STEP:WHEN[@OFFSET]`, for example `apply-effect:after@49`,
 /// `apply-atomic:inside`, `commit-offset:before@1`, `dead-letter:inside@1`. `@OFFSET` names a record the step concerns
 /// (for `commit-offset`, the next offset it commits); without it the first such step crashes.
+///
+/// The transactional steps: `produce-output:inside` falls after the output records' durable
+/// append, inside the output section's store transaction (its lock held, COMMIT not run);
+/// `commit-txn:inside` falls after the store transaction committed (the commit point) and
+/// before the commit marker is appended: a committed transaction without its marker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CrashPoint {
     pub kind: StepKind,

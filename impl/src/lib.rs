@@ -8,4 +8,5 @@ pub mod owner;
 pub mod power;
 pub mod store;
 pub mod strategy;
+pub mod txn;
 pub mod worker;

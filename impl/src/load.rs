@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context};
 use clap::Args;
-use consumer::log::{encode_delta, Log};
+use consumer::log::{encode_delta, Log, Storage};
 use consumer::owner::FIRST_OWNER;
 use consumer::store::{Location, Store, StoreOptions};
 use consumer::strategy::{GuardKind, Rules, Sequence, Strategy};
@@ -84,6 +84,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
     };
     let log_dir = args.dir.join("log");
     let identity = Log::init(&log_dir, args.partitions)?;
+    consumer::txn::OutputLog::at(&Storage::Real, &log_dir, identity).create()?;
     let mut store = Store::create_at(&location, identity, StoreOptions::default())?;
     println!("store: {}", store.describe());
     let (mut log, _) = Log::open_writer(&log_dir, identity)?;
@@ -128,7 +129,8 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
 /// record is poison, and the load test appends none; the poison policy then never acts.
 fn is_exact_without_poison(rules: Rules) -> bool {
     let one_transaction = match rules.sequence {
-        Sequence::Atomic => true,
+        // The transactional sequence's effect and checkpoint are `commit-txn`'s one transaction.
+        Sequence::Atomic | Sequence::Transactional => true,
         Sequence::CommitThenEffect
         | Sequence::EffectThenCommit
         | Sequence::EffectOnly
@@ -258,6 +260,7 @@ mod tests {
             Strategy::AtomicDlq,
             Strategy::SkipPoison,
             Strategy::RetryForever,
+            Strategy::TxnFenced,
         ];
         assert_eq!(exact, expected);
     }

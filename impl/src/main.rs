@@ -1,6 +1,6 @@
 //! The `consumer` command line: init, append, append-poison, consume, status, claim, retain,
-//! dead-letters, redrive, resets, repair, worker, bench, load, power-cuts, and the replication
-//! steps replicate, shrink-isr, fail-leader (`replicas.rs`).
+//! dead-letters, redrive, resets, repair, read-output, worker, bench, load, power-cuts, and the
+//! replication steps replicate, shrink-isr, fail-leader (`replicas.rs`).
 
 mod bench;
 mod bench_log;
@@ -11,12 +11,13 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use consumer::crash::CrashPlan;
 use consumer::log::{
-    create_dir_durably, encode_delta, Acks, Log, LogError, ReplicatedLog, ReplicationError, TailRepair, WriterMode,
-    REPLICAS_MAX,
+    create_dir_durably, encode_delta, Acks, Log, LogError, ReplicatedLog, ReplicationError, Storage, TailRepair,
+    WriterMode, REPLICAS_MAX,
 };
 use consumer::owner::{check_log, OnFenced, Outcome, Owner, OwnerError, Settings, FIRST_OWNER};
 use consumer::store::{Journal, Location, Store, StoreError, StoreOptions};
-use consumer::strategy::{LogCheck, OutOfRange, StartPolicy, Strategy};
+use consumer::strategy::{Isolation, LogCheck, OutOfRange, StartPolicy, Strategy};
+use consumer::txn::{Caught, OutputLog, OutputReader, TxnEnd, TxnError};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -57,6 +58,9 @@ enum Command {
     /// Make a log that lost acknowledged records consistent again, saying what is lost, and
     /// move every group past its end back to it (recorded in the resets).
     Repair(RepairArgs),
+    /// Read an output partition of the transactional strategies as a downstream reader does:
+    /// every record it delivers (input offset and delta), and where it stops (the LSO).
+    ReadOutput(ReadOutputArgs),
     /// Serve one owner over stdin/stdout, one step per command (see `consumer::worker`).
     Worker(WorkerArgs),
     /// Measure consumed records per second per strategy, batch and journal mode.
@@ -367,6 +371,21 @@ struct PowerCutsArgs {
 }
 
 #[derive(Args)]
+struct ReadOutputArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    #[arg(long, default_value_t = 0)]
+    partition: u32,
+    /// read-committed (up to the last stable offset, aborted records skipped) or
+    /// read-uncommitted (every data record).
+    #[arg(long, default_value_t = Isolation::default(), value_name = "read-committed|read-uncommitted")]
+    isolation: Isolation,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
 struct WorkerArgs {
     #[command(flatten)]
     owner: OwnerArgs,
@@ -412,6 +431,7 @@ fn main() -> ExitCode {
         Command::Redrive(args) => redrive(args),
         Command::Resets(args) => resets(args),
         Command::Repair(args) => repair(args),
+        Command::ReadOutput(args) => read_output(args),
         Command::Worker(args) => worker(args),
         Command::Bench(args) => bench::run(args),
         Command::Load(args) => load::run(args),
@@ -435,6 +455,7 @@ fn exit_code(error: &anyhow::Error) -> u8 {
         cause.downcast_ref::<LogError>().is_some_and(LogError::is_refusal)
             || cause.downcast_ref::<OwnerError>().is_some_and(OwnerError::is_refusal)
             || cause.downcast_ref::<ReplicationError>().is_some_and(ReplicationError::is_refusal)
+            || cause.downcast_ref::<TxnError>().is_some_and(TxnError::is_refusal)
     });
     if refusal {
         REFUSED_EXIT_CODE
@@ -463,6 +484,8 @@ fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
     } else {
         ReplicatedLog::create(&log_dir, identity, args.replicas)?;
     }
+    // The transactional strategies' output log, beside the input log (spec.md §10).
+    OutputLog::at(&Storage::Real, &log_dir, identity).create()?;
     println!(
         "initialised {} with {} partition(s), {} replica(s), journal {:?}",
         args.dir.dir.display(),
@@ -577,6 +600,7 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
     let group = &args.owner.group;
     let total = owner.store().total(group)?;
     println!("{} steps; group {group} total {total}", steps.len());
+    print_takes(&owner);
     for (step, outcome) in &steps {
         if let Outcome::DeadLettered { attempts } = outcome {
             println!(
@@ -597,6 +621,66 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{error} (another owner, or a newer incarnation of this one, took it)");
         return Ok(ExitCode::from(FENCED_EXIT_CODE));
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the owner's takes of transactional ids ended, and the output log's cut tails.
+fn print_takes(owner: &Owner) {
+    report_repairs(owner.output_repairs());
+    for take in owner.takes() {
+        for ended in &take.ended {
+            let what = match ended.end {
+                TxnEnd::Abort => "aborted the open transaction",
+                TxnEnd::Commit => "wrote the missing commit marker of the committed transaction",
+            };
+            println!(
+                "txn: partition {} taken at epoch {}: {what} of epoch {} (output offsets from {}, input offsets {}..{})",
+                take.partition, take.epoch, ended.txn.epoch, ended.txn.first_output, ended.input.start, ended.input.end
+            );
+        }
+    }
+}
+
+fn read_output(args: ReadOutputArgs) -> anyhow::Result<ExitCode> {
+    let store = args.dir.open_store()?;
+    let output = OutputLog::at(&Storage::Real, &args.dir.log_dir(), store.log_identity());
+    let mut reader = OutputReader::open(&output, args.partition, args.isolation)?;
+    let (records, Caught { position, lso, end }) = reader.read_all()?;
+    if args.json {
+        let rows: Vec<_> = records
+            .iter()
+            .map(|r| {
+                let ended = r.ended.map(|end| if end == TxnEnd::Commit { "committed" } else { "aborted" });
+                serde_json::json!({
+                    "offset": r.offset, "group": r.txn.group, "epoch": r.txn.epoch, "input_offset": r.input_offset,
+                    "delta": r.delta, "ended": ended
+                })
+            })
+            .collect();
+        let document = serde_json::json!({
+            "partition": args.partition, "isolation": args.isolation, "records": rows, "position": position,
+            "lso": lso, "end": end
+        });
+        println!("{document}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for r in &records {
+        let ended = match r.ended {
+            Some(TxnEnd::Commit) => "committed",
+            Some(TxnEnd::Abort) => "aborted",
+            None => "open",
+        };
+        println!(
+            "output offset {}: group {} input offset {} delta {} (epoch {}, {ended})",
+            r.offset, r.txn.group, r.input_offset, r.delta, r.txn.epoch
+        );
+    }
+    println!(
+        "partition {} {}: {} record(s) read; stopped at {position}; LSO {lso}, end {end}",
+        args.partition,
+        args.isolation,
+        records.len()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,17 +1,22 @@
 //! One owner process of a consumer group: its volatile leases, the steps its strategy allows,
-//! and each step's durable write, exactly as the model's owner (spec.md §3, §5).
+//! and each step's durable write, exactly as the model's owner (spec.md §3, §5). The
+//! transactional sequence's steps and takes are in `owner/transactional.rs`.
+
+mod transactional;
 
 use crate::crash::{CrashPlan, When};
-use crate::log::{decode_delta, Damage, Log, LogError, PartitionView};
+use crate::log::{decode_delta, Damage, Log, LogError, PartitionView, TailRepair};
 use crate::store::{FailurePolicy, Guard, Item, PoisonAttempt, Store, StoreError};
 pub use crate::strategy::Stage;
 use crate::strategy::{
     BatchWrite, Checkpointing, GuardKind, LogCheck, OutOfRange, ParallelCommit, PoisonPolicy, Rules, Sequence,
     StartPolicy, Step, StepKind, Strategy,
 };
+use crate::txn::{OutputLog, Take, TxnError};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::ops::Range;
 
 /// How the owner runs its strategy.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -115,6 +120,10 @@ pub struct InFlight {
     /// retention may have removed the record from the log (found by the conformance walks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poison_payload: Option<Vec<u8>>,
+    /// The transactional sequence: the output offsets of the batch's data records, once
+    /// `produce-output` appended them (stage `Produced`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Range<u64>>,
 }
 
 impl InFlight {
@@ -181,6 +190,12 @@ pub enum Outcome {
     },
     Recorded,
     Committed,
+    /// `produce-output`: the batch's output records are at output offsets `first..end`, in the
+    /// open transaction.
+    Produced {
+        first: u64,
+        end: u64,
+    },
     /// The fenced transaction aborted: the owner's epoch is stale; it dropped the partition.
     Fenced {
         held: i64,
@@ -226,6 +241,7 @@ impl fmt::Display for Outcome {
             Outcome::Applied { applied, skipped } => write!(f, "applied {applied} skipped {skipped}"),
             Outcome::Recorded => write!(f, "recorded"),
             Outcome::Committed => write!(f, "committed"),
+            Outcome::Produced { first, end } => write!(f, "produced {first} {end}"),
             Outcome::Fenced { held, current } => write!(f, "fenced {held} {current}"),
             Outcome::Failed { attempts } => write!(f, "failed {attempts}"),
             Outcome::Exhausted => write!(f, "exhausted"),
@@ -246,6 +262,7 @@ impl Outcome {
             | Outcome::Applied { .. }
             | Outcome::Recorded
             | Outcome::Committed
+            | Outcome::Produced { .. }
             | Outcome::Failed { .. }
             | Outcome::Exhausted
             | Outcome::DeadLettered { .. }
@@ -263,6 +280,7 @@ impl Outcome {
             | Outcome::Applied { .. }
             | Outcome::Recorded
             | Outcome::Committed
+            | Outcome::Produced { .. }
             | Outcome::Fenced { .. }
             | Outcome::Exhausted
             | Outcome::DeadLettered { .. }
@@ -277,6 +295,8 @@ impl Outcome {
 pub enum OwnerError {
     Store(StoreError),
     Log(LogError),
+    /// The output log of the transactional strategies.
+    Txn(TxnError),
     /// The step is not what the strategy allows now (the worker protocol's guard).
     NotEnabled {
         step: Step,
@@ -315,6 +335,7 @@ impl fmt::Display for OwnerError {
         match self {
             OwnerError::Store(error) => write!(f, "{error}"),
             OwnerError::Log(error) => write!(f, "{error}"),
+            OwnerError::Txn(error) => write!(f, "{error}"),
             OwnerError::NotEnabled { step, enabled } => {
                 let enabled: Vec<String> = enabled.iter().map(Step::to_string).collect();
                 let enabled = if enabled.is_empty() { "none".to_string() } else { enabled.join(", ") };
@@ -356,6 +377,7 @@ impl OwnerError {
         match self {
             OwnerError::Refused { .. } => true,
             OwnerError::Log(error) => error.is_refusal(),
+            OwnerError::Txn(error) => error.is_refusal(),
             OwnerError::Store(_)
             | OwnerError::NotEnabled { .. }
             | OwnerError::BadPayload { .. }
@@ -377,6 +399,12 @@ impl From<LogError> for OwnerError {
     }
 }
 
+impl From<TxnError> for OwnerError {
+    fn from(error: TxnError) -> Self {
+        OwnerError::Txn(error)
+    }
+}
+
 pub struct Owner {
     store: Store,
     log: Log,
@@ -387,7 +415,16 @@ pub struct Owner {
     /// The last log end seen per partition (see `log_end`).
     log_ends: BTreeMap<u32, u64>,
     crash: CrashPlan,
+    /// The transactional sequence's output log (beside the input log); `None` for the others.
+    output: Option<OutputLog>,
+    /// What the takes of transactional ids did, and the tails the output log's writer cut, the
+    /// last `REPORTS_KEPT_MAX` of each (for `consume` to print).
+    takes: Vec<Take>,
+    output_repairs: Vec<TailRepair>,
 }
+
+/// How many takes and output-log repairs an owner keeps for its report.
+const REPORTS_KEPT_MAX: usize = 64;
 
 /// Serialisable view of an owner's volatile state (the worker's `state` reply).
 #[derive(Clone, Debug, Serialize)]
@@ -430,8 +467,25 @@ impl Owner {
                 leases
             }
         };
-        let log_ends = BTreeMap::new();
-        Ok(Owner { store, log, group: group.to_string(), name: name.to_string(), settings, leases, log_ends, crash })
+        let output = match settings.rules().sequence {
+            Sequence::Transactional => Some(OutputLog::beside(&log)),
+            Sequence::CommitThenEffect
+            | Sequence::EffectThenCommit
+            | Sequence::EffectOnly
+            | Sequence::EffectRecordCommit
+            | Sequence::Stamped
+            | Sequence::DedupedThenCommit
+            | Sequence::Atomic => None,
+        };
+        let (group, name, log_ends) = (group.to_string(), name.to_string(), BTreeMap::new());
+        let (takes, output_repairs) = (Vec::new(), Vec::new());
+        let mut owner =
+            Owner { store, log, group, name, settings, leases, log_ends, crash, output, takes, output_repairs };
+        let taken: Vec<u32> = owner.leases.keys().copied().collect();
+        for partition in taken {
+            owner.take_transactional_id(partition)?;
+        }
+        Ok(owner)
     }
 
     pub fn state(&self) -> OwnerState<'_> {
@@ -448,6 +502,9 @@ impl Owner {
             return Ok(None);
         }
         self.leases.insert(partition, Lease::fresh(row.epoch, row.next_offset));
+        if !self.take_transactional_id(partition)? {
+            return Ok(None);
+        }
         Ok(Some(row.epoch))
     }
 
@@ -462,6 +519,16 @@ impl Owner {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The last takes of transactional ids (oldest first): what each ended.
+    pub fn takes(&self) -> &[Take] {
+        &self.takes
+    }
+
+    /// The last unacknowledged tails the output log's writer cut (oldest first).
+    pub fn output_repairs(&self) -> &[TailRepair] {
+        &self.output_repairs
     }
 
     /// The steps the strategy allows now, in a fixed order (by partition).
@@ -535,6 +602,8 @@ impl Owner {
             StepKind::ApplyStamped => self.apply(step, Effect::Stamped),
             StepKind::ApplyDeduped => self.apply(step, Effect::Deduped),
             StepKind::ApplyAtomic => self.apply(step, Effect::Atomic),
+            StepKind::ProduceOutput => self.produce_output(step),
+            StepKind::CommitTxn => self.commit_txn(step),
         }?;
         self.crash.at(step.kind, When::After, span);
         Ok(outcome)
@@ -555,7 +624,9 @@ impl Owner {
             | StepKind::ApplyStamped
             | StepKind::ApplyDeduped
             | StepKind::ApplyAtomic
-            | StepKind::DeadLetter => {
+            | StepKind::DeadLetter
+            | StepKind::ProduceOutput
+            | StepKind::CommitTxn => {
                 step.offset..lease.records.get(&step.offset).map_or(step.offset + 1, |record| record.end)
             }
         }
@@ -612,6 +683,7 @@ impl Owner {
             StartPolicy::ClaimEpoch => {
                 if let Some(claimed) = self.store.claim_own_partition(&self.group, partition, &self.name)? {
                     self.leases.insert(partition, Lease::fresh(claimed.epoch, claimed.next_offset));
+                    self.take_transactional_id(partition)?;
                 }
             }
             StartPolicy::StoredEpoch => {
@@ -738,7 +810,7 @@ impl Owner {
         }
         let count = deltas.len() as u64;
         let lease = self.lease_mut(partition);
-        let in_flight = InFlight { end: position + count, stage: Stage::Fetched, deltas, poison_payload };
+        let in_flight = InFlight { end: position + count, stage: Stage::Fetched, deltas, poison_payload, output: None };
         lease.records.insert(position, in_flight);
         lease.position = position + count;
         Ok(Outcome::Fetched { count })
@@ -775,7 +847,8 @@ impl Owner {
                     | Sequence::EffectOnly
                     | Sequence::Stamped
                     | Sequence::DedupedThenCommit
-                    | Sequence::Atomic => false,
+                    | Sequence::Atomic
+                    | Sequence::Transactional => false,
                 };
                 self.store.add_effect(&group, partition, &items, unless_processed, &mut inside)
             }
@@ -843,8 +916,9 @@ impl Owner {
                 }
             }
             // One transaction wrote the effect and the next offset (none when every record was
-            // skipped: the stored offset is already past them).
-            Sequence::Atomic => {
+            // skipped: the stored offset is already past them); the transactional sequence's is
+            // `commit-txn`'s.
+            Sequence::Atomic | Sequence::Transactional => {
                 lease.records.remove(&offset);
                 if applied.iter().any(|&a| a) {
                     lease.checkpoint = end;

@@ -70,6 +70,12 @@ named_enum! {
         AtomicDlq => "atomic-dlq",
         SkipPoison => "skip-poison",
         RetryForever => "retry-forever",
+        /// Read-process-write (spec.md §3.3, §10): per batch an output record in a transaction
+        /// of the partition's transactional id, fenced by its producer epoch, then the commit.
+        TxnFenced => "txn-fenced",
+        /// The trap: the same transactions without producer identity (MiniKafka's transaction
+        /// path): nothing is fenced and no take aborts an earlier epoch's transaction.
+        TxnUnfenced => "txn-unfenced",
     }
 }
 
@@ -102,16 +108,24 @@ pub enum Sequence {
     /// `apply-atomic`: the effect and `next_offset := end` in one transaction, under the guard.
     /// A poison record's `apply-atomic` fails; the poison policy says what comes next.
     Atomic,
+    /// Read-process-write: `produce-output` (the batch's output records appended to the output
+    /// partition in the open transaction), then `commit-txn` (one store transaction: the
+    /// effect, `next_offset := end` and the transaction committed; then its commit marker),
+    /// both under the guard (`Fenced` or `Blind`).
+    Transactional,
 }
 
-/// What `apply-atomic` checks before it writes (spec.md §5). The poison writes (the counted
-/// attempt, `dead-letter`) and `reset-offset` are fenced whatever the strategy: the store takes
-/// the lease epoch for them.
+/// What `apply-atomic` (or the transactional writes) checks before it writes (spec.md §5,
+/// §3.3). The poison writes (the counted attempt, `dead-letter`) and `reset-offset` are fenced
+/// whatever the strategy: the store takes the lease epoch for them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GuardKind {
-    /// Nothing: the next offset is written blindly.
+    /// Nothing: the next offset is written blindly (transactional: no producer identity, so
+    /// nothing is fenced and a take aborts nothing).
     Blind,
-    /// The lease epoch must equal the stored epoch, else the transaction aborts (`Fenced`).
+    /// The lease epoch must equal the stored epoch, else the transaction aborts (`Fenced`)
+    /// (transactional: the epoch is the producer epoch of the partition's transactional id, and
+    /// every take aborts the open transactions of earlier epochs).
     Fenced,
     /// Compare-and-set on the stored next offset: records below it are skipped.
     Cas,
@@ -162,6 +176,7 @@ impl Strategy {
         use PoisonPolicy::{DeadLetter, NotHandled, RetryForever, Skip};
         use Sequence::{
             Atomic, CommitThenEffect, DedupedThenCommit, EffectOnly, EffectRecordCommit, EffectThenCommit, Stamped,
+            Transactional,
         };
         let (sequence, guard, checkpoint, poison) = match self {
             Strategy::CommitFirst => (CommitThenEffect, Blind, PerBatch, NotHandled),
@@ -178,6 +193,8 @@ impl Strategy {
             Strategy::AtomicDlq => (Atomic, Fenced, PerBatch, DeadLetter),
             Strategy::SkipPoison => (Atomic, Fenced, PerBatch, Skip),
             Strategy::RetryForever => (Atomic, Fenced, PerBatch, RetryForever),
+            Strategy::TxnFenced => (Transactional, Fenced, PerBatch, NotHandled),
+            Strategy::TxnUnfenced => (Transactional, Blind, PerBatch, NotHandled),
         };
         Rules { sequence, guard, checkpoint, poison }
     }
@@ -195,9 +212,16 @@ const _: () = {
 impl Rules {
     /// The invariants of a row, asserted at compile time for the whole table.
     const fn check(self) {
-        // Only the atomic transaction reads a guard.
-        if !matches!(self.guard, GuardKind::Blind) {
-            assert!(matches!(self.sequence, Sequence::Atomic), "a guard needs the apply-atomic sequence");
+        // Only the atomic transaction reads a guard, and the transactional writes the fence.
+        match self.guard {
+            GuardKind::Blind => {}
+            GuardKind::Fenced => assert!(
+                matches!(self.sequence, Sequence::Atomic | Sequence::Transactional),
+                "a fence needs the apply-atomic or the transactional sequence"
+            ),
+            GuardKind::Cas => {
+                assert!(matches!(self.sequence, Sequence::Atomic), "a CAS needs the apply-atomic sequence")
+            }
         }
         // A poison record fails inside `apply-atomic`, and its writes are fenced.
         if self.poison.is_handled() {
@@ -212,7 +236,8 @@ impl Rules {
             | Sequence::EffectThenCommit
             | Sequence::EffectRecordCommit
             | Sequence::DedupedThenCommit
-            | Sequence::Atomic => true,
+            | Sequence::Atomic
+            | Sequence::Transactional => true,
         };
         let checkpoints_per_batch = match self.checkpoint {
             Checkpointing::PerBatch => true,
@@ -241,6 +266,8 @@ impl Rules {
             (S::Stamped, Stage::Fetched) => Some(W::ApplyStamped),
             (S::DedupedThenCommit, Stage::Fetched) => Some(W::ApplyDeduped),
             (S::Atomic, Stage::Fetched) => Some(W::ApplyAtomic),
+            (S::Transactional, Stage::Fetched) => Some(W::ProduceOutput),
+            (S::Transactional, Stage::Produced) => Some(W::CommitTxn),
             (S::Atomic, Stage::Exhausted) => match self.poison {
                 PoisonPolicy::DeadLetter => Some(W::DeadLetter),
                 // The trap: the checkpoint moves past the failing record with no trace of it.
@@ -255,12 +282,16 @@ impl Rules {
                 | S::EffectRecordCommit
                 | S::Stamped
                 | S::DedupedThenCommit
-                | S::Atomic,
+                | S::Atomic
+                | S::Transactional,
                 Stage::Committed,
             ) => None,
             // The effect write is the batch's last (commit-first: after its commit; the others
-            // commit with the checkpointing or inside the transaction).
-            (S::CommitThenEffect | S::EffectOnly | S::Stamped | S::Atomic, Stage::EffectApplied) => None,
+            // commit with the checkpointing or inside the transaction; the transactional
+            // sequence's effect is its commit).
+            (S::CommitThenEffect | S::EffectOnly | S::Stamped | S::Atomic | S::Transactional, Stage::EffectApplied) => {
+                None
+            }
             // Only dedup-separate records ids apart from the effect.
             (
                 S::CommitThenEffect
@@ -268,7 +299,8 @@ impl Rules {
                 | S::EffectOnly
                 | S::Stamped
                 | S::DedupedThenCommit
-                | S::Atomic,
+                | S::Atomic
+                | S::Transactional,
                 Stage::Recorded,
             ) => None,
             // Only a poison record is exhausted, and only in the atomic sequence.
@@ -278,8 +310,20 @@ impl Rules {
                 | S::EffectOnly
                 | S::EffectRecordCommit
                 | S::Stamped
-                | S::DedupedThenCommit,
+                | S::DedupedThenCommit
+                | S::Transactional,
                 Stage::Exhausted,
+            ) => None,
+            // Only the transactional sequence produces output before its commit.
+            (
+                S::CommitThenEffect
+                | S::EffectThenCommit
+                | S::EffectOnly
+                | S::EffectRecordCommit
+                | S::Stamped
+                | S::DedupedThenCommit
+                | S::Atomic,
+                Stage::Produced,
             ) => None,
         }
     }
@@ -330,6 +374,9 @@ pub enum Stage {
     Recorded,
     /// A poison record the owner gave up on: it is dead-lettered (atomic-dlq) or skipped next.
     Exhausted,
+    /// Read-process-write: the batch's output records are in the open transaction of the
+    /// output partition; `commit-txn` is next.
+    Produced,
 }
 
 /// A durable write a fetched batch waits for: what `Rules::next_write` names. Each is a step
@@ -343,6 +390,8 @@ pub enum BatchWrite {
     ApplyDeduped,
     ApplyAtomic,
     DeadLetter,
+    ProduceOutput,
+    CommitTxn,
 }
 
 impl BatchWrite {
@@ -355,6 +404,8 @@ impl BatchWrite {
             BatchWrite::ApplyDeduped => StepKind::ApplyDeduped,
             BatchWrite::ApplyAtomic => StepKind::ApplyAtomic,
             BatchWrite::DeadLetter => StepKind::DeadLetter,
+            BatchWrite::ProduceOutput => StepKind::ProduceOutput,
+            BatchWrite::CommitTxn => StepKind::CommitTxn,
         }
     }
 
@@ -368,7 +419,9 @@ impl BatchWrite {
             | BatchWrite::ApplyStamped
             | BatchWrite::ApplyDeduped
             | BatchWrite::ApplyAtomic
-            | BatchWrite::DeadLetter => start,
+            | BatchWrite::DeadLetter
+            | BatchWrite::ProduceOutput
+            | BatchWrite::CommitTxn => start,
         };
         Step { kind: self.kind(), partition, offset }
     }
@@ -471,6 +524,31 @@ named_enum! {
         ResetOffset => "reset-offset",
         FailOutOfRange => "fail-out-of-range",
         RefuseAhead => "refuse-ahead",
+        ProduceOutput => "produce-output",
+        CommitTxn => "commit-txn",
+    }
+}
+
+named_enum! {
+    /// What a downstream reader of the output partitions sees (spec.md §3.3, §10): the model's
+    /// `Isolation`, spelled the same (`consumer read-output --isolation`).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum Isolation {
+        /// Up to the last stable offset (the first record of a transaction still open); the
+        /// records of aborted transactions are skipped.
+        #[default]
+        ReadCommitted => "read-committed",
+        /// Every data record, committed, open or aborted.
+        ReadUncommitted => "read-uncommitted",
+    }
+}
+
+impl FromStr for Isolation {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Isolation::from_name(text)
+            .ok_or_else(|| format!("unknown isolation '{text}' (expected read-committed or read-uncommitted)"))
     }
 }
 
@@ -541,6 +619,9 @@ mod tests {
         for check in LogCheck::ALL {
             assert_eq!(check.name().parse::<LogCheck>(), Ok(check));
         }
+        for isolation in Isolation::ALL {
+            assert_eq!(isolation.name().parse::<Isolation>(), Ok(isolation));
+        }
         let names: std::collections::BTreeSet<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
         assert_eq!(names.len(), Strategy::ALL.len(), "two strategies share a name");
     }
@@ -563,7 +644,7 @@ mod tests {
     /// Walking the sequence by its writes' usual outcomes gives spec.md §5's per-record writes.
     #[test]
     fn sequences_spell_the_spec_writes() {
-        let expected: [(Strategy, &[StepKind]); 7] = [
+        let expected: [(Strategy, &[StepKind]); 9] = [
             (Strategy::CommitFirst, &[StepKind::CommitOffset, StepKind::ApplyEffect]),
             (Strategy::EffectFirst, &[StepKind::ApplyEffect, StepKind::CommitOffset]),
             (Strategy::DedupSeparate, &[StepKind::ApplyEffect, StepKind::InsertProcessed, StepKind::CommitOffset]),
@@ -571,6 +652,8 @@ mod tests {
             (Strategy::PeriodicCommit, &[StepKind::ApplyEffect]),
             (Strategy::OffsetStamp, &[StepKind::ApplyStamped]),
             (Strategy::AtomicFenced, &[StepKind::ApplyAtomic]),
+            (Strategy::TxnFenced, &[StepKind::ProduceOutput, StepKind::CommitTxn]),
+            (Strategy::TxnUnfenced, &[StepKind::ProduceOutput, StepKind::CommitTxn]),
         ];
         for (strategy, writes) in expected {
             let rules = strategy.rules();
@@ -584,13 +667,15 @@ mod tests {
                         Stage::EffectApplied
                     }
                     BatchWrite::InsertProcessed => Stage::Recorded,
+                    BatchWrite::ProduceOutput => Stage::Produced,
                     // The write finished the batch.
                     BatchWrite::CommitOffset
                     | BatchWrite::ApplyEffect
                     | BatchWrite::ApplyDeduped
                     | BatchWrite::ApplyStamped
                     | BatchWrite::ApplyAtomic
-                    | BatchWrite::DeadLetter => break,
+                    | BatchWrite::DeadLetter
+                    | BatchWrite::CommitTxn => break,
                 };
             }
             assert_eq!(walked, writes, "{strategy}");

@@ -13,7 +13,9 @@
 //!     written, the partition dropped);
 //!   - `failed ATTEMPTS`, `exhausted` or `dead-lettered ATTEMPTS` (a poison record, below);
 //!   - `reset FROM TO` or `out-of-range POSITION START` (retention passed the position, below);
-//!   - `refused STORED POSITION END` (the log lost records, below).
+//!   - `refused STORED POSITION END` (the log lost records, below);
+//!   - `produced FIRST END` (`produce-output`: the batch's output records are at output
+//!     offsets FIRST..END, in the open transaction; below).
 //! - `assign PARTITION` (after a rebalance named this owner) replies `ok assigned EPOCH` or
 //!   `ok not-assigned`.
 //! - `arm POINT` (a crash point, e.g. `apply-atomic:inside`) replies `ok armed`; the point
@@ -43,6 +45,15 @@
 //! does not refuse at start when its group is ahead of the log: it starts, and the parent
 //! drives the refusal as the model's `refuse-ahead` step. Another log, or a missing log file,
 //! is refused at start (exit 4).
+//!
+//! The transactional strategies (txn-fenced, txn-unfenced) take `produce-output PARTITION
+//! OFFSET`, which replies `produced FIRST END` (or, txn-fenced, `fenced HELD CURRENT` with
+//! nothing appended), then `commit-txn PARTITION OFFSET`, which replies `applied N skipped 0`
+//! (the transaction committed: N records' effect and the next offset, then the commit marker)
+//! or `fenced HELD CURRENT`. Every take of a partition (the start, `assign`) first initialises
+//! its transactional id: under txn-fenced the open transactions of earlier epochs are aborted
+//! (abort markers) and a committed one whose marker a crash lost gets it; `assign` replies
+//! `ok not-assigned` when a newer epoch was claimed before that take could run.
 //!
 //! On start the worker prints `ready JSON` with its state. A step that is not enabled is an
 //! `err` and changes nothing; a storage error is an `err` too, and the worker keeps serving.

@@ -394,8 +394,9 @@ fn a_version_3_store_is_refused() {
         let output = dir.run(subcommand, rest);
         common::expect_code(case, subcommand, &output, FAILED);
         let expected = format!(
-            "error: database {} has schema version 3, this build reads version 4\n",
-            dir.store_path().display()
+            "error: database {} has schema version 3, this build reads version {}\n",
+            dir.store_path().display(),
+            consumer::store::SCHEMA_VERSION
         );
         assert_eq!(stderr(&output), expected, "case '{case}': {subcommand}\n{}", describe(&output));
     }

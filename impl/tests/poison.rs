@@ -591,8 +591,9 @@ fn a_version_1_store_is_refused() {
         let output = dir.run(subcommand, args);
         common::expect_code(case, subcommand, &output, FAILED);
         let expected = format!(
-            "error: database {} has schema version 1, this build reads version 4\n",
-            dir.store_path().display()
+            "error: database {} has schema version 1, this build reads version {}\n",
+            dir.store_path().display(),
+            consumer::store::SCHEMA_VERSION
         );
         assert_eq!(
             stderr(&output),

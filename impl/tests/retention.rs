@@ -491,8 +491,9 @@ fn a_version_2_store_is_refused() {
         let output = dir.run(subcommand, args);
         common::expect_code(case, subcommand, &output, FAILED);
         let expected = format!(
-            "error: database {} has schema version 2, this build reads version 4\n",
-            dir.store_path().display()
+            "error: database {} has schema version 2, this build reads version {}\n",
+            dir.store_path().display(),
+            consumer::store::SCHEMA_VERSION
         );
         assert_eq!(
             stderr(&output),

@@ -121,13 +121,16 @@ use partition::{partition_path, Partition};
 use replication::{identity_of_replicas, is_replicated, Source};
 use retention::write_start;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use storage::DirLock;
 
 /// The handle on a log directory, either as its single writer or as one of its readers.
 pub struct Log {
     writer: bool,
     identity: LogIdentity,
+    /// Where the log lives: the transactional output log is found beside it (`crate::txn`).
+    storage: Storage,
+    dir: PathBuf,
     parts: Vec<Partition>,
     /// Never read: the exclusive lock lives exactly as long as this value.
     _lock: Option<DirLock>,
@@ -273,7 +276,11 @@ impl Log {
             parts.push(part);
             repairs.extend(repair);
         }
-        Ok((Log { writer: true, identity: expected, parts, _lock: Some(lock), replicated: None }, repairs))
+        let (storage, dir) = (storage.clone(), dir.to_path_buf());
+        Ok((
+            Log { writer: true, identity: expected, storage, dir, parts, _lock: Some(lock), replicated: None },
+            repairs,
+        ))
     }
 
     /// Opens the log `expected` names in `dir` for reading only, possibly while another
@@ -302,7 +309,16 @@ impl Log {
                     Err(error) => return Err(error),
                 }
             }
-            return Ok(Log { writer: false, identity: expected, parts, _lock: None, replicated: Some(source) });
+            let (storage, dir) = (storage.clone(), dir.to_path_buf());
+            return Ok(Log {
+                writer: false,
+                identity: expected,
+                storage,
+                dir,
+                parts,
+                _lock: None,
+                replicated: Some(source),
+            });
         }
         let mut parts = Vec::new();
         for number in 0..expected.partitions {
@@ -310,7 +326,8 @@ impl Log {
             part.refresh()?;
             parts.push(part);
         }
-        Ok(Log { writer: false, identity: expected, parts, _lock: None, replicated: None })
+        let (storage, dir) = (storage.clone(), dir.to_path_buf());
+        Ok(Log { writer: false, identity: expected, storage, dir, parts, _lock: None, replicated: None })
     }
 
     /// Makes the log `expected` names in `dir` consistent again after a loss: see `repair.rs`.
@@ -327,6 +344,11 @@ impl Log {
     /// The identity this handle was opened with (checked against the directory's).
     pub fn identity(&self) -> LogIdentity {
         self.identity
+    }
+
+    /// The storage and the directory this handle was opened on.
+    pub fn location(&self) -> (&Storage, &Path) {
+        (&self.storage, &self.dir)
     }
 
     /// The number of partitions this handle was opened with.

@@ -167,7 +167,8 @@ impl fmt::Display for Point {
     }
 }
 
-/// Whether a strategy's total must be exact after a crash: one guarded atomic transaction.
+/// Whether a strategy's total must be exact after a crash: one guarded atomic transaction
+/// (`apply-atomic`, or the transactional sequence's `commit-txn`).
 pub fn is_exact(strategy: Strategy) -> bool {
     let rules = strategy.rules();
     let guarded = match rules.guard {
@@ -175,7 +176,7 @@ pub fn is_exact(strategy: Strategy) -> bool {
         GuardKind::Blind => false,
     };
     let atomic = match rules.sequence {
-        Sequence::Atomic => true,
+        Sequence::Atomic | Sequence::Transactional => true,
         Sequence::CommitThenEffect
         | Sequence::EffectThenCommit
         | Sequence::EffectOnly
@@ -198,6 +199,7 @@ pub enum PowerError {
     Store(StoreError),
     Owner(OwnerError),
     Replication(ReplicationError),
+    Txn(crate::txn::TxnError),
     /// `Config` out of its bounds.
     BadConfig(String),
 }
@@ -210,6 +212,7 @@ impl fmt::Display for PowerError {
             PowerError::Store(error) => write!(f, "{error}"),
             PowerError::Owner(error) => write!(f, "{error}"),
             PowerError::Replication(error) => write!(f, "{error}"),
+            PowerError::Txn(error) => write!(f, "{error}"),
             PowerError::BadConfig(what) => f.write_str(what),
         }
     }
@@ -226,6 +229,12 @@ impl From<LogError> for PowerError {
 impl From<StoreError> for PowerError {
     fn from(error: StoreError) -> Self {
         PowerError::Store(error)
+    }
+}
+
+impl From<crate::txn::TxnError> for PowerError {
+    fn from(error: crate::txn::TxnError) -> Self {
+        PowerError::Txn(error)
     }
 }
 

@@ -19,7 +19,8 @@ pub struct Tally {
     pub lost_unacked: u64,
     /// Acknowledged records the reopened log lacks or holds other bytes of; must be 0.
     pub acked_lost: u64,
-    /// Runs of a strategy that is not exact whose total is not the records' sum.
+    /// Runs of a strategy that is not exact whose total is not the records' sum (or, the
+    /// transactional sequence, whose read_committed output is not every record's once).
     pub inexact: u64,
     /// Pending disk operations the cuts kept (of which garbled or torn writes) and dropped.
     pub kept: u64,

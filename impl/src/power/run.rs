@@ -9,7 +9,8 @@ use crate::log::{
 };
 use crate::owner::{check_log, OnFenced, Owner, OwnerError, Settings, FIRST_OWNER};
 use crate::store::{Store, StoreOptions};
-use crate::strategy::{LogCheck, Step, StepKind, Strategy};
+use crate::strategy::{Isolation, LogCheck, Sequence, Step, StepKind, Strategy};
+use crate::txn::{OutputLog, OutputReader};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
@@ -48,7 +49,7 @@ pub(super) struct Outcome {
     /// Records of the interrupted append (never acknowledged) that the reopened log lacks.
     pub(super) lost_unacked: u64,
     pub(super) acked_lost: u64,
-    /// A strategy that is not exact ended with another total (not a violation).
+    /// A strategy that is not exact ended with another total or output (not a violation).
     pub(super) inexact: bool,
     pub(super) cut: Cut,
     pub(super) violations: Vec<String>,
@@ -100,6 +101,7 @@ impl World {
         let log_dir = Path::new(ROOT).join("log");
         let identity = LogIdentity { id: seed | 1, partitions: 1 };
         Log::create_on(&storage, &log_dir, identity)?;
+        OutputLog::at(&storage, &log_dir, identity).create()?;
         let store_path = dir.join("store.db");
         Store::create(&store_path, identity, StoreOptions::default())?;
         Ok(World { disk, storage, log_dir, dir, store_path, identity })
@@ -196,7 +198,9 @@ fn whens(kind: StepKind) -> &'static [When] {
         | StepKind::ApplyDeduped
         | StepKind::ApplyAtomic
         | StepKind::DeadLetter
-        | StepKind::ResetOffset => &[When::Before, When::Inside, When::After],
+        | StepKind::ResetOffset
+        | StepKind::ProduceOutput
+        | StepKind::CommitTxn => &[When::Before, When::Inside, When::After],
     }
 }
 
@@ -490,6 +494,35 @@ fn check_final(world: &World, case: &Case, owner: &Owner, outcome: &mut Outcome)
     if total != expected && is_exact(case.strategy) {
         outcome.violation(format!("total {total}, not the sum {expected} of the records"));
     }
-    outcome.inexact = total != expected;
+    let output_exact = check_output(world, case.strategy)?;
+    if let Some(problem) = output_exact.as_ref().err().filter(|_| is_exact(case.strategy)) {
+        outcome.violation(problem.clone());
+    }
+    outcome.inexact = total != expected || output_exact.is_err();
     Ok(())
+}
+
+/// The transactional sequence's output: a read_committed reader of the reopened output log
+/// reads every input record's output once, in order, with its delta, and stops at the end
+/// (nothing left open). `Err` says what differs; the other sequences have no output.
+fn check_output(world: &World, strategy: Strategy) -> Result<Result<(), String>, PowerError> {
+    match strategy.rules().sequence {
+        Sequence::Transactional => {}
+        Sequence::CommitThenEffect
+        | Sequence::EffectThenCommit
+        | Sequence::EffectOnly
+        | Sequence::EffectRecordCommit
+        | Sequence::Stamped
+        | Sequence::DedupedThenCommit
+        | Sequence::Atomic => return Ok(Ok(())),
+    }
+    let output = OutputLog::at(&world.storage, &world.log_dir, world.identity);
+    let mut reader = OutputReader::open(&output, 0, Isolation::ReadCommitted)?;
+    let (records, caught) = reader.read_all()?;
+    let read: Vec<(u64, i64)> = records.iter().map(|record| (record.input_offset, record.delta)).collect();
+    let expected: Vec<(u64, i64)> = (0..RECORDS).map(|offset| (offset, delta(offset))).collect();
+    if read != expected || caught.lso != caught.end {
+        return Ok(Err(format!("read_committed output {read:?} (LSO {}, end {})", caught.lso, caught.end)));
+    }
+    Ok(Ok(()))
 }

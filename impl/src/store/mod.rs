@@ -1,6 +1,6 @@
 //! The store: per group the effect, per (group, partition) progress, epoch and stamp, the
-//! processed-id table, the failed attempts and dead letters of poison records, and the recorded
-//! resets past retained records. Two backends: SQLite (`sqlite::SqliteStore`, the default),
+//! processed-id table, the failed attempts and dead letters of poison records, the recorded
+//! resets past retained records, and the transactions of the transactional strategies. Two backends: SQLite (`sqlite::SqliteStore`, the default),
 //! where every write is one explicit `BEGIN IMMEDIATE` transaction, and PostgreSQL
 //! (`postgres::PgStore`); `Store` dispatches to either.
 //!
@@ -15,7 +15,7 @@ pub use self::postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use types::{
     Claimed, DeadLetter, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset, Rewind,
-    StoreError, StoreOptions, SCHEMA_VERSION,
+    StoreError, StoreOptions, TxnRow, TxnState, TxnTable, SCHEMA_VERSION,
 };
 
 use crate::log::LogIdentity;
@@ -262,6 +262,38 @@ impl Store {
         dispatch!(self, s => s.resets(group))
     }
 
+    /// `commit-txn`'s store transaction, the commit point of a read-process-write transaction:
+    /// the fence (if any), the items' effect, the next offset past them and `txn` recorded as
+    /// committed.
+    pub fn commit_txn(
+        &mut self,
+        items: &[Item],
+        fence: Option<i64>,
+        txn: &TxnRow,
+        inside: InsideHook<'_>,
+    ) -> Result<(), StoreError> {
+        dispatch!(self, s => s.commit_txn(items, fence, txn, inside))
+    }
+
+    /// An output section: one transaction holding the partition's progress row (the fence
+    /// checked, if any) while `body` appends to the output log and reads or records the
+    /// partition's transactions. Every append to the output log happens inside one, after the
+    /// store's lock and before the output log's writer lock, so the two are always taken in
+    /// that order.
+    pub fn output_section<T, X: From<StoreError>>(
+        &mut self,
+        (group, partition): (&str, u32),
+        fence: Option<i64>,
+        inside: InsideHook<'_>,
+        body: impl FnOnce(&mut dyn TxnTable) -> Result<T, X>,
+    ) -> Result<T, X> {
+        dispatch!(self, s => s.output_section((group, partition), fence, inside, body))
+    }
+
+    pub fn txns(&self, group: Option<&str>) -> Result<Vec<TxnRow>, StoreError> {
+        dispatch!(self, s => s.txns(group))
+    }
+
     pub fn attempts(&self, group: &str, partition: u32, offset: u64) -> Result<u64, StoreError> {
         dispatch!(self, s => s.attempts(group, partition, offset))
     }
@@ -284,7 +316,7 @@ mod tests {
     /// PostgreSQL `init` refuses a database holding any of them).
     #[test]
     fn both_backends_create_the_same_tables() {
-        let expected = ["meta", "effect", "progress", "processed", "attempts", "dead_letters", "resets"];
+        let expected = ["meta", "effect", "progress", "processed", "attempts", "dead_letters", "resets", "txns"];
         assert_eq!(table_names(PG_SCHEMA), expected);
         assert_eq!(table_names(SQLITE_SCHEMA), expected);
         assert_eq!(PG_SCHEMA.matches("CREATE TABLE").count(), expected.len());

@@ -14,7 +14,7 @@
 
 use super::types::{
     Claimed, DeadLetter, Ending, FailurePolicy, Guard, InsideHook, Item, PoisonAttempt, ProgressRow, Reset, Rewind,
-    StoreError, StoreOptions, SCHEMA_VERSION,
+    StoreError, StoreOptions, TxnRow, TxnState, TxnTable, SCHEMA_VERSION,
 };
 use crate::log::LogIdentity;
 use postgres::config::Host;
@@ -45,6 +45,10 @@ pub(super) const SCHEMA: &str = "
     CREATE TABLE resets (
         grp TEXT NOT NULL, part BIGINT NOT NULL, from_offset BIGINT NOT NULL, to_offset BIGINT NOT NULL,
         PRIMARY KEY (grp, part, from_offset, to_offset));
+    CREATE TABLE txns (
+        grp TEXT NOT NULL, part BIGINT NOT NULL, first_output BIGINT NOT NULL, epoch BIGINT NOT NULL,
+        input_offset BIGINT NOT NULL, input_end BIGINT NOT NULL, state TEXT NOT NULL,
+        PRIMARY KEY (grp, part, first_output));
 ";
 
 /// The names of the tables a schema creates, in order: the word after each `CREATE TABLE`.
@@ -153,6 +157,59 @@ fn lock_and_check_epoch(write: &mut Write<'_>, group: &str, partition: u32, held
 }
 
 const ATTEMPTS_SQL: &str = "SELECT attempts, error FROM attempts WHERE grp = $1 AND part = $2 AND log_offset = $3";
+
+/// Locks the progress row of an output section or a transactional commit, checking the fence
+/// when there is one (`lock_and_check_epoch`).
+fn lock_row(write: &mut Write<'_>, group: &str, partition: u32, fence: Option<i64>) -> Result<(), StoreError> {
+    match fence {
+        Some(held) => lock_and_check_epoch(write, group, partition, held),
+        None => {
+            let sql = "SELECT epoch FROM progress WHERE grp = $1 AND part = $2 FOR UPDATE";
+            write.one(sql, &[&group, &i64::from(partition)]).map(|_| ())
+        }
+    }
+}
+
+/// Inserts one `txns` row.
+fn insert_txn(write: &mut Write<'_>, txn: &TxnRow) -> Result<(), StoreError> {
+    let sql = "INSERT INTO txns (grp, part, first_output, epoch, input_offset, input_end, state) \
+               VALUES ($1, $2, $3, $4, $5, $6, $7)";
+    let (part, first, input, end) =
+        (i64::from(txn.partition), txn.first_output as i64, txn.input_offset as i64, txn.input_end as i64);
+    write.exec(sql, &[&txn.group, &part, &first, &txn.epoch, &input, &end, &txn.state.name()]).map(|_| ())
+}
+
+/// A `txns.state` value as a `TxnState` (`StoreError::BadTxnState` for another text).
+fn parse_state(group: &str, partition: u32, first_output: u64, state: String) -> Result<TxnState, StoreError> {
+    TxnState::from_name(&state).ok_or(StoreError::BadTxnState {
+        group: group.to_string(),
+        partition,
+        first_output,
+        state,
+    })
+}
+
+/// The `txns` of one (group, partition) inside an output section.
+struct PgTxns<'a, 'w> {
+    write: &'a mut Write<'w>,
+    group: &'a str,
+    partition: u32,
+}
+
+impl TxnTable for PgTxns<'_, '_> {
+    fn state(&mut self, first_output: u64) -> Result<Option<TxnState>, StoreError> {
+        let sql = "SELECT state FROM txns WHERE grp = $1 AND part = $2 AND first_output = $3";
+        let params: [&(dyn ToSql + Sync); 3] = [&self.group, &i64::from(self.partition), &(first_output as i64)];
+        let row = self.write.optional(sql, &params)?;
+        row.map(|row| parse_state(self.group, self.partition, first_output, row.get(0))).transpose()
+    }
+
+    fn record_aborted(&mut self, row: &TxnRow) -> Result<(), StoreError> {
+        assert_eq!((row.group.as_str(), row.partition), (self.group, self.partition), "a section's own partition");
+        assert_eq!(row.state, TxnState::Aborted, "record_aborted records an abort");
+        insert_txn(self.write, row)
+    }
+}
 
 /// A record's counted attempts and last error, if any attempt was counted.
 fn read_attempts(
@@ -641,6 +698,72 @@ impl PgStore {
             let rewind = Rewind { group, partition, from, to, processed_dropped, attempts_dropped, stamp_from, epoch };
             Ok(Ending::Commit(Some(rewind)))
         })
+    }
+
+    /// `commit-txn`'s store transaction (see `SqliteStore::commit_txn`), with the progress row
+    /// locked (and under a `fence`, the epoch checked) first.
+    pub fn commit_txn(
+        &mut self,
+        items: &[Item],
+        fence: Option<i64>,
+        txn: &TxnRow,
+        inside: InsideHook<'_>,
+    ) -> Result<(), StoreError> {
+        let (group, partition) = (txn.group.as_str(), txn.partition);
+        self.check_partition(partition)?;
+        assert_eq!(txn.state, TxnState::Committed, "commit-txn records a committed transaction");
+        self.write(inside, |write| {
+            lock_row(write, group, partition, fence)?;
+            for item in items {
+                write.exec(ADD_EFFECT_SQL, &[&group, &item.delta])?;
+            }
+            write.exec(SET_NEXT_SQL, &[&group, &i64::from(partition), &(txn.input_end as i64)])?;
+            insert_txn(write, txn)
+        })
+    }
+
+    /// An output section (see `SqliteStore::output_section`): the progress row is locked `FOR
+    /// UPDATE` for the whole section (and under a `fence`, the epoch checked), so no claim of a
+    /// new epoch and no other section of the partition runs while `body` appends to the output
+    /// log; the server rolls the transaction back if the process dies inside.
+    pub fn output_section<T, X: From<StoreError>>(
+        &mut self,
+        (group, partition): (&str, u32),
+        fence: Option<i64>,
+        inside: InsideHook<'_>,
+        body: impl FnOnce(&mut dyn TxnTable) -> Result<T, X>,
+    ) -> Result<T, X> {
+        self.check_partition(partition)?;
+        let failed = std::cell::Cell::new(false);
+        let mut hook = || {
+            if !failed.get() {
+                inside();
+            }
+        };
+        let result = self.write_ending(&mut hook, |write| {
+            lock_row(write, group, partition, fence)?;
+            let result = body(&mut PgTxns { write, group, partition });
+            failed.set(result.is_err());
+            Ok(if result.is_ok() { Ending::Commit(result) } else { Ending::RollBack(result) })
+        });
+        result.map_err(X::from)?
+    }
+
+    /// The `txns` rows, sorted by group, partition and first output offset; only `group`'s if
+    /// given.
+    pub fn txns(&self, group: Option<&str>) -> Result<Vec<TxnRow>, StoreError> {
+        let sql = "SELECT grp, part, first_output, epoch, input_offset, input_end, state FROM txns
+                   WHERE $1::TEXT IS NULL OR grp = $1 ORDER BY grp COLLATE \"C\", part, first_output";
+        let mut txns = Vec::new();
+        for row in self.query(sql, &[&group])? {
+            let (group, partition, first_output): (String, u32, u64) =
+                (row.get(0), row.get::<_, i64>(1) as u32, row.get::<_, i64>(2) as u64);
+            let state = parse_state(&group, partition, first_output, row.get(6))?;
+            let (epoch, input_offset, input_end) =
+                (row.get(3), row.get::<_, i64>(4) as u64, row.get::<_, i64>(5) as u64);
+            txns.push(TxnRow { group, partition, first_output, epoch, input_offset, input_end, state });
+        }
+        Ok(txns)
     }
 
     /// The reset table, sorted by group, partition and offsets; only `group`'s if given.

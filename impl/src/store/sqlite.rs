@@ -5,7 +5,7 @@
 
 use super::types::{
     Claimed, DeadLetter, Ending, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset,
-    Rewind, StoreError, StoreOptions, SCHEMA_VERSION,
+    Rewind, StoreError, StoreOptions, TxnRow, TxnState, TxnTable, SCHEMA_VERSION,
 };
 use crate::log::LogIdentity;
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
@@ -34,6 +34,10 @@ pub(super) const SCHEMA: &str = "
     CREATE TABLE resets (
         grp TEXT NOT NULL, part INTEGER NOT NULL, from_offset INTEGER NOT NULL, to_offset INTEGER NOT NULL,
         PRIMARY KEY (grp, part, from_offset, to_offset));
+    CREATE TABLE txns (
+        grp TEXT NOT NULL, part INTEGER NOT NULL, first_output INTEGER NOT NULL, epoch INTEGER NOT NULL,
+        input_offset INTEGER NOT NULL, input_end INTEGER NOT NULL, state TEXT NOT NULL,
+        PRIMARY KEY (grp, part, first_output));
 ";
 
 /// The effect: a record's delta added to its group's total.
@@ -42,6 +46,9 @@ const SET_NEXT_SQL: &str = "UPDATE progress SET next_offset = ?3 WHERE grp = ?1 
 const INSERT_PROCESSED_SQL: &str = "INSERT OR IGNORE INTO processed (grp, part, log_offset) VALUES (?1, ?2, ?3)";
 const PROCESSED_SQL: &str = "SELECT 1 FROM processed WHERE grp = ?1 AND part = ?2 AND log_offset = ?3";
 const ATTEMPTS_SQL: &str = "SELECT attempts, error FROM attempts WHERE grp = ?1 AND part = ?2 AND log_offset = ?3";
+const INSERT_TXN_SQL: &str = "INSERT INTO txns (grp, part, first_output, epoch, input_offset, input_end, state) \
+                              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+const TXN_STATE_SQL: &str = "SELECT state FROM txns WHERE grp = ?1 AND part = ?2 AND first_output = ?3";
 
 pub struct SqliteStore {
     conn: Connection,
@@ -528,6 +535,87 @@ impl SqliteStore {
         })
     }
 
+    /// `commit-txn`'s store transaction, the commit point of a read-process-write transaction
+    /// (spec.md §3.3): under a `fence` (the holder's epoch) it first checks the stored epoch
+    /// (`StoreError::Fenced` when stale: nothing written); then it adds the items' deltas to the
+    /// total (the effect of a record is its committed output), sets the next offset past them
+    /// (blindly without a fence) and records `txn` as committed. The commit marker follows,
+    /// apart.
+    pub fn commit_txn(
+        &mut self,
+        items: &[Item],
+        fence: Option<i64>,
+        txn: &TxnRow,
+        inside: InsideHook<'_>,
+    ) -> Result<(), StoreError> {
+        let (group, partition) = (txn.group.as_str(), txn.partition);
+        self.check_partition(partition)?;
+        assert_eq!(txn.state, TxnState::Committed, "commit-txn records a committed transaction");
+        self.write(inside, |write| {
+            if let Some(held) = fence {
+                check_epoch(write, group, partition, held)?;
+            }
+            for item in items {
+                write.exec(ADD_EFFECT_SQL, params![group, item.delta])?;
+            }
+            write.exec(SET_NEXT_SQL, params![group, partition, txn.input_end])?;
+            insert_txn(write, txn)
+        })
+    }
+
+    /// An output section (spec.md §10, transactions): one transaction holding the database's
+    /// write lock (`BEGIN IMMEDIATE`), so no claim of a new epoch and no other section runs
+    /// while `body` appends to the output log. Under `fence` (the holder's epoch) the stored
+    /// epoch is checked first (`StoreError::Fenced`: `body` never runs). `body` reads and
+    /// records the partition's transactions through its `TxnTable`; then the `inside` hook (a
+    /// crash point, skipped when `body` failed) and COMMIT, or ROLLBACK when `body` failed.
+    pub fn output_section<T, X: From<StoreError>>(
+        &mut self,
+        (group, partition): (&str, u32),
+        fence: Option<i64>,
+        inside: InsideHook<'_>,
+        body: impl FnOnce(&mut dyn TxnTable) -> Result<T, X>,
+    ) -> Result<T, X> {
+        self.check_partition(partition)?;
+        let failed = std::cell::Cell::new(false);
+        let mut hook = || {
+            if !failed.get() {
+                inside();
+            }
+        };
+        let result = self.write_ending(&mut hook, |write| {
+            if let Some(held) = fence {
+                check_epoch(write, group, partition, held)?;
+            }
+            let result = body(&mut SqliteTxns { write, group, partition });
+            failed.set(result.is_err());
+            Ok(if result.is_ok() { Ending::Commit(result) } else { Ending::RollBack(result) })
+        });
+        result.map_err(X::from)?
+    }
+
+    /// The `txns` rows, sorted by group, partition and first output offset; only `group`'s if
+    /// given.
+    pub fn txns(&self, group: Option<&str>) -> Result<Vec<TxnRow>, StoreError> {
+        let sql = "SELECT grp, part, first_output, epoch, input_offset, input_end, state FROM txns
+                   WHERE ?1 IS NULL OR grp = ?1 ORDER BY grp, part, first_output";
+        let mut statement = self.conn.prepare_cached(sql).map_err(self.fail(sql))?;
+        type Raw = (String, u32, u64, i64, u64, u64, String);
+        let rows = statement
+            .query_map(params![group], |row| -> rusqlite::Result<Raw> {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?))
+            })
+            .map_err(self.fail(sql))?;
+        let mut txns = Vec::new();
+        for found in rows {
+            let (group, partition, first_output, epoch, input_offset, input_end, state) =
+                found.map_err(self.fail(sql))?;
+            let state = parse_state(&group, partition, first_output, state)?;
+            txns.push(TxnRow { group, partition, first_output, epoch, input_offset, input_end, state });
+        }
+        Ok(txns)
+    }
+
     /// The reset table, sorted by group, partition and offsets; only `group`'s if given.
     pub fn resets(&self, group: Option<&str>) -> Result<Vec<Reset>, StoreError> {
         let sql = "SELECT grp, part, from_offset, to_offset FROM resets
@@ -644,6 +732,50 @@ fn check_epoch(write: &Write<'_>, group: &str, partition: u32, held: i64) -> Res
         return Err(StoreError::Fenced { group: group.to_string(), partition, held, current });
     }
     Ok(())
+}
+
+/// The `txns` of one (group, partition) inside an output section.
+struct SqliteTxns<'a, 'w> {
+    write: &'a Write<'w>,
+    group: &'a str,
+    partition: u32,
+}
+
+impl TxnTable for SqliteTxns<'_, '_> {
+    fn state(&mut self, first_output: u64) -> Result<Option<TxnState>, StoreError> {
+        let (write, group, partition) = (self.write, self.group, self.partition);
+        let state: Option<String> = write
+            .tx
+            .prepare_cached(TXN_STATE_SQL)
+            .and_then(|mut statement| {
+                statement.query_row(params![group, partition, first_output], |row| row.get(0)).optional()
+            })
+            .map_err(fail_with(write.path, TXN_STATE_SQL, write.waited))?;
+        state.map(|state| parse_state(group, partition, first_output, state)).transpose()
+    }
+
+    fn record_aborted(&mut self, row: &TxnRow) -> Result<(), StoreError> {
+        assert_eq!((row.group.as_str(), row.partition), (self.group, self.partition), "a section's own partition");
+        assert_eq!(row.state, TxnState::Aborted, "record_aborted records an abort");
+        insert_txn(self.write, row)
+    }
+}
+
+/// Inserts one `txns` row.
+fn insert_txn(write: &Write<'_>, txn: &TxnRow) -> Result<(), StoreError> {
+    let TxnRow { group, partition, first_output, epoch, input_offset, input_end, state } = txn;
+    let values = params![group, partition, first_output, epoch, input_offset, input_end, state.name()];
+    write.exec(INSERT_TXN_SQL, values).map(|_| ())
+}
+
+/// A `txns.state` value as a `TxnState` (`StoreError::BadTxnState` for another text).
+fn parse_state(group: &str, partition: u32, first_output: u64, state: String) -> Result<TxnState, StoreError> {
+    TxnState::from_name(&state).ok_or(StoreError::BadTxnState {
+        group: group.to_string(),
+        partition,
+        first_output,
+        state,
+    })
 }
 
 /// A record's counted attempts and last error, if any attempt was counted.

@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The schema version in `PRAGMA user_version` (SQLite) or `meta` (PostgreSQL); a database
-/// with another one is refused. Version 4 records the log's identity (`meta.log_id`).
-pub const SCHEMA_VERSION: i64 = 4;
+/// with another one is refused. Version 4 records the log's identity (`meta.log_id`); version 5
+/// adds the transactions of the transactional strategies (`txns`).
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// SQLite's journal mode: DELETE (the mission's scenario, the default) or WAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -78,6 +79,13 @@ pub enum StoreError {
         partition: u32,
         partitions: u32,
     },
+    /// A `txns` row holds a state this build does not know.
+    BadTxnState {
+        group: String,
+        partition: u32,
+        first_output: u64,
+        state: String,
+    },
     /// A redrive named a record that is not in the dead-letter table.
     NoDeadLetter {
         group: String,
@@ -142,6 +150,11 @@ impl fmt::Display for StoreError {
             StoreError::NoSuchPartition { partition, partitions } => {
                 write!(f, "partition {partition} does not exist (the store has {partitions})")
             }
+            StoreError::BadTxnState { group, partition, first_output, state } => write!(
+                f,
+                "transaction of group {group} partition {partition} at output offset {first_output} has the \
+                 unknown state '{state}'"
+            ),
             StoreError::NoDeadLetter { group, partition, offset } => {
                 write!(f, "no dead letter for group {group} partition {partition} offset {offset}")
             }
@@ -260,6 +273,57 @@ pub struct Rewind {
     pub stamp_from: Option<u64>,
     /// The partition's epoch after the rewind, one higher: an owner still running on it is fenced.
     pub epoch: i64,
+}
+
+/// How a transaction of the transactional strategies ended in the store (`txns.state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TxnState {
+    /// `commit-txn`'s store transaction committed it: the commit point. Its commit marker
+    /// follows in the output log (or a later take of the partition writes it).
+    Committed,
+    /// A take of the partition aborted it (txn-fenced): its abort marker follows.
+    Aborted,
+}
+
+impl TxnState {
+    /// The value of `txns.state`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TxnState::Committed => "committed",
+            TxnState::Aborted => "aborted",
+        }
+    }
+
+    /// The state a `txns.state` value names; `None` for another text.
+    pub fn from_name(text: &str) -> Option<TxnState> {
+        [TxnState::Committed, TxnState::Aborted].into_iter().find(|state| state.name() == text)
+    }
+}
+
+/// One row of `txns`: a transaction of the transactional id (`group`, `partition`) at producer
+/// epoch `epoch`, whose data records start at `first_output` in output partition `partition`
+/// and carry the input records `input_offset..input_end`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TxnRow {
+    pub group: String,
+    pub partition: u32,
+    pub first_output: u64,
+    pub epoch: i64,
+    pub input_offset: u64,
+    pub input_end: u64,
+    pub state: TxnState,
+}
+
+/// The `txns` table of one (group, partition) inside an output section's transaction
+/// (`Store::output_section`): what a take of the partition reads and records while it holds
+/// the partition's progress row.
+pub trait TxnTable {
+    /// How the transaction whose data records start at `first_output` ended in the store;
+    /// `None` when the store never heard of it (it is open, or its owner died before its commit).
+    fn state(&mut self, first_output: u64) -> Result<Option<TxnState>, StoreError>;
+    /// Records an abort (a take's, txn-fenced) in the section's transaction.
+    fn record_aborted(&mut self, row: &TxnRow) -> Result<(), StoreError>;
 }
 
 /// The phases of a write a crash point can name; `Inside` runs after the statements and
