@@ -23,14 +23,14 @@ pub struct BenchArgs {
     /// A strategy to measure; repeat the flag for several. Default: every strategy.
     #[arg(long = "strategy")]
     strategies: Vec<String>,
-    /// Records consumed per measurement at batch 1.
-    #[arg(long, default_value_t = 1000)]
+    /// Records consumed per measurement at batch 1 (1..=10000000).
+    #[arg(long, default_value_t = 1000, value_parser = crate::count_in::<u64>(1, MAX_RECORDS))]
     records_batch1: u64,
-    /// Records consumed per measurement at batch 100.
-    #[arg(long, default_value_t = 20000)]
+    /// Records consumed per measurement at batch 100 (1..=10000000).
+    #[arg(long, default_value_t = 20000, value_parser = crate::count_in::<u64>(1, MAX_RECORDS))]
     records_batch100: u64,
-    /// Measurements per case; the median is reported.
-    #[arg(long, default_value_t = 3)]
+    /// Measurements per case; the median is reported (1..=100).
+    #[arg(long, default_value_t = 3, value_parser = crate::count_in::<usize>(1, MAX_REPEAT as u64))]
     repeat: usize,
     /// Where the scratch data directories and the fsync probe file are made (and removed).
     #[arg(long, default_value = "target/bench-consumer")]
@@ -39,8 +39,8 @@ pub struct BenchArgs {
     /// the acknowledgement record, one-record appends and batches, against the fsync rate.
     #[arg(long)]
     log_appends: bool,
-    /// Appends per measurement of --log-appends.
-    #[arg(long, default_value_t = 1000)]
+    /// Appends per measurement of --log-appends (1..=10000000).
+    #[arg(long, default_value_t = 1000, value_parser = crate::count_in::<u64>(1, MAX_RECORDS))]
     appends: u64,
 }
 
@@ -97,6 +97,7 @@ impl Measured {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    println!("{}", crate::TOOL);
     if args.log_appends {
         let (appends, repeat) = (args.appends, args.repeat);
         if appends == 0 || appends > MAX_RECORDS || repeat == 0 || repeat > MAX_REPEAT {

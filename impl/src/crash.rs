@@ -2,7 +2,7 @@
 //! real crash would (no destructor, no COMMIT, no flush of anything but stdout). The power-cut
 //! runs (`crate::power`) crash in process instead: the point unwinds to their `catch_unwind`.
 
-use crate::strategy::StepKind;
+use crate::strategy::{printable, StepKind};
 use std::fmt;
 use std::io::Write;
 use std::ops::Range;
@@ -36,7 +36,8 @@ impl FromStr for CrashPoint {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let usage = || format!("crash point '{text}' is not STEP:WHEN[@OFFSET] (WHEN is before, inside or after)");
+        let usage =
+            || format!("crash point '{}' is not STEP:WHEN[@OFFSET] (WHEN is before, inside or after)", printable(text));
         let (point, offset) = match text.split_once('@') {
             Some((point, offset)) => (point, Some(offset.parse::<u64>().map_err(|_| usage())?)),
             None => (text, None),
@@ -50,7 +51,11 @@ impl FromStr for CrashPoint {
             _ => return Err(usage()),
         };
         if matches!(kind, StepKind::Fetch | StepKind::RefuseAhead) && when == When::Inside {
-            return Err(format!("crash point '{text}': {} writes nothing, so it has no inside", kind.name()));
+            return Err(format!(
+                "crash point '{}': {} writes nothing, so it has no inside",
+                printable(text),
+                kind.name()
+            ));
         }
         Ok(CrashPoint { kind, when, offset })
     }

@@ -6,7 +6,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use consumer::log::{encode_delta, Log, Storage};
 use consumer::owner::FIRST_OWNER;
-use consumer::store::{Location, Store, StoreOptions};
+use consumer::store::{Location, Store, StoreOptions, PARTITIONS_MAX};
 use consumer::strategy::{GuardKind, Rules, Sequence, Strategy};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -23,31 +23,43 @@ pub struct LoadArgs {
     /// Strategies to run, one after the other, each on its own groups.
     #[arg(long = "strategy", required = true)]
     strategies: Vec<Strategy>,
-    #[arg(long, default_value_t = 100_000)]
+    /// Records of +1, spread over the partitions (1..=10000000).
+    #[arg(long, default_value_t = 100_000, value_parser = crate::count_in::<u64>(1, RECORDS_MAX))]
     records: u64,
-    #[arg(long, default_value_t = 2)]
+    /// Partitions of the log (1..=64).
+    #[arg(long, default_value_t = 2, value_parser = crate::count_in::<u32>(1, u64::from(PARTITIONS_MAX)))]
     partitions: u32,
-    #[arg(long, default_value_t = 2)]
+    /// Consumer groups per strategy (1..=16).
+    #[arg(long, default_value_t = 2, value_parser = crate::count_in::<u32>(1, GROUPS_MAX))]
     groups: u32,
-    /// Owner processes per group.
-    #[arg(long, default_value_t = 4)]
+    /// Owner processes per group (2..=16).
+    #[arg(long, default_value_t = 4, value_parser = crate::count_in::<u32>(2, OWNERS_MAX))]
     owners: u32,
-    /// Records fetched and written together.
-    #[arg(long, default_value_t = 100)]
+    /// Records fetched and written together (1..=10000).
+    #[arg(long, default_value_t = 100, value_parser = crate::count_in::<usize>(1, crate::BATCH_MAX))]
     batch: usize,
-    /// Milliseconds between rebalances (a random partition of a random group to another owner).
-    #[arg(long, default_value_t = 300)]
+    /// Milliseconds between rebalances (a random partition of a random group to another owner;
+    /// 1..=3600000).
+    #[arg(long, default_value_t = 300, value_parser = crate::count_in::<u64>(1, MILLISECONDS_MAX))]
     rebalance_ms: u64,
-    /// Milliseconds between SIGKILLs of a random owner process (restarted at once).
-    #[arg(long, default_value_t = 500)]
+    /// Milliseconds between SIGKILLs of a random owner process (restarted at once; 1..=3600000).
+    #[arg(long, default_value_t = 500, value_parser = crate::count_in::<u64>(1, MILLISECONDS_MAX))]
     kill_ms: u64,
     /// Seed of the coordinator's choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Give up (and fail) after this many seconds per strategy.
-    #[arg(long, default_value_t = 300)]
+    /// Give up (and fail) after this many seconds per strategy (1..=86400).
+    #[arg(long, default_value_t = 300, value_parser = crate::count_in::<u64>(1, TIMEOUT_SECONDS_MAX))]
     timeout: u64,
 }
+
+/// The bounds of the load test's flags: far above any run on these machines, low enough that a
+/// typo cannot start a thousand processes or append for a day.
+const RECORDS_MAX: u64 = 10_000_000;
+const GROUPS_MAX: u64 = 16;
+const OWNERS_MAX: u64 = 16;
+const MILLISECONDS_MAX: u64 = 3_600_000;
+const TIMEOUT_SECONDS_MAX: u64 = 86_400;
 
 /// SplitMix64, so a seed names the same sequence of rebalances and kills.
 struct Rng(u64);
@@ -71,9 +83,7 @@ struct Outcome {
 }
 
 pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
-    if args.records == 0 || args.partitions == 0 || args.groups == 0 || args.owners < 2 || args.batch == 0 {
-        bail!("--records, --partitions, --groups and --batch must be at least 1, --owners at least 2");
-    }
+    println!("{}", crate::TOOL);
     if args.dir.exists() {
         bail!("--dir {} exists: the load test needs a fresh directory", args.dir.display());
     }

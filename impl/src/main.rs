@@ -15,8 +15,8 @@ use consumer::log::{
     WriterMode, REPLICAS_MAX,
 };
 use consumer::owner::{check_log, OnFenced, Outcome, Owner, OwnerError, Settings, FIRST_OWNER};
-use consumer::store::{Journal, Location, Store, StoreError, StoreOptions};
-use consumer::strategy::{Isolation, LogCheck, OutOfRange, StartPolicy, Strategy};
+use consumer::store::{check_name, Journal, Location, Store, StoreError, StoreOptions, PARTITIONS_MAX};
+use consumer::strategy::{printable, Isolation, LogCheck, OutOfRange, StartPolicy, Strategy};
 use consumer::txn::{Caught, OutputLog, OutputReader, TxnEnd, TxnError};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -86,8 +86,10 @@ struct DirArgs {
     /// The data directory (holds `log/` and `store.db`).
     #[arg(long, default_value = "onceproof-data")]
     dir: PathBuf,
-    /// Seconds a write waits for another process's transaction before failing.
-    #[arg(long, default_value_t = StoreOptions::default().busy_timeout.as_secs_f64())]
+    /// Seconds a write waits for another process's transaction, or for the log's writer lock,
+    /// before failing (0 <= SECONDS <= 3600; PostgreSQL: see spec.md §10).
+    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = parse_busy_timeout,
+          default_value_t = StoreOptions::default().busy_timeout.as_secs_f64())]
     busy_timeout: f64,
     /// The store: a PostgreSQL URL (postgres://...) or an SQLite file; default `store.db` in
     /// --dir. The log lives in --dir/log either way.
@@ -108,9 +110,8 @@ impl DirArgs {
     }
 
     fn options(&self, journal: Journal) -> anyhow::Result<StoreOptions> {
-        if !(self.busy_timeout >= 0.0 && self.busy_timeout.is_finite()) {
-            bail!("--busy-timeout {} is not a number of seconds", self.busy_timeout);
-        }
+        // `parse_busy_timeout` let only such values through, and `from_secs_f64` panics on others.
+        assert!((0.0..=BUSY_TIMEOUT_SECONDS_MAX).contains(&self.busy_timeout), "--busy-timeout was range-checked");
         Ok(StoreOptions { journal, busy_timeout: Duration::from_secs_f64(self.busy_timeout) })
     }
 
@@ -124,9 +125,15 @@ impl DirArgs {
         Ok(Log::open_reader(&self.log_dir(), store.log_identity())?)
     }
 
-    /// The store's log as its writer, reporting every unacknowledged tail it cut.
+    /// The store's log as its writer, reporting every unacknowledged tail it cut. Another
+    /// writer's lock is waited for up to --busy-timeout, as the store's lock is.
     fn open_log_writer(&self, store: &Store) -> anyhow::Result<Log> {
-        let (log, repairs) = Log::open_writer(&self.log_dir(), store.log_identity())?;
+        let wait = self.options(Journal::Delete)?.busy_timeout;
+        let (log, repairs) = match Log::open_writer_within(&self.log_dir(), store.log_identity(), wait) {
+            Ok(opened) => opened,
+            Err(locked @ LogError::Locked { .. }) => bail!("{locked} (waited {:.1} s)", wait.as_secs_f64()),
+            Err(error) => return Err(error.into()),
+        };
         report_repairs(&repairs);
         Ok(log)
     }
@@ -136,14 +143,15 @@ impl DirArgs {
 struct InitArgs {
     #[command(flatten)]
     dir: DirArgs,
-    #[arg(long, default_value_t = 1)]
+    /// Partitions of the log (1..=64).
+    #[arg(long, default_value_t = 1, value_parser = count_in::<u32>(1, u64::from(PARTITIONS_MAX)))]
     partitions: u32,
     /// SQLite journal mode, kept for the store's lifetime: delete or wal.
     #[arg(long, default_value = "delete")]
     journal: Journal,
     /// Replicas of every partition: 1, the plain log; 2, a leader and a follower, each a
     /// complete log (`log/replica-0`, `log/replica-1`), broker 0 leading at first.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = count_in::<u32>(1, u64::from(REPLICAS_MAX)))]
     replicas: u32,
 }
 
@@ -156,8 +164,8 @@ struct AppendArgs {
     /// The value each record adds to a group's total.
     #[arg(long, allow_hyphen_values = true)]
     delta: i64,
-    /// How many records to append (one fsync for all of them).
-    #[arg(long, default_value_t = 1)]
+    /// How many records to append (1..=1000000; one batch, built in memory, one fsync for all).
+    #[arg(long, default_value_t = 1, value_parser = count_in::<u64>(1, APPEND_COUNT_MAX))]
     count: u64,
     /// Append idempotently as this producer (at least 1); needs --producer-epoch and --sequence.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -185,24 +193,25 @@ struct AppendArgs {
 struct OwnerArgs {
     #[command(flatten)]
     dir: DirArgs,
-    #[arg(long)]
+    /// The consumer group (a name: 1 to 64 bytes, no control character or white space).
+    #[arg(long, value_parser = parse_name)]
     group: String,
     /// The owner's name; `o0` owns every partition of a new group at epoch 1.
-    #[arg(long, default_value = FIRST_OWNER)]
+    #[arg(long, default_value = FIRST_OWNER, value_parser = parse_name)]
     owner: String,
     #[arg(long)]
     strategy: Strategy,
-    /// Checkpoint interval of periodic-commit and offset-stamp, in records.
-    #[arg(long, default_value_t = Settings::COMMIT_EVERY_DEFAULT)]
+    /// Checkpoint interval of periodic-commit and offset-stamp, in records (1..=1000000).
+    #[arg(long, default_value_t = Settings::COMMIT_EVERY_DEFAULT, value_parser = count_in::<u64>(1, COMMIT_EVERY_MAX))]
     commit_every: u64,
-    /// Records one owner may hold at once (parallel strategies).
-    #[arg(long, default_value_t = Settings::INFLIGHT_DEFAULT)]
+    /// Records one owner may hold at once (parallel strategies; 1..=10000).
+    #[arg(long, default_value_t = Settings::INFLIGHT_DEFAULT, value_parser = count_in::<usize>(1, INFLIGHT_MAX))]
     inflight: usize,
-    /// Records fetched and written together by the serial strategies.
-    #[arg(long, default_value_t = Settings::BATCH_DEFAULT)]
+    /// Records fetched and written together by the serial strategies (1..=10000).
+    #[arg(long, default_value_t = Settings::BATCH_DEFAULT, value_parser = count_in::<usize>(1, BATCH_MAX))]
     batch: usize,
-    /// Failed attempts after which atomic-dlq dead-letters a poison record.
-    #[arg(long, default_value_t = Settings::MAX_ATTEMPTS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Failed attempts after which atomic-dlq dead-letters a poison record (1..=1000000).
+    #[arg(long, default_value_t = Settings::MAX_ATTEMPTS_DEFAULT, value_parser = count_in::<u64>(1, MAX_ATTEMPTS_MAX))]
     max_attempts: u64,
     /// When retention removed the next record: fail (stop with an error, skip nothing) or
     /// earliest (skip to the log start, recording the reset).
@@ -232,9 +241,6 @@ impl OwnerArgs {
 
     /// The store and its log, opened (another log or a missing file is refused).
     fn open(&self) -> anyhow::Result<(Store, Log)> {
-        if self.commit_every == 0 || self.inflight == 0 || self.batch == 0 {
-            bail!("--commit-every, --inflight and --batch must be at least 1");
-        }
         let store = self.dir.open_store()?;
         let log = self.dir.open_log_reader(&store)?;
         Ok((store, log))
@@ -279,11 +285,11 @@ struct StatusArgs {
 struct ClaimArgs {
     #[command(flatten)]
     dir: DirArgs,
-    #[arg(long)]
+    #[arg(long, value_parser = parse_name)]
     group: String,
     #[arg(long, default_value_t = 0)]
     partition: u32,
-    #[arg(long)]
+    #[arg(long, value_parser = parse_name)]
     owner: String,
 }
 
@@ -311,7 +317,7 @@ struct DeadLettersArgs {
     #[command(flatten)]
     dir: DirArgs,
     /// Only this group's dead letters.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_name)]
     group: Option<String>,
     /// Print one JSON array.
     #[arg(long)]
@@ -322,7 +328,7 @@ struct DeadLettersArgs {
 struct RedriveArgs {
     #[command(flatten)]
     dir: DirArgs,
-    #[arg(long)]
+    #[arg(long, value_parser = parse_name)]
     group: String,
     #[arg(long, default_value_t = 0)]
     partition: u32,
@@ -339,7 +345,7 @@ struct ResetsArgs {
     #[command(flatten)]
     dir: DirArgs,
     /// Only this group's resets.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_name)]
     group: Option<String>,
     /// Print one JSON array.
     #[arg(long)]
@@ -357,8 +363,8 @@ struct PowerCutsArgs {
     /// The seed every run's seed is mixed from: the same seed, the same runs and table.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Runs per crash point, each with its own seed.
-    #[arg(long, default_value_t = 3)]
+    /// Runs per crash point, each with its own seed (1..=1000).
+    #[arg(long, default_value_t = 3, value_parser = count_in::<u64>(1, consumer::power::RUNS_MAX))]
     runs: u64,
     /// A strategy to run; repeat the flag for several. Default: every strategy.
     #[arg(long = "strategy")]
@@ -391,6 +397,9 @@ struct WorkerArgs {
     owner: OwnerArgs,
 }
 
+/// The tool and its version, as JSON output and reports name them (`onceproof-consumer 0.1.0`).
+pub(crate) const TOOL: &str = concat!("onceproof-consumer ", env!("CARGO_PKG_VERSION"));
+
 /// The payload `append-poison` writes: not an 8-byte delta, so its effect always fails.
 const POISON_PAYLOAD: &[u8] = b"poison";
 
@@ -405,6 +414,43 @@ const FAILED_EXIT_CODE: u8 = 2;
 /// Exit status of `power-cuts` when a run broke a guarantee.
 const VIOLATION_EXIT_CODE: u8 = 1;
 
+/// The longest `--busy-timeout`: an hour. (`Duration::from_secs_f64` panics on what does not
+/// fit, and no command should wait longer for a lock.)
+const BUSY_TIMEOUT_SECONDS_MAX: f64 = 3600.0;
+/// The most records one `append` writes: its batch is built in memory (payloads and frames,
+/// about 100 bytes a record) and is one frame batch, so `--count` cannot ask for gigabytes.
+const APPEND_COUNT_MAX: u64 = 1_000_000;
+/// The most records of one batch (`--batch`) and in flight (`--inflight`): each is held in
+/// memory and written in one transaction.
+pub(crate) const BATCH_MAX: u64 = 10_000;
+const INFLIGHT_MAX: u64 = 10_000;
+const COMMIT_EVERY_MAX: u64 = 1_000_000;
+const MAX_ATTEMPTS_MAX: u64 = 1_000_000;
+
+/// A clap value parser for a count in `low..=high`; clap's error names the flag and the range.
+pub(crate) fn count_in<T>(low: u64, high: u64) -> clap::builder::RangedU64ValueParser<T>
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+    <T as TryFrom<u64>>::Error: Send + Sync + 'static + std::error::Error + ToString,
+{
+    clap::builder::RangedU64ValueParser::new().range(low..=high)
+}
+
+/// `--busy-timeout`: a finite number of seconds in `0 <= SECONDS <= BUSY_TIMEOUT_SECONDS_MAX`.
+fn parse_busy_timeout(text: &str) -> Result<f64, String> {
+    let seconds: f64 = text.parse().map_err(|_| format!("'{}' is not a number of seconds", printable(text)))?;
+    // NaN fails both comparisons, and so does infinity the second.
+    if !(0.0..=BUSY_TIMEOUT_SECONDS_MAX).contains(&seconds) {
+        return Err(format!("{text} is out of range: accepted values are 0 <= SECONDS <= {BUSY_TIMEOUT_SECONDS_MAX}"));
+    }
+    Ok(seconds)
+}
+
+/// A group or owner name (`consumer::store::check_name`).
+fn parse_name(text: &str) -> Result<String, String> {
+    check_name(text).map(|()| text.to_string())
+}
+
 /// Parses the command line; a usage error is one line on stderr and exit 2 (help and version
 /// print as usual).
 fn parse_cli() -> Cli {
@@ -412,10 +458,38 @@ fn parse_cli() -> Cli {
         if !error.use_stderr() {
             error.exit();
         }
-        let text = error.to_string();
-        eprintln!("{}", text.lines().next().unwrap_or("error: invalid arguments"));
+        eprintln!("{}", one_line(&printable_input(&error)));
         std::process::exit(2)
     })
+}
+
+/// Clap's message with the value or argument it quotes shown with its control characters
+/// escaped: a newline in a group name would otherwise split the one line.
+fn printable_input(error: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let mut text = error.to_string();
+    for kind in [ContextKind::InvalidValue, ContextKind::InvalidArg] {
+        if let Some(ContextValue::String(input)) = error.get(kind) {
+            if input.chars().any(char::is_control) {
+                text = text.replace(input.as_str(), &printable(input));
+            }
+        }
+    }
+    text
+}
+
+/// A clap error as one line. Clap's message is its first line, except when that line ends
+/// with a colon: then what it introduces (the missing arguments, one per indented line)
+/// follows, and is joined onto it. The usage and the hint after the blank line are dropped.
+/// (The model's and the conformance binary's `parse_cli` have the same function.)
+fn one_line(text: &str) -> String {
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("error: invalid arguments").trim_end();
+    if !first.ends_with(':') {
+        return first.to_string();
+    }
+    let listed: Vec<&str> = lines.map(str::trim).take_while(|line| !line.is_empty()).collect();
+    format!("{first} {}", listed.join(", "))
 }
 
 fn main() -> ExitCode {
@@ -456,6 +530,7 @@ fn exit_code(error: &anyhow::Error) -> u8 {
             || cause.downcast_ref::<OwnerError>().is_some_and(OwnerError::is_refusal)
             || cause.downcast_ref::<ReplicationError>().is_some_and(ReplicationError::is_refusal)
             || cause.downcast_ref::<TxnError>().is_some_and(TxnError::is_refusal)
+            || cause.downcast_ref::<StoreError>().is_some_and(StoreError::is_refusal)
     });
     if refusal {
         REFUSED_EXIT_CODE
@@ -465,20 +540,20 @@ fn exit_code(error: &anyhow::Error) -> u8 {
 }
 
 fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
-    if args.partitions == 0 || args.partitions > 64 {
-        bail!("--partitions {} is out of range: accepted values are 1..=64", args.partitions);
-    }
-    if args.replicas == 0 || args.replicas > REPLICAS_MAX {
-        bail!("--replicas {} is out of range: accepted values are 1..={REPLICAS_MAX}", args.replicas);
-    }
     let options = args.dir.options(args.journal)?;
-    let log_dir = args.dir.log_dir();
-    // Read-only first: an existing log of another partition count is refused before anything
-    // is created.
+    let (log_dir, location) = (args.dir.log_dir(), args.dir.location());
+    create_dir_durably(&args.dir.dir)?;
+    // One `init` of a data directory at a time: a second one waits, then finds the first one's
+    // store and is refused in one line, instead of racing it file by file.
+    let _lock = lock_data_dir(&args.dir.dir, options.busy_timeout)?;
+    // Read-only first: a log of another partition or replica count (a refusal naming both
+    // counts), or a store there already, is refused before anything is created.
     let identity = Log::identity_for_init(&log_dir, args.partitions)?;
     ReplicatedLog::check_init(&log_dir, args.replicas)?;
-    create_dir_durably(&args.dir.dir)?;
-    Store::create_at(&args.dir.location(), identity, options)?;
+    Store::check_absent(&location, options)?;
+    // The logs first, the store last, in one transaction: a kill before its COMMIT leaves no
+    // store (`status`: not initialised) and logs that the next `init` keeps (their identity
+    // file is written last) or makes again, so rerunning `init` finishes the directory.
     if args.replicas == 1 {
         Log::create(&log_dir, identity)?;
     } else {
@@ -486,6 +561,11 @@ fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
     }
     // The transactional strategies' output log, beside the input log (spec.md §10).
     OutputLog::at(&Storage::Real, &log_dir, identity).create()?;
+    Store::create_at(&location, identity, options)?;
+    // The store file's entry in the data directory (SQLite syncs the file, not its directory).
+    std::fs::File::open(&args.dir.dir)
+        .and_then(|dir| dir.sync_all())
+        .with_context(|| format!("cannot sync {}", args.dir.dir.display()))?;
     println!(
         "initialised {} with {} partition(s), {} replica(s), journal {:?}",
         args.dir.dir.display(),
@@ -494,6 +574,28 @@ fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
         args.journal
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Locks the data directory itself (`flock` on the directory: no lock file to leave behind),
+/// waiting up to `wait` for another holder; the lock ends with the returned handle, or with
+/// the process, however it ends.
+fn lock_data_dir(dir: &std::path::Path, wait: Duration) -> anyhow::Result<std::fs::File> {
+    let handle = std::fs::File::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
+    let started = std::time::Instant::now();
+    loop {
+        match handle.try_lock() {
+            Ok(()) => return Ok(handle),
+            Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < wait => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                bail!("another `consumer init` of {} still runs (waited {:.1} s)", dir.display(), wait.as_secs_f64())
+            }
+            Err(std::fs::TryLockError::Error(error)) => {
+                return Err(error).with_context(|| format!("cannot lock {}", dir.display()))
+            }
+        }
+    }
 }
 
 fn report_repairs(repairs: &[TailRepair]) {
@@ -509,12 +611,8 @@ fn report_repairs(repairs: &[TailRepair]) {
 }
 
 fn append(args: AppendArgs) -> anyhow::Result<ExitCode> {
-    if args.count == 0 {
-        bail!("--count must be at least 1");
-    }
-    if u32::try_from(args.count).is_err() {
-        bail!("--count {} is too large: a batch holds at most {} records", args.count, u32::MAX);
-    }
+    // `count_in` bounds it; a frame's batch length is a u32.
+    assert!((1..=APPEND_COUNT_MAX).contains(&args.count) && u32::try_from(args.count).is_ok(), "--count is bounded");
     let producer = match (args.producer_id, args.producer_epoch, args.sequence) {
         (Some(id), Some(epoch), Some(sequence)) => Some((consumer::log::Producer { id, epoch }, sequence)),
         (None, None, None) => None,
@@ -658,7 +756,7 @@ fn read_output(args: ReadOutputArgs) -> anyhow::Result<ExitCode> {
             })
             .collect();
         let document = serde_json::json!({
-            "partition": args.partition, "isolation": args.isolation, "records": rows, "position": position,
+            "tool": TOOL, "partition": args.partition, "isolation": args.isolation, "records": rows, "position": position,
             "lso": lso, "end": end
         });
         println!("{document}");
@@ -717,7 +815,7 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         groups.push(group_status(&store, &group, &ends)?);
     }
     if args.json {
-        println!("{}", serde_json::json!({"log": partitions, "groups": groups}));
+        println!("{}", serde_json::json!({"tool": TOOL, "log": partitions, "groups": groups}));
         return Ok(ExitCode::SUCCESS);
     }
     println!("store {}", store.describe());
@@ -953,9 +1051,6 @@ fn print_rewind(rewind: &consumer::store::Rewind) {
 }
 
 fn power_cuts(args: PowerCutsArgs) -> anyhow::Result<ExitCode> {
-    if args.runs == 0 || args.runs > consumer::power::RUNS_MAX {
-        bail!("--runs {} is out of range: accepted values are 1..={}", args.runs, consumer::power::RUNS_MAX);
-    }
     let shm = PathBuf::from("/dev/shm");
     let parent = args.dir.unwrap_or_else(|| if shm.is_dir() { shm } else { std::env::temp_dir() });
     let work = parent.join(format!("onceproof-power-cuts-{}", std::process::id()));
@@ -963,6 +1058,7 @@ fn power_cuts(args: PowerCutsArgs) -> anyhow::Result<ExitCode> {
     let strategies = if args.strategies.is_empty() { Strategy::ALL.to_vec() } else { args.strategies };
     let config =
         consumer::power::Config { seed: args.seed, runs: args.runs, strategies, writer_mode: WriterMode::Checked };
+    println!("{TOOL}");
     let started = std::time::Instant::now();
     let report = consumer::power::run(&config, &work);
     std::fs::remove_dir_all(&work).with_context(|| format!("cannot remove {}", work.display()))?;

@@ -72,7 +72,9 @@ impl std::str::FromStr for Mutation {
         match text {
             "no-fence" => Ok(Mutation::NoFence),
             "no-cas" => Ok(Mutation::NoCas),
-            other => Err(format!("unknown mutation '{other}' (expected no-fence or no-cas)")),
+            other => {
+                Err(format!("unknown mutation '{}' (expected no-fence or no-cas)", crate::strategy::printable(other)))
+            }
         }
     }
 }
@@ -378,8 +380,8 @@ impl OwnerError {
             OwnerError::Refused { .. } => true,
             OwnerError::Log(error) => error.is_refusal(),
             OwnerError::Txn(error) => error.is_refusal(),
-            OwnerError::Store(_)
-            | OwnerError::NotEnabled { .. }
+            OwnerError::Store(error) => error.is_refusal(),
+            OwnerError::NotEnabled { .. }
             | OwnerError::BadPayload { .. }
             | OwnerError::Stuck { .. }
             | OwnerError::OutOfRange { .. } => false,

@@ -51,6 +51,12 @@ macro_rules! named_enum {
     };
 }
 
+/// `text` with every control character escaped (`\n`, `\u{7f}`, ...): an error message that
+/// quotes input stays one line whatever the input held.
+pub fn printable(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
 named_enum! {
     /// How a consumer orders its durable writes for one record. The names are spec.md's; what
     /// each one does is its row of `Strategy::rules`.
@@ -355,7 +361,7 @@ impl FromStr for Strategy {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         Strategy::from_name(text).ok_or_else(|| {
             let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
-            format!("unknown strategy '{text}' (expected one of: {})", names.join(", "))
+            format!("unknown strategy '{}' (expected one of: {})", printable(text), names.join(", "))
         })
     }
 }
@@ -453,7 +459,7 @@ impl FromStr for OutOfRange {
     /// exists for the tests that show the trap.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         OutOfRange::from_name(text)
-            .ok_or_else(|| format!("unknown out-of-range policy '{text}' (expected fail or earliest)"))
+            .ok_or_else(|| format!("unknown out-of-range policy '{}' (expected fail or earliest)", printable(text)))
     }
 }
 
@@ -477,7 +483,8 @@ impl FromStr for StartPolicy {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        StartPolicy::from_name(text).ok_or_else(|| format!("unknown start policy '{text}' (expected claim or stored)"))
+        StartPolicy::from_name(text)
+            .ok_or_else(|| format!("unknown start policy '{}' (expected claim or stored)", printable(text)))
     }
 }
 
@@ -503,8 +510,9 @@ impl FromStr for LogCheck {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        LogCheck::from_name(text)
-            .ok_or_else(|| format!("unknown log check '{text}' (expected refuse-ahead, unchecked or refuse-all)"))
+        LogCheck::from_name(text).ok_or_else(|| {
+            format!("unknown log check '{}' (expected refuse-ahead, unchecked or refuse-all)", printable(text))
+        })
     }
 }
 
@@ -547,8 +555,9 @@ impl FromStr for Isolation {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Isolation::from_name(text)
-            .ok_or_else(|| format!("unknown isolation '{text}' (expected read-committed or read-uncommitted)"))
+        Isolation::from_name(text).ok_or_else(|| {
+            format!("unknown isolation '{}' (expected read-committed or read-uncommitted)", printable(text))
+        })
     }
 }
 
@@ -558,7 +567,7 @@ impl FromStr for StepKind {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         StepKind::from_name(text).ok_or_else(|| {
             let names: Vec<&str> = StepKind::ALL.iter().map(|s| s.name()).collect();
-            format!("unknown step '{text}' (expected one of: {})", names.join(", "))
+            format!("unknown step '{}' (expected one of: {})", printable(text), names.join(", "))
         })
     }
 }
@@ -587,12 +596,14 @@ impl FromStr for Step {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let words: Vec<&str> = text.split_whitespace().collect();
         let [kind, partition, offset] = words[..] else {
-            return Err(format!("expected 'STEP PARTITION OFFSET', got '{text}'"));
+            return Err(format!("expected 'STEP PARTITION OFFSET', got '{}'", printable(text)));
         };
         Ok(Step {
             kind: kind.parse()?,
-            partition: partition.parse().map_err(|_| format!("partition '{partition}' is not a number"))?,
-            offset: offset.parse().map_err(|_| format!("offset '{offset}' is not a number"))?,
+            partition: partition
+                .parse()
+                .map_err(|_| format!("partition '{}' is not a number", printable(partition)))?,
+            offset: offset.parse().map_err(|_| format!("offset '{}' is not a number", printable(offset)))?,
         })
     }
 }

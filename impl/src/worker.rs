@@ -60,8 +60,40 @@
 
 use crate::crash::CrashPoint;
 use crate::owner::{Owner, OwnerError};
-use crate::strategy::Step;
+use crate::strategy::{printable, Step};
 use std::io::{BufRead, Write};
+
+/// One command line of the protocol, parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    Quit,
+    State,
+    Assign { partition: u32 },
+    Arm(CrashPoint),
+    Step(Step),
+}
+
+/// Parses one command line (surrounding white space ignored). The error is one line whatever
+/// the input (its control characters escaped), and the worker replies it as `err MESSAGE`.
+pub fn parse_command(line: &str) -> Result<Command, String> {
+    let line = line.trim();
+    match line {
+        "quit" => return Ok(Command::Quit),
+        "state" => return Ok(Command::State),
+        _ => {}
+    }
+    if let Some(partition) = line.strip_prefix("assign ") {
+        let partition = partition.trim();
+        return match partition.parse::<u32>() {
+            Ok(partition) => Ok(Command::Assign { partition }),
+            Err(_) => Err(format!("partition '{}' is not a number", printable(partition))),
+        };
+    }
+    if let Some(point) = line.strip_prefix("arm ") {
+        return point.parse::<CrashPoint>().map(Command::Arm);
+    }
+    line.parse::<Step>().map(Command::Step)
+}
 
 /// Serves the protocol on `input`/`output` until `quit` or end of input.
 pub fn serve(owner: &mut Owner, input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
@@ -69,24 +101,20 @@ pub fn serve(owner: &mut Owner, input: impl BufRead, mut output: impl Write) -> 
     output.flush()?;
     for line in input.lines() {
         let line = line?;
-        let reply = match line.trim() {
-            "quit" => {
+        let reply = match parse_command(&line) {
+            Ok(Command::Quit) => {
                 writeln!(output, "ok bye")?;
                 output.flush()?;
                 return Ok(());
             }
-            "state" => format!("state {}", state_json(owner)),
-            command if command.starts_with("assign ") => assign_reply(owner, &command["assign ".len()..]),
-            command => match command.strip_prefix("arm ") {
-                Some(point) => match point.parse::<CrashPoint>() {
-                    Ok(point) => {
-                        owner.arm(point);
-                        "ok armed".to_string()
-                    }
-                    Err(error) => format!("err {error}"),
-                },
-                None => step_reply(owner, command),
-            },
+            Ok(Command::State) => format!("state {}", state_json(owner)),
+            Ok(Command::Assign { partition }) => assign_reply(owner, partition),
+            Ok(Command::Arm(point)) => {
+                owner.arm(point);
+                "ok armed".to_string()
+            }
+            Ok(Command::Step(step)) => step_reply(owner, step),
+            Err(error) => format!("err {error}"),
         };
         writeln!(output, "{reply}")?;
         output.flush()?;
@@ -94,11 +122,7 @@ pub fn serve(owner: &mut Owner, input: impl BufRead, mut output: impl Write) -> 
     Ok(())
 }
 
-fn step_reply(owner: &mut Owner, command: &str) -> String {
-    let step: Step = match command.parse() {
-        Ok(step) => step,
-        Err(error) => return format!("err {error}"),
-    };
+fn step_reply(owner: &mut Owner, step: Step) -> String {
     match owner.perform(step) {
         Ok(outcome) => format!("ok {outcome}"),
         Err(error @ OwnerError::NotEnabled { .. }) => format!("err {error}"),
@@ -106,10 +130,7 @@ fn step_reply(owner: &mut Owner, command: &str) -> String {
     }
 }
 
-fn assign_reply(owner: &mut Owner, partition: &str) -> String {
-    let Ok(partition) = partition.trim().parse::<u32>() else {
-        return format!("err partition '{partition}' is not a number");
-    };
+fn assign_reply(owner: &mut Owner, partition: u32) -> String {
     match owner.assign(partition) {
         Ok(Some(epoch)) => format!("ok assigned {epoch}"),
         Ok(None) => "ok not-assigned".to_string(),

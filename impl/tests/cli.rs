@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{describe, snapshot, stderr, stdout, DataDir, FAILED};
+use common::{describe, readme_bad_input_rows, run_bad_input_row, snapshot, stderr, stdout, DataDir, FAILED};
+use std::path::Path;
+use std::process::Command;
 
 /// The data directory a bad-input case runs against.
 #[derive(Clone, Copy, Debug)]
@@ -109,8 +111,8 @@ fn bad_input_exits_2_with_one_error_line_and_changes_nothing() {
             name: "a batch of zero records",
             setup: Setup::FiveRecords,
             args: &["consume", "--group", "g", "--strategy", "atomic", "--batch", "0"],
-            expected: &["--batch must be at least 1"],
-            from_clap: false,
+            expected: &["invalid value '0' for '--batch <BATCH>': 0 is not in 1..=10000"],
+            from_clap: true,
         },
         BadInput {
             name: "consuming a directory never initialised",
@@ -144,4 +146,58 @@ fn version_prints_the_package_version_and_exits_0() {
     let output = std::process::Command::new(common::BIN).arg("--version").output().expect("the consumer binary starts");
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     assert_eq!(stdout(&output), format!("consumer {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+/// Runs `consumer ARGS...` in `cwd` and asserts it succeeds.
+fn run_in(cwd: &Path, args: &[&str]) {
+    let output = Command::new(common::BIN).args(args).current_dir(cwd).output().expect("the consumer binary starts");
+    assert_eq!(output.status.code(), Some(0), "consumer {}\n{}", args.join(" "), describe(&output));
+}
+
+/// Rewrites byte 7 of `path` (the version digit of an 8-byte format header).
+fn set_version_digit(path: &Path, digit: u8) {
+    let mut bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    bytes[7] = digit;
+    std::fs::write(path, bytes).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+/// The data directories README's consumer rows name (SQLite), made in `root` as the README
+/// says; returns their names.
+fn prepare_readme_dirs(root: &Path) -> Vec<&'static str> {
+    let dirs = ["data", "overflow", "killed-init", "locked-log", "old-schema", "old-log", "old-partition"];
+    for dir in dirs {
+        run_in(root, &["init", "--dir", dir]);
+    }
+    run_in(root, &["append", "--dir", "data", "--delta", "5"]);
+    run_in(root, &["append", "--dir", "overflow", "--delta", "9223372036854775807", "--count", "2"]);
+    // What a kill inside `init` before the store's COMMIT leaves: the file, nothing committed.
+    std::fs::write(root.join("killed-init/store.db"), b"").expect("empty killed-init/store.db");
+    let old = rusqlite::Connection::open(root.join("old-schema/store.db")).expect("open old-schema/store.db");
+    old.pragma_update(None, "user_version", 4).expect("set user_version 4");
+    set_version_digit(&root.join("old-log/log/identity"), b'2');
+    set_version_digit(&root.join("old-partition/log/partition-0.log"), b'1');
+    dirs.to_vec()
+}
+
+/// Every `consumer` row of README's bad-input table but the PostgreSQL ones (`$PG`: in
+/// `hardening_pg.rs`), as a child process in a directory holding the data directories it
+/// names: the row's exit code, the row's line and nothing else on stderr, nothing on stdout.
+#[test]
+fn every_bad_input_row_of_the_readme_gets_its_one_line() {
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let root = scratch.path();
+    let dirs = prepare_readme_dirs(root);
+    let rows: Vec<_> = readme_bad_input_rows("consumer").into_iter().filter(|row| !row.is_postgres()).collect();
+    assert!(rows.len() >= 30, "README's bad-input table has {} consumer rows", rows.len());
+    for dir in dirs {
+        assert!(rows.iter().any(|row| row.dir() == Some(dir)), "no README row runs on {dir}");
+    }
+    // The log's writer lock, held by another "writer" while the rows run.
+    let lock = std::fs::File::create(root.join("locked-log/log/writer.lock")).expect("open the writer lock");
+    lock.lock().expect("take the writer lock");
+    for row in &rows {
+        run_bad_input_row(row, root, &[]);
+    }
+    drop(lock);
+    assert!(!root.join("fresh").exists(), "a refused command created fresh/");
 }

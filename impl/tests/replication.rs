@@ -318,7 +318,7 @@ fn replication_commands_refuse_what_they_cannot_do_in_one_line() {
         ("shrink-isr with the follower in sync", true, "shrink-isr", &[], FAILED, "is not behind the leader"),
         ("retention on a replicated log", true, "retain", &["--before", "0"], FAILED, "retention is not offered"),
         ("repair on a replicated log", true, "repair", &[], FAILED, "repair is not offered"),
-        ("three replicas", false, "init", &["--replicas", "3"], FAILED, "accepted values are 1..=2"),
+        ("three replicas", false, "init", &["--replicas", "3"], FAILED, "3 is not in 1..=2"),
         ("init --replicas 2 over a plain log", false, "init", &["--replicas", "2"], REFUSED, "has 1 replica(s), but 2"),
         ("init over a replicated log", true, "init", &[], REFUSED, "has 2 replica(s), but 1"),
         (

@@ -40,6 +40,14 @@ pub enum LogError {
         path: PathBuf,
         found: Vec<u8>,
     },
+    /// A file of the log (`path`: its identity file) is of another version of its format:
+    /// `found` holds its first 8 bytes, `reads` the only ones this build reads. Nothing is
+    /// converted.
+    FormatVersion {
+        path: PathBuf,
+        found: Vec<u8>,
+        reads: &'static [u8; 8],
+    },
     /// An idempotent batch does not start at the sequence the producer must send next: a gap,
     /// a reordering, or a retry of a batch older than the recent ones kept.
     OutOfOrderSequence {
@@ -141,6 +149,13 @@ impl fmt::Display for LogError {
                 path.display(),
                 found.escape_ascii()
             ),
+            LogError::FormatVersion { path, found, reads } => write!(
+                f,
+                "{} has format {}, another version: this build reads only {} and converts nothing",
+                path.display(),
+                found.escape_ascii(),
+                reads.escape_ascii()
+            ),
             LogError::OutOfOrderSequence { partition, producer, expected, found } => write!(
                 f,
                 "out-of-order sequence from producer {producer} on partition {partition}: \
@@ -202,6 +217,7 @@ impl std::error::Error for LogError {
             | LogError::NoSuchPartition { .. }
             | LogError::Locked { .. }
             | LogError::BadHeader { .. }
+            | LogError::FormatVersion { .. }
             | LogError::OutOfOrderSequence { .. }
             | LogError::ProducerFenced { .. }
             | LogError::Damaged { .. }
@@ -236,6 +252,7 @@ impl LogError {
             | LogError::NoSuchPartition { .. }
             | LogError::Locked { .. }
             | LogError::BadHeader { .. }
+            | LogError::FormatVersion { .. }
             | LogError::OutOfOrderSequence { .. }
             | LogError::ProducerFenced { .. } => false,
         }

@@ -61,6 +61,10 @@ pub(super) fn read_identity(storage: &Storage, dir: &Path) -> Result<Option<LogI
     };
     let corrupt =
         |reason: &str| LogError::Corrupt { path: path.clone(), offset: 0, position: 0, reason: reason.into() };
+    // `ONCELID` and another version digit: a log of another version, not a damaged file.
+    if let Some(found) = bytes.get(..MAGIC.len()).filter(|found| found[..7] == MAGIC[..7] && found != MAGIC) {
+        return Err(LogError::FormatVersion { path, found: found.to_vec(), reads: MAGIC });
+    }
     if bytes.len() != LEN || &bytes[..8] != MAGIC {
         return Err(corrupt("an identity file holds ONCELID1, an id, a partition count and their crc32c"));
     }

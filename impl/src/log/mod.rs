@@ -241,6 +241,26 @@ impl Log {
         Log::open_writer_with(dir, expected, WriterMode::Checked)
     }
 
+    /// [`Log::open_writer`], waiting up to `wait` for another writer to release the lock (as
+    /// the store's busy timeout waits for another process's transaction) instead of failing at
+    /// once; [`LogError::Locked`] past it. The lock is tried every millisecond: a writer holds
+    /// it for one command (an append: its scan and two fsyncs), so waiters get their turn.
+    pub fn open_writer_within(
+        dir: &Path,
+        expected: LogIdentity,
+        wait: std::time::Duration,
+    ) -> Result<(Log, Vec<TailRepair>), LogError> {
+        let started = std::time::Instant::now();
+        loop {
+            match Log::open_writer(dir, expected) {
+                Err(LogError::Locked { .. }) if started.elapsed() < wait => {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                opened => return opened,
+            }
+        }
+    }
+
     /// Test only: the writer of the trap "a log that grows again after losing its tail"
     /// ([`WriterMode::Unchecked`]).
     pub fn open_writer_unchecked(dir: &Path, expected: LogIdentity) -> Result<(Log, Vec<TailRepair>), LogError> {

@@ -14,8 +14,9 @@ mod types;
 pub use self::postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use types::{
-    Claimed, DeadLetter, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset, Rewind,
-    StoreError, StoreOptions, TxnRow, TxnState, TxnTable, SCHEMA_VERSION,
+    check_name, Claimed, DeadLetter, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow,
+    Reset, Rewind, StoreError, StoreOptions, TxnRow, TxnState, TxnTable, NAME_BYTES_MAX, PARTITIONS_MAX,
+    SCHEMA_VERSION,
 };
 
 use crate::log::LogIdentity;
@@ -78,6 +79,15 @@ impl Store {
         match location {
             Location::Sqlite(path) => Store::create(path, log, options),
             Location::Postgres(url) => PgStore::create(url, log, options).map(Store::Postgres),
+        }
+    }
+
+    /// `init`'s check before it creates anything (the log first, the store last): refuses a
+    /// location that holds a store already, as `create_at` would, without writing.
+    pub fn check_absent(location: &Location, options: StoreOptions) -> Result<(), StoreError> {
+        match location {
+            Location::Sqlite(path) => SqliteStore::check_absent(path, options),
+            Location::Postgres(url) => PgStore::check_absent(url, options),
         }
     }
 

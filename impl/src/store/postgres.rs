@@ -12,6 +12,7 @@
 //! connection without COMMIT and the server rolls the transaction back. The schema version is
 //! the `schema_version` row of `meta`.
 
+use super::types::{check_partitions, totals_accepting};
 use super::types::{
     Claimed, DeadLetter, Ending, FailurePolicy, Guard, InsideHook, Item, PoisonAttempt, ProgressRow, Reset, Rewind,
     StoreError, StoreOptions, TxnRow, TxnState, TxnTable, SCHEMA_VERSION,
@@ -22,6 +23,7 @@ use postgres::types::ToSql;
 use postgres::{Client, Config, IsolationLevel, NoTls, Row, Transaction};
 use std::cell::RefCell;
 use std::str::FromStr;
+use std::time::Duration;
 
 /// The store's tables, created once by `PgStore::create`; `table_names` reads their names back.
 pub(super) const SCHEMA: &str = "
@@ -222,24 +224,80 @@ fn read_attempts(
     Ok(row.map(|row| (row.get::<_, i64>(0) as u64, row.get(1))))
 }
 
-/// The effect: a record's delta added to its group's total.
-const ADD_EFFECT_SQL: &str = "UPDATE effect SET total = total + $2 WHERE grp = $1";
+/// The effect: a record's delta added to its group's total, only if the sum fits `BIGINT`
+/// (`$3..=$4`, from `totals_accepting`), so an overflow is the same `StoreError::Overflow` as
+/// on SQLite rather than a server error. Run only through `add_delta`.
+const ADD_DELTA_SQL: &str = "UPDATE effect SET total = total + $2 WHERE grp = $1 AND total BETWEEN $3 AND $4";
+
+/// Adds `item`'s delta to `group`'s total inside `write`'s transaction, refusing a sum outside
+/// `i64` with `StoreError::Overflow` (which rolls the transaction back). A group without an
+/// effect row is left as it is, as the plain `UPDATE` did.
+fn add_delta(write: &mut Write<'_>, group: &str, partition: u32, item: &Item) -> Result<(), StoreError> {
+    let (low, high) = totals_accepting(item.delta);
+    if write.exec(ADD_DELTA_SQL, &[&group, &item.delta, &low, &high])? == 1 {
+        return Ok(());
+    }
+    let sql = "SELECT total FROM effect WHERE grp = $1";
+    match write.optional(sql, &[&group])? {
+        Some(row) => {
+            let (group, offset, delta) = (group.to_string(), item.offset, item.delta);
+            Err(StoreError::Overflow { group, partition, offset, total: row.get(0), delta })
+        }
+        None => Ok(()),
+    }
+}
 const SET_NEXT_SQL: &str = "UPDATE progress SET next_offset = $3 WHERE grp = $1 AND part = $2";
 
+/// How much longer than the busy timeout a connection or a statement may wait for the server:
+/// a lock wait (bounded by the busy timeout alone) then fails as a lock timeout first, and a
+/// busy timeout of 0 still leaves time to connect.
+const REPLY_GRACE: Duration = Duration::from_secs(1);
+
+/// Connects in a thread and waits for it at most `wait`. The client's own `connect_timeout`
+/// bounds only the socket's connection: a server that accepts it and never answers (a stopped
+/// postmaster: the kernel accepts on its socket) would block the startup for ever. On a
+/// timeout the thread is left behind; if it connects later, it drops the connection.
+fn connect_within(config: Config, target: &str, wait: Duration) -> Result<Client, StoreError> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("postgres-connect".to_string())
+        .spawn(move || {
+            // The receiver is gone after a timeout: nobody needs the client any more.
+            let _ = sender.send(config.connect(NoTls));
+        })
+        .map_err(|source| StoreError::PgThread { target: target.to_string(), source })?;
+    match receiver.recv_timeout(wait) {
+        Ok(connected) => connected.map_err(fail(target, "connect")),
+        Err(_) => Err(StoreError::PgTimeout { target: target.to_string(), waited: wait, during: "connect" }),
+    }
+}
+
+/// The key of the advisory lock `create` holds: two concurrent `init`s of one database queue
+/// on it, and the second finds the first one's tables.
+const INIT_LOCK_KEY: i64 = 0x6f6e_6365_696e_6974; // "onceinit"
+
 impl PgStore {
+    /// Connects with every wait on the server bounded by the busy timeout (spec.md §10): the
+    /// connection, its startup included, and every statement by `busy_timeout + REPLY_GRACE`
+    /// (`StoreError::PgTimeout`, or the server's statement timeout), a lock by `busy_timeout`
+    /// itself (`lock_timeout`), so a lock wait fails as such before the statement's bound.
     fn connect(url: &str, options: StoreOptions) -> Result<(Client, String), StoreError> {
-        let config = Config::from_str(url).map_err(|source| StoreError::Postgres {
+        let mut config = Config::from_str(url).map_err(|source| StoreError::Postgres {
             target: "(unparsable URL)".to_string(),
             sql: "connect",
             source,
         })?;
         let target = describe(&config);
-        let mut client = config.connect(NoTls).map_err(fail(&target, "connect"))?;
-        // The busy timeout's counterpart: how long a statement waits for another owner's row
-        // lock before failing (0 would mean forever in PostgreSQL, so at least 1 ms).
-        let millis = options.busy_timeout.as_millis().clamp(1, i32::MAX as u128);
-        let sql = "SET lock_timeout";
-        client.batch_execute(&format!("SET lock_timeout = {millis}")).map_err(fail(&target, sql))?;
+        let reply = options.busy_timeout + REPLY_GRACE;
+        config.connect_timeout(reply);
+        let mut client = connect_within(config, &target, reply)?;
+        // 0 would mean forever in PostgreSQL, so at least 1 ms.
+        let lock_ms = options.busy_timeout.as_millis().clamp(1, i32::MAX as u128);
+        let statement_ms = reply.as_millis().clamp(1, i32::MAX as u128);
+        let sql = "SET lock_timeout, statement_timeout";
+        client
+            .batch_execute(&format!("SET lock_timeout = {lock_ms}; SET statement_timeout = {statement_ms}"))
+            .map_err(fail(&target, sql))?;
         Ok((client, target))
     }
 
@@ -249,6 +307,7 @@ impl PgStore {
         let (mut client, target) = PgStore::connect(url, options)?;
         // No crash point names this write: its hook does nothing.
         transaction(&mut client, &target, &mut || {}, |write| {
+            write.one("SELECT pg_advisory_xact_lock($1)", &[&INIT_LOCK_KEY])?;
             let sql = "SELECT count(*) FROM information_schema.tables \
                        WHERE table_schema = current_schema() AND table_name = ANY($1)";
             let found: i64 = write.one(sql, &[&table_names(SCHEMA)])?.get(0);
@@ -281,12 +340,28 @@ impl PgStore {
             None => return Err(StoreError::PgNotInitialized { target }),
             Some(found) => return Err(StoreError::PgSchemaVersion { target, found }),
         }
-        let sql = "SELECT value FROM meta WHERE key = 'partitions'";
-        let partitions: i64 = client.query_one(sql, &[]).map_err(fail(&target, sql))?.get(0);
-        let sql = "SELECT value FROM meta WHERE key = 'log_id'";
-        let log_id: i64 = client.query_one(sql, &[]).map_err(fail(&target, sql))?.get(0);
-        let log = LogIdentity { id: log_id as u64, partitions: partitions as u32 };
-        Ok(PgStore { client: RefCell::new(client), target, partitions: partitions as u32, log })
+        let mut meta = |key: &'static str| -> Result<i64, StoreError> {
+            let sql = "SELECT value FROM meta WHERE key = $1";
+            Ok(client.query_one(sql, &[&key]).map_err(fail(&target, sql))?.get(0))
+        };
+        let partitions = meta("partitions")?;
+        let log_id = meta("log_id")?;
+        let partitions = check_partitions(&target, partitions)?;
+        let log = LogIdentity { id: log_id as u64, partitions };
+        Ok(PgStore { client: RefCell::new(client), target, partitions, log })
+    }
+
+    /// `init`'s check before it creates anything: `StoreError::PgAlreadyInitialised` when the
+    /// URL's database holds any of the store's tables.
+    pub fn check_absent(url: &str, options: StoreOptions) -> Result<(), StoreError> {
+        let (mut client, target) = PgStore::connect(url, options)?;
+        let sql = "SELECT count(*) FROM information_schema.tables \
+                   WHERE table_schema = current_schema() AND table_name = ANY($1)";
+        let found: i64 = client.query_one(sql, &[&table_names(SCHEMA)]).map_err(fail(&target, sql))?.get(0);
+        if found > 0 {
+            return Err(StoreError::PgAlreadyInitialised { target });
+        }
+        Ok(())
     }
 
     /// The log this store was initialised with.
@@ -448,7 +523,7 @@ impl PgStore {
                 let skip = unless_processed
                     && write.optional(sql, &[&group, &i64::from(partition), &(item.offset as i64)])?.is_some();
                 if !skip {
-                    write.exec(ADD_EFFECT_SQL, &[&group, &item.delta])?;
+                    add_delta(write, group, partition, item)?;
                 }
                 applied.push(!skip);
             }
@@ -504,7 +579,7 @@ impl PgStore {
                     "UPDATE progress SET stamp = $3 WHERE grp = $1 AND part = $2 AND (stamp IS NULL OR stamp < $3)";
                 let newer = write.exec(sql, &[&group, &i64::from(partition), &(item.offset as i64)])? == 1;
                 if newer {
-                    write.exec(ADD_EFFECT_SQL, &[&group, &item.delta])?;
+                    add_delta(write, group, partition, item)?;
                 }
                 applied.push(newer);
             }
@@ -527,7 +602,7 @@ impl PgStore {
                 let sql = "INSERT INTO processed (grp, part, log_offset) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
                 let fresh = write.exec(sql, &[&group, &i64::from(partition), &(item.offset as i64)])? == 1;
                 if fresh {
-                    write.exec(ADD_EFFECT_SQL, &[&group, &item.delta])?;
+                    add_delta(write, group, partition, item)?;
                 }
                 applied.push(fresh);
             }
@@ -571,7 +646,7 @@ impl PgStore {
                     Guard::Blind | Guard::Fenced { .. } => true,
                 };
                 if apply {
-                    write.exec(ADD_EFFECT_SQL, &[&group, &item.delta])?;
+                    add_delta(write, group, partition, item)?;
                     next = item.offset + 1;
                 }
                 applied.push(apply);
@@ -715,7 +790,7 @@ impl PgStore {
         self.write(inside, |write| {
             lock_row(write, group, partition, fence)?;
             for item in items {
-                write.exec(ADD_EFFECT_SQL, &[&group, &item.delta])?;
+                add_delta(write, group, partition, item)?;
             }
             write.exec(SET_NEXT_SQL, &[&group, &i64::from(partition), &(txn.input_end as i64)])?;
             insert_txn(write, txn)
@@ -817,8 +892,8 @@ impl PgStore {
                 // Dropping the transaction rolls it back; nothing was written anyway.
                 return Err(StoreError::NoDeadLetter { group: group.to_string(), partition, offset });
             }
-            let sql = "UPDATE effect SET total = total + $2 WHERE grp = $1 RETURNING total";
-            Ok(write.one(sql, &[&group, &delta])?.get(0))
+            add_delta(write, group, partition, &Item { offset, delta })?;
+            Ok(write.one("SELECT total FROM effect WHERE grp = $1", &[&group])?.get(0))
         })
     }
 }

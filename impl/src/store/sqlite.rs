@@ -3,6 +3,7 @@
 //! then its `inside` crash hook, then COMMIT. `synchronous=FULL` makes every COMMIT durable
 //! before it returns; the journal mode (DELETE or WAL) is chosen at creation and kept.
 
+use super::types::{check_partitions, totals_accepting};
 use super::types::{
     Claimed, DeadLetter, Ending, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset,
     Rewind, StoreError, StoreOptions, TxnRow, TxnState, TxnTable, SCHEMA_VERSION,
@@ -40,8 +41,10 @@ pub(super) const SCHEMA: &str = "
         PRIMARY KEY (grp, part, first_output));
 ";
 
-/// The effect: a record's delta added to its group's total.
-const ADD_EFFECT_SQL: &str = "UPDATE effect SET total = total + ?2 WHERE grp = ?1";
+/// The effect: a record's delta added to its group's total, only if the sum fits `i64`
+/// (`?3..=?4`, from `totals_accepting`); SQLite would otherwise store it as a REAL. Run only
+/// through `add_delta`, which tells an overflow from a missing group.
+const ADD_DELTA_SQL: &str = "UPDATE effect SET total = total + ?2 WHERE grp = ?1 AND total BETWEEN ?3 AND ?4";
 const SET_NEXT_SQL: &str = "UPDATE progress SET next_offset = ?3 WHERE grp = ?1 AND part = ?2";
 const INSERT_PROCESSED_SQL: &str = "INSERT OR IGNORE INTO processed (grp, part, log_offset) VALUES (?1, ?2, ?3)";
 const PROCESSED_SQL: &str = "SELECT 1 FROM processed WHERE grp = ?1 AND part = ?2 AND log_offset = ?3";
@@ -70,24 +73,41 @@ struct Write<'a> {
 
 impl SqliteStore {
     /// Creates a store for the log `log` (its partitions; its id recorded, so every open can
-    /// check the log is that one), failing if one exists already.
+    /// check the log is that one), failing if one exists already (`StoreError::AlreadyExists`).
+    ///
+    /// The schema, the meta rows and the schema version are one transaction: a create killed
+    /// before its COMMIT leaves an empty database (no table, version 0), which `open` calls not
+    /// initialised and which `create` then finishes. A concurrent create that committed first
+    /// makes this one `AlreadyExists` (checked again under the write lock).
     pub fn create(path: &Path, log: LogIdentity, options: StoreOptions) -> Result<SqliteStore, StoreError> {
-        if path.exists() {
-            return Err(StoreError::AlreadyExists { path: path.to_path_buf() });
-        }
-        let conn = connect(path, options)?;
+        let mut conn = connect(path, options)?;
+        refuse_initialised(&conn, path, options.busy_timeout)?;
         set_durability(&conn, path, options.journal, options.busy_timeout)?;
         let sql = "schema and meta";
-        let fail = |source| StoreError::Sqlite { path: path.to_path_buf(), sql, source };
-        conn.execute_batch(SCHEMA).map_err(fail)?;
-        conn.execute("INSERT INTO meta (key, value) VALUES ('partitions', ?1)", params![log.partitions])
-            .map_err(fail)?;
+        let fail = |source| classify(path, sql, source, options.busy_timeout);
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(fail)?;
+        refuse_initialised(&tx, path, options.busy_timeout)?;
+        tx.execute_batch(SCHEMA).map_err(fail)?;
+        tx.execute("INSERT INTO meta (key, value) VALUES ('partitions', ?1)", params![log.partitions]).map_err(fail)?;
         // The id's bits as SQLite's signed 64-bit integer.
-        conn.execute("INSERT INTO meta (key, value) VALUES ('log_id', ?1)", params![log.id as i64]).map_err(fail)?;
+        tx.execute("INSERT INTO meta (key, value) VALUES ('log_id', ?1)", params![log.id as i64]).map_err(fail)?;
         let wal = i64::from(options.journal == Journal::Wal);
-        conn.execute("INSERT INTO meta (key, value) VALUES ('wal', ?1)", params![wal]).map_err(fail)?;
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(fail)?;
+        tx.execute("INSERT INTO meta (key, value) VALUES ('wal', ?1)", params![wal]).map_err(fail)?;
+        // The version lives in the database header, which the transaction covers too.
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(fail)?;
+        tx.commit().map_err(fail)?;
+        drop(conn);
         SqliteStore::open(path, options)
+    }
+
+    /// `init`'s check before it creates anything: `StoreError::AlreadyExists` when `path` holds
+    /// a store (or any database with a table or a version). Nothing there, or the empty
+    /// database a killed `create` left, is fine.
+    pub fn check_absent(path: &Path, options: StoreOptions) -> Result<(), StoreError> {
+        if !path.exists() {
+            return Ok(());
+        }
+        refuse_initialised(&connect(path, options)?, path, options.busy_timeout)
     }
 
     /// Opens an existing store, checking its schema version, in the journal mode chosen at
@@ -107,20 +127,19 @@ impl SqliteStore {
             0 => return Err(StoreError::NotInitialized { path: path.to_path_buf() }),
             found => return Err(StoreError::SchemaVersion { path: path.to_path_buf(), found }),
         }
-        let sql = "SELECT value FROM meta WHERE key = 'partitions'";
-        let partitions: u32 = conn
-            .query_row(sql, [], |row| row.get(0))
-            .map_err(|source| classify(path, sql, source, options.busy_timeout))?;
-        let sql = "SELECT value FROM meta WHERE key = 'wal'";
-        let wal: i64 = conn
-            .query_row(sql, [], |row| row.get(0))
-            .map_err(|source| classify(path, sql, source, options.busy_timeout))?;
-        let journal = if wal == 1 { Journal::Wal } else { Journal::Delete };
-        let sql = "SELECT value FROM meta WHERE key = 'log_id'";
-        let log_id: i64 = conn
-            .query_row(sql, [], |row| row.get(0))
-            .map_err(|source| classify(path, sql, source, options.busy_timeout))?;
-        let log = LogIdentity { id: log_id as u64, partitions };
+        let meta = |key: &'static str| -> Result<i64, StoreError> {
+            let sql = "SELECT value FROM meta WHERE key = ?1";
+            conn.query_row(sql, params![key], |row| row.get(0))
+                .map_err(|source| classify(path, sql, source, options.busy_timeout))
+        };
+        let target = path.display().to_string();
+        let partitions = check_partitions(&target, meta("partitions")?)?;
+        let journal = match meta("wal")? {
+            0 => Journal::Delete,
+            1 => Journal::Wal,
+            found => return Err(StoreError::BadMeta { target, key: "wal", found, expected: "0 or 1".into() }),
+        };
+        let log = LogIdentity { id: meta("log_id")? as u64, partitions };
         set_durability(&conn, path, journal, options.busy_timeout)?;
         Ok(SqliteStore { conn, path: path.to_path_buf(), busy_timeout: options.busy_timeout, partitions, journal, log })
     }
@@ -284,7 +303,7 @@ impl SqliteStore {
             for item in items {
                 let skip = unless_processed && is_processed(write, group, partition, item.offset)?;
                 if !skip {
-                    write.exec(ADD_EFFECT_SQL, params![group, item.delta])?;
+                    add_delta(write, group, partition, item)?;
                 }
                 applied.push(!skip);
             }
@@ -335,7 +354,7 @@ impl SqliteStore {
                     "UPDATE progress SET stamp = ?3 WHERE grp = ?1 AND part = ?2 AND (stamp IS NULL OR stamp < ?3)";
                 let newer = write.exec(sql, params![group, partition, item.offset])? == 1;
                 if newer {
-                    write.exec(ADD_EFFECT_SQL, params![group, item.delta])?;
+                    add_delta(write, group, partition, item)?;
                 }
                 applied.push(newer);
             }
@@ -356,7 +375,7 @@ impl SqliteStore {
             for item in items {
                 let fresh = write.exec(INSERT_PROCESSED_SQL, params![group, partition, item.offset])? == 1;
                 if fresh {
-                    write.exec(ADD_EFFECT_SQL, params![group, item.delta])?;
+                    add_delta(write, group, partition, item)?;
                 }
                 applied.push(fresh);
             }
@@ -399,7 +418,7 @@ impl SqliteStore {
                     Guard::Blind | Guard::Fenced { .. } => true,
                 };
                 if apply {
-                    write.exec(ADD_EFFECT_SQL, params![group, item.delta])?;
+                    add_delta(write, group, partition, item)?;
                     next = item.offset + 1;
                 }
                 applied.push(apply);
@@ -556,7 +575,7 @@ impl SqliteStore {
                 check_epoch(write, group, partition, held)?;
             }
             for item in items {
-                write.exec(ADD_EFFECT_SQL, params![group, item.delta])?;
+                add_delta(write, group, partition, item)?;
             }
             write.exec(SET_NEXT_SQL, params![group, partition, txn.input_end])?;
             insert_txn(write, txn)
@@ -673,8 +692,8 @@ impl SqliteStore {
                 // Returning the error rolls the transaction back; nothing was written anyway.
                 return Err(StoreError::NoDeadLetter { group: group.to_string(), partition, offset });
             }
-            let sql = "UPDATE effect SET total = total + ?2 WHERE grp = ?1 RETURNING total";
-            write.row(sql, params![group, delta], |row| row.get(0))
+            add_delta(write, group, partition, &Item { offset, delta })?;
+            write.row("SELECT total FROM effect WHERE grp = ?1", params![group], |row| row.get(0))
         })
     }
 }
@@ -716,6 +735,42 @@ impl Write<'_> {
             self.waited,
         ))
     }
+}
+
+/// Adds `item`'s delta to `group`'s total inside `write`'s transaction, refusing a sum outside
+/// `i64` with `StoreError::Overflow` (which rolls the transaction back). A group without an
+/// effect row is left as it is, as the plain `UPDATE` did.
+fn add_delta(write: &Write<'_>, group: &str, partition: u32, item: &Item) -> Result<(), StoreError> {
+    let (low, high) = totals_accepting(item.delta);
+    if write.exec(ADD_DELTA_SQL, params![group, item.delta, low, high])? == 1 {
+        return Ok(());
+    }
+    let sql = "SELECT total FROM effect WHERE grp = ?1";
+    let total: Option<i64> = write
+        .tx
+        .query_row(sql, params![group], |row| row.get(0))
+        .optional()
+        .map_err(fail_with(write.path, sql, write.waited))?;
+    match total {
+        Some(total) => {
+            let (group, offset, delta) = (group.to_string(), item.offset, item.delta);
+            Err(StoreError::Overflow { group, partition, offset, total, delta })
+        }
+        None => Ok(()),
+    }
+}
+
+/// `StoreError::AlreadyExists` when the database `conn` holds a table or a schema version.
+fn refuse_initialised(conn: &Connection, path: &Path, waited: Duration) -> Result<(), StoreError> {
+    let sql = "SELECT count(*) FROM sqlite_master";
+    let tables: i64 = conn.query_row(sql, [], |row| row.get(0)).map_err(fail_with(path, sql, waited))?;
+    let sql = "PRAGMA user_version";
+    let version: i64 =
+        conn.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(fail_with(path, sql, waited))?;
+    if tables > 0 || version != 0 {
+        return Err(StoreError::AlreadyExists { path: path.to_path_buf() });
+    }
+    Ok(())
 }
 
 /// The error of a failed statement (see `classify`).

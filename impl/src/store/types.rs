@@ -12,6 +12,52 @@ use std::time::Duration;
 /// adds the transactions of the transactional strategies (`txns`).
 pub const SCHEMA_VERSION: i64 = 5;
 
+/// The most partitions a store (and its log) may have: `init --partitions` accepts
+/// `1..=PARTITIONS_MAX`, and a store whose `meta.partitions` says otherwise is refused on open
+/// (`StoreError::BadMeta`) rather than iterated over.
+pub const PARTITIONS_MAX: u32 = 64;
+
+/// The longest group or owner name, in bytes.
+pub const NAME_BYTES_MAX: usize = 64;
+
+/// Checks a group or owner name: 1 to `NAME_BYTES_MAX` bytes, none of them a control character
+/// or white space (a newline would split `status`'s lines, a space its columns). Returns why
+/// not, in words that follow the name.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > NAME_BYTES_MAX {
+        return Err(format!("a name is 1 to {NAME_BYTES_MAX} bytes long, this one is {}", name.len()));
+    }
+    if let Some(bad) = name.chars().find(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!("a name holds no control character or white space, this one holds {:?}", bad));
+    }
+    Ok(())
+}
+
+/// `meta.partitions`, checked: `1..=PARTITIONS_MAX` (a damaged value would otherwise be
+/// iterated over, or wrap).
+pub(super) fn check_partitions(target: &str, found: i64) -> Result<u32, StoreError> {
+    match u32::try_from(found) {
+        Ok(partitions) if (1..=PARTITIONS_MAX).contains(&partitions) => Ok(partitions),
+        _ => Err(StoreError::BadMeta {
+            target: target.to_string(),
+            key: "partitions",
+            found,
+            expected: format!("1..={PARTITIONS_MAX}"),
+        }),
+    }
+}
+
+/// The totals a delta can be added to without leaving `i64`: `low..=high`. The effect's
+/// statement adds only within them (both backends), so an overflow changes no row and is
+/// reported as `StoreError::Overflow` instead of becoming SQLite's REAL or PostgreSQL's error.
+pub(super) fn totals_accepting(delta: i64) -> (i64, i64) {
+    // Neither subtraction overflows: each takes a value of the delta's sign from the bound of
+    // the same sign.
+    let low = if delta < 0 { i64::MIN - delta } else { i64::MIN };
+    let high = if delta > 0 { i64::MAX - delta } else { i64::MAX };
+    (low, high)
+}
+
 /// SQLite's journal mode: DELETE (the mission's scenario, the default) or WAL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -111,6 +157,60 @@ pub enum StoreError {
         target: String,
         found: i64,
     },
+    /// Adding a record's delta to its group's total would leave `i64`: the write's transaction
+    /// is rolled back (nothing of it committed) and the store stays as it was.
+    Overflow {
+        group: String,
+        partition: u32,
+        offset: u64,
+        total: i64,
+        delta: i64,
+    },
+    /// A `meta` row holds a value this build cannot use (`target`: the SQLite path or the
+    /// PostgreSQL target): the store's metadata is damaged, and nothing is read past it.
+    BadMeta {
+        target: String,
+        key: &'static str,
+        found: i64,
+        expected: String,
+    },
+    /// The PostgreSQL server did not answer within `waited` (`during` says what waited).
+    PgTimeout {
+        target: String,
+        waited: Duration,
+        during: &'static str,
+    },
+    /// The thread that bounds a PostgreSQL connection's wait could not be started.
+    PgThread {
+        target: String,
+        source: std::io::Error,
+    },
+}
+
+impl StoreError {
+    /// Whether the error is a refusal to protect data (the command line's exit status 4): an
+    /// overflowing total is refused rather than committed wrong.
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            StoreError::Overflow { .. } => true,
+            StoreError::Sqlite { .. }
+            | StoreError::Locked { .. }
+            | StoreError::SchemaVersion { .. }
+            | StoreError::NotInitialized { .. }
+            | StoreError::AlreadyExists { .. }
+            | StoreError::Fenced { .. }
+            | StoreError::NoSuchPartition { .. }
+            | StoreError::BadTxnState { .. }
+            | StoreError::NoDeadLetter { .. }
+            | StoreError::Postgres { .. }
+            | StoreError::PgNotInitialized { .. }
+            | StoreError::PgAlreadyInitialised { .. }
+            | StoreError::PgSchemaVersion { .. }
+            | StoreError::BadMeta { .. }
+            | StoreError::PgTimeout { .. }
+            | StoreError::PgThread { .. } => false,
+        }
+    }
 }
 
 impl fmt::Display for StoreError {
@@ -173,6 +273,24 @@ impl fmt::Display for StoreError {
             StoreError::PgAlreadyInitialised { target } => write!(f, "database {target} is already initialised"),
             StoreError::PgSchemaVersion { target, found } => {
                 write!(f, "database {target} has schema version {found}, this build reads version {SCHEMA_VERSION}")
+            }
+            StoreError::Overflow { group, partition, offset, total, delta } => write!(
+                f,
+                "overflow: group {group} partition {partition} offset {offset}: total {total} + delta {delta} = {} \
+                 does not fit a 64-bit total; nothing of the transaction was committed",
+                i128::from(*total) + i128::from(*delta)
+            ),
+            StoreError::BadMeta { target, key, found, expected } => write!(
+                f,
+                "database {target}: meta.{key} is {found}, expected {expected} (the store's metadata is damaged)"
+            ),
+            StoreError::PgTimeout { target, waited, during } => write!(
+                f,
+                "database {target}: no answer within {:.1} s ({during}; is the server stopped or overloaded?)",
+                waited.as_secs_f64()
+            ),
+            StoreError::PgThread { target, source } => {
+                write!(f, "database {target}: cannot start the connection's thread: {source}")
             }
         }
     }

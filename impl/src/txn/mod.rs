@@ -277,7 +277,8 @@ impl TxnError {
         match self {
             TxnError::Log(error) => error.is_refusal(),
             TxnError::BadRecord { .. } => true,
-            TxnError::Store(_) | TxnError::GroupTooLong { .. } => false,
+            TxnError::Store(error) => error.is_refusal(),
+            TxnError::GroupTooLong { .. } => false,
         }
     }
 }

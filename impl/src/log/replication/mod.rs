@@ -99,7 +99,13 @@ impl ReplicatedLog {
     pub fn check_init(dir: &Path, replicas: u32) -> Result<(), LogError> {
         let storage = Storage::Real;
         let found = if is_replicated(&storage, dir) {
-            (0..REPLICAS_MAX).filter(|&broker| storage.exists(&replica_dir(dir, broker))).count() as u32
+            let made = (0..REPLICAS_MAX).filter(|&broker| storage.exists(&replica_dir(dir, broker))).count() as u32;
+            // A replicated `init` killed before its last write (the identity) made its replicas
+            // one by one: rerunning it finishes the rest.
+            if made < replicas && read_identity(&storage, dir)?.is_none() {
+                return Ok(());
+            }
+            made
         } else if read_identity(&storage, dir)?.is_some() {
             1
         } else {
