@@ -131,6 +131,15 @@ impl Server {
         format!("postgres:///{database}?host={}&user=postgres", self.socket().display())
     }
 
+    /// The process id of the cluster's postmaster (the first line of `postmaster.pid`), which a
+    /// test stops (SIGSTOP) to play a server that accepts connections and never answers.
+    pub fn postmaster_pid(&self) -> u32 {
+        let path = self.data().join("postmaster.pid");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        let first = text.lines().next().unwrap_or("");
+        first.trim().parse().unwrap_or_else(|_| panic!("{}: '{first}' is not a process id", path.display()))
+    }
+
     /// Creates a fresh, empty database and returns its URL.
     pub fn database(&self) -> String {
         let name = format!("t_{}_{}", std::process::id(), NEXT_DATABASE.fetch_add(1, Ordering::Relaxed));
