@@ -319,7 +319,7 @@ struct DeadLettersArgs {
     /// Only this group's dead letters.
     #[arg(long, value_parser = parse_name)]
     group: Option<String>,
-    /// Print one JSON array.
+    /// Print one JSON document: `{"tool": ..., "dead_letters": [...]}`.
     #[arg(long)]
     json: bool,
 }
@@ -347,7 +347,7 @@ struct ResetsArgs {
     /// Only this group's resets.
     #[arg(long, value_parser = parse_name)]
     group: Option<String>,
-    /// Print one JSON array.
+    /// Print one JSON document: `{"tool": ..., "resets": [...]}`.
     #[arg(long)]
     json: bool,
 }
@@ -956,7 +956,7 @@ fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
                 })
             })
             .collect();
-        println!("{}", serde_json::Value::Array(rows));
+        println!("{}", serde_json::json!({"tool": TOOL, "dead_letters": rows}));
         return Ok(ExitCode::SUCCESS);
     }
     if letters.is_empty() {
@@ -985,7 +985,7 @@ fn resets(args: ResetsArgs) -> anyhow::Result<ExitCode> {
     let store = args.dir.open_store()?;
     let resets = store.resets(args.group.as_deref())?;
     if args.json {
-        println!("{}", serde_json::to_string(&resets)?);
+        println!("{}", serde_json::json!({"tool": TOOL, "resets": resets}));
         return Ok(ExitCode::SUCCESS);
     }
     if resets.is_empty() {

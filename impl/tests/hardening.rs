@@ -219,3 +219,26 @@ fn names_of_64_bytes_and_of_any_script_are_accepted() {
     }
     assert!(consumer::store::check_name(&"g".repeat(consumer::store::NAME_BYTES_MAX + 1)).is_err());
 }
+
+/// Every `--json` document names the tool that wrote it and its version, as the model's and
+/// the conformance binary's do: `status`, `dead-letters`, `resets` and `read-output`.
+#[test]
+fn every_json_output_names_the_tool_and_its_version() {
+    let case = "json tool";
+    let dir = DataDir::with_records(case, 5, 1);
+    let tool = format!("onceproof-consumer {}", env!("CARGO_PKG_VERSION"));
+    let commands: [(&str, &[&str], &str); 4] = [
+        ("status", &["--json"], "groups"),
+        ("dead-letters", &["--json"], "dead_letters"),
+        ("resets", &["--json"], "resets"),
+        ("read-output", &["--json"], "records"),
+    ];
+    for (subcommand, args, field) in commands {
+        let output = dir.run(subcommand, args);
+        expect_code(case, subcommand, &output, 0);
+        let document: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{subcommand} --json is not JSON: {e}\n{}", describe(&output)));
+        assert_eq!(document["tool"].as_str(), Some(tool.as_str()), "{subcommand} --json: {document}");
+        assert!(document[field].is_array(), "{subcommand} --json has no array '{field}': {document}");
+    }
+}

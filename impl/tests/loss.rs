@@ -75,7 +75,7 @@ fn resets(case: &str, dir: &DataDir) -> Vec<(String, u64, u64, u64)> {
     let text = expect_ok(case, dir, &["resets", "--json"]);
     let rows: serde_json::Value = serde_json::from_str(&text).expect("resets --json is JSON");
     let number = |row: &serde_json::Value, key: &str| row[key].as_u64().unwrap_or(u64::MAX);
-    let rows = rows.as_array().expect("an array").iter();
+    let rows = rows["resets"].as_array().expect("an array of resets").iter();
     rows.map(|row| {
         (
             row["group"].as_str().unwrap_or("").to_string(),

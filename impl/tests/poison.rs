@@ -43,7 +43,9 @@ fn dead_letters(case: &str, dir: &DataDir) -> Vec<(u64, u64)> {
     common::expect_code(case, "dead-letters --json", &output, 0);
     let rows: serde_json::Value = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|e| panic!("case '{case}': dead-letters --json is not JSON: {e}\n{}", describe(&output)));
-    let rows = rows.as_array().unwrap_or_else(|| panic!("case '{case}': dead-letters --json is not an array: {rows}"));
+    let rows = rows["dead_letters"]
+        .as_array()
+        .unwrap_or_else(|| panic!("case '{case}': dead-letters --json has no array: {rows}"));
     rows.iter()
         .map(|row| {
             assert_eq!(row["group"], "g", "case '{case}': a dead letter of another group: {row}");

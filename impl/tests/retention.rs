@@ -32,7 +32,7 @@ fn resets(case: &str, dir: &DataDir) -> Vec<(u64, u64)> {
     common::expect_code(case, "resets --json", &output, 0);
     let rows: serde_json::Value = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|e| panic!("case '{case}': resets --json is not JSON: {e}\n{}", describe(&output)));
-    let rows = rows.as_array().unwrap_or_else(|| panic!("case '{case}': resets --json is not an array: {rows}"));
+    let rows = rows["resets"].as_array().unwrap_or_else(|| panic!("case '{case}': resets --json has no array: {rows}"));
     rows.iter()
         .map(|row| {
             assert_eq!(row["group"], "g", "case '{case}': a reset of another group: {row}");
