@@ -332,8 +332,8 @@ struct RedriveArgs {
     group: String,
     #[arg(long, default_value_t = 0)]
     partition: u32,
-    /// The dead-lettered record's offset.
-    #[arg(long)]
+    /// The dead-lettered record's offset (a store keeps offsets as signed 64-bit integers).
+    #[arg(long, value_parser = count_in::<u64>(0, i64::MAX as u64))]
     offset: u64,
     /// The operator-corrected value the record adds to the group's total.
     #[arg(long, allow_hyphen_values = true)]

@@ -141,6 +141,8 @@ fn init_killed_at_random_moments_leaves_no_store_or_a_whole_one_and_init_finishe
             expect_code(&case, "status after init", &status(&dir), 0);
         }
     }
+    let kills = INIT_VARIANTS.len() * KILLS;
+    eprintln!("{interrupted} of {kills} kills left no store; init finished every one of them");
     assert!(interrupted > 0, "no kill fell inside an init: the test tested nothing");
 }
 

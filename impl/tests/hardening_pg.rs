@@ -10,6 +10,10 @@ use common::{pg, readme_bad_input_rows, run_bad_input_row, BadInputRow};
 use std::path::Path;
 use std::process::Command;
 
+/// Held by each test while it runs: one of them stops the cluster's postmaster, which would
+/// stall the other's connections.
+static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The data directories the rows name, each with its own fresh database.
 const DIRS: [&str; 3] = ["pg-overflow", "pg-meta", "pg-stopped"];
 
@@ -86,6 +90,7 @@ fn run_row(row: &BadInputRow, root: &Path, urls: &[(&str, String)], server: &pg:
 #[test]
 fn every_postgres_bad_input_row_of_the_readme_gets_its_one_line() {
     let Some(server) = pg::server() else { return };
+    let _cluster = CLUSTER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let scratch = tempfile::tempdir().expect("a scratch directory");
     let root = scratch.path();
     let urls: Vec<(&str, String)> = DIRS.iter().map(|&dir| (dir, prepare(root, dir))).collect();
@@ -108,4 +113,37 @@ fn every_postgres_bad_input_row_of_the_readme_gets_its_one_line() {
     let group = groups.iter().find(|group| group["group"] == "g").expect("group g");
     assert_eq!(group["total"].as_i64(), Some(i64::MAX), "{status}");
     assert_eq!(group["progress"][0]["next_offset"].as_u64(), Some(1), "{status}");
+}
+
+/// Two `init`s of two data directories on one database at once: one initialises it, the other
+/// queues on the advisory lock, finds the store and is refused in one line (exit 2).
+#[test]
+fn of_two_concurrent_inits_on_one_database_the_loser_prints_one_line() {
+    if pg::server().is_none() {
+        return;
+    }
+    let _cluster = CLUSTER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    for round in 0..3 {
+        let url = pg::database().expect("the cluster runs");
+        let racers: Vec<_> = (0..2)
+            .map(|racer| {
+                Command::new(common::BIN)
+                    .args(["init", "--dir"])
+                    .arg(scratch.path().join(format!("r{round}-{racer}")))
+                    .args(["--store", &url])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("the consumer binary starts")
+            })
+            .collect();
+        let mut outputs: Vec<_> = racers.into_iter().map(|racer| racer.wait_with_output().expect("ends")).collect();
+        outputs.sort_by_key(|output| output.status.code());
+        let [winner, loser] = &outputs[..] else { panic!("two racers") };
+        assert_eq!(winner.status.code(), Some(0), "round {round}\n{}", common::describe(winner));
+        assert_eq!(loser.status.code(), Some(2), "round {round}\n{}", common::describe(loser));
+        let line = format!("error: database {} is already initialised\n", target(&url));
+        assert_eq!(common::stderr(loser), line, "round {round}");
+    }
 }
