@@ -83,6 +83,7 @@ fn run_row(row: &BadInputRow, root: &Path, urls: &[(&str, String)], server: &pg:
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }
+    eprintln!("the stopped server held `{}` {:.2} s", row.command.join(" "), waited.as_secs_f64());
     // --busy-timeout 2 and the second of grace: the server's silence ends the wait, nothing else.
     assert!(waited.as_secs_f64() < 6.0, "the stopped server held the command {waited:?}");
 }
