@@ -41,6 +41,8 @@ enum Act {
     Start(usize, &'static str),
     /// Sends a command to worker `slot` and expects its reply.
     Send(usize, &'static str, &'static str),
+    /// SIGKILLs worker `slot` (the model's crash of that incarnation).
+    Kill(usize),
     /// A rebalance: `consumer claim` hands the partition to the owner at the next epoch.
     Claim(u32, &'static str),
     /// `consume --group g --strategy S` with further flags, to its exit status.
@@ -60,7 +62,7 @@ enum Act {
     Facts(&'static [u64], &'static [u64], &'static [u64]),
 }
 
-use Act::{Append, Claim, Consume, Emails, Facts, Next, Relay, Send, Start, Total, Value};
+use Act::{Append, Claim, Consume, Emails, Facts, Kill, Next, Relay, Send, Start, Total, Value};
 
 struct Scenario {
     name: &'static str,
@@ -89,6 +91,10 @@ fn run(backend: Backend, scenario: &Scenario) -> Option<()> {
                 let worker = workers[slot].as_mut().unwrap_or_else(|| panic!("{at}: no worker {slot}"));
                 assert_eq!(worker.send(command), reply, "{at}");
             }
+            Kill(slot) => {
+                // Dropping a worker SIGKILLs it and waits for it.
+                assert!(workers.get_mut(slot).and_then(Option::take).is_some(), "{at}: no worker {slot}");
+            }
             Claim(partition, owner) => dir.claim(&at, "g", partition, owner),
             Consume(flags, code) => {
                 dir.consume(&at, &[&["--group", "g", "--strategy", scenario.strategy][..], flags].concat(), code);
@@ -100,10 +106,14 @@ fn run(backend: Backend, scenario: &Scenario) -> Option<()> {
                 let row = &dir.group(&at, "g")["progress"][partition as usize];
                 assert_eq!(row["next_offset"].as_u64(), Some(next), "{at}: the next offset of {partition}");
             }
-            Emails(expected) => assert_eq!(emails(&dir, &at), expected, "{at}: (offset, delivered, dropped)"),
+            Emails(expected) => {
+                assert_eq!(emails(&dir, &at), expected, "{at}: (offset, delivered, dropped)");
+                check_email_status(&dir, &at, expected);
+            }
             Facts(store, index, outbox) => {
                 let found = facts(&dir, &at);
                 assert_eq!(found, [store.to_vec(), index.to_vec(), outbox.to_vec()], "{at}: store, index, outbox");
+                check_index_status(&dir, &at, (store, index, outbox));
             }
         }
     }
@@ -127,6 +137,42 @@ fn emails(dir: &DataDir, case: &str) -> Vec<(u64, u64, u64)> {
         }
     }
     counts.into_iter().map(|(offset, (delivered, dropped))| (offset, delivered, dropped)).collect()
+}
+
+/// `status --json` summarises the provider's requests as `expected` says (one partition):
+/// requests, delivered, dropped, records delivered more than once, records below the next
+/// offset never delivered; `null` when the group sent nothing.
+fn check_email_status(dir: &DataDir, case: &str, expected: &[(u64, u64, u64)]) {
+    let group = dir.group(case, "g");
+    let next_offset = group["progress"][0]["next_offset"].as_u64().unwrap_or_else(|| panic!("{case}: {group}"));
+    let summary = if expected.is_empty() {
+        serde_json::Value::Null
+    } else {
+        let delivered: u64 = expected.iter().map(|&(_, delivered, _)| delivered).sum();
+        let dropped: u64 = expected.iter().map(|&(_, _, dropped)| dropped).sum();
+        let duplicated = expected.iter().filter(|&&(_, delivered, _)| delivered > 1).count();
+        let emailed = expected.iter().filter(|&&(offset, delivered, _)| offset < next_offset && delivered > 0).count();
+        serde_json::json!({
+            "requests": delivered + dropped, "delivered": delivered, "dropped": dropped,
+            "duplicated": duplicated, "never_delivered": next_offset - emailed as u64
+        })
+    };
+    assert_eq!(group["emails"], summary, "{case}: status's emails");
+}
+
+/// `status --json` says whether the stores agree, as the facts (store, index, outbox) of
+/// partition 0 say: the facts lost are the store's the index lacks and no outbox row holds;
+/// `null` when there is no fact anywhere.
+fn check_index_status(dir: &DataDir, case: &str, (store, index, outbox): (&[u64], &[u64], &[u64])) {
+    let summary = if store.is_empty() && index.is_empty() && outbox.is_empty() {
+        serde_json::Value::Null
+    } else {
+        let lost = store.iter().filter(|fact| !index.contains(fact) && !outbox.contains(fact)).count();
+        serde_json::json!({
+            "store": store.len(), "outbox": outbox.len(), "index": index.len(), "lost": lost, "agree": store == index
+        })
+    };
+    assert_eq!(dir.group(case, "g")["index"], summary, "{case}: status's facts");
 }
 
 /// `consumer index --json`: the offsets of partition 0's facts in the store, the index and the
@@ -475,4 +521,139 @@ fn an_older_store_and_missing_external_systems_are_refused_with_one_line() {
     // The outbox's owner writes only the store: the relay is what needs the index.
     dir.consume(case, &["--group", "g", "--strategy", "outbox"], 0);
     assert_eq!(dir.state(case, "g"), (DELTA, 1), "case '{case}': the outbox strategy consumed");
+}
+
+/// The model's shortest counterexample of each refuted row (`model check --strategy S`), step
+/// by step with worker processes (a pause is a second worker of the same owner, a crash a
+/// SIGKILL), next to the same schedule under the row's defence.
+const MODEL_COUNTEREXAMPLES: [Scenario; 7] = [
+    // external-exactly-once in 4 steps: append, fetch, apply (next offset 1), crash. The
+    // restart has nothing left to do: record 0's email is never sent.
+    Scenario {
+        name: "atomic-plus-email: the model's counterexample (a crash after the store's commit)",
+        strategy: "atomic-plus-email",
+        partitions: 1,
+        acts: &[
+            Append(0, 1),
+            Start(0, "o0"),
+            Send(0, "fetch 0 0", "ok fetched 1"),
+            Send(0, "apply-atomic 0 0", "ok applied 1 skipped 0"),
+            Kill(0),
+            Consume(&[], 0),
+            Next(0, 1),
+            Emails(NONE),
+        ],
+    },
+    // external-exactly-once in 6 steps: fetch, email, a second incarnation fetches and emails
+    // again. With the key the provider drops the repeat.
+    Scenario {
+        name: "email-no-key: the model's counterexample (a second incarnation)",
+        strategy: "email-no-key",
+        partitions: 1,
+        acts: &[
+            Append(0, 1),
+            Start(0, "o0"),
+            Send(0, "fetch 0 0", "ok fetched 1"),
+            Send(0, "send-email 0 0", "ok emailed 1"),
+            Start(1, "o0"),
+            Send(1, "fetch 0 0", "ok fetched 1"),
+            Send(1, "send-email 0 0", "ok emailed 2"),
+            Emails(&[(0, 2, 0)]),
+        ],
+    },
+    Scenario {
+        name: "email-idempotency-key: the same schedule",
+        strategy: "email-idempotency-key",
+        partitions: 1,
+        acts: &[
+            Append(0, 1),
+            Start(0, "o0"),
+            Send(0, "fetch 0 0", "ok fetched 1"),
+            Send(0, "send-email 0 0", "ok emailed 1"),
+            Start(1, "o0"),
+            Send(1, "fetch 0 0", "ok fetched 1"),
+            Send(1, "send-email 0 0", "ok emailed 1"),
+            Emails(&[(0, 1, 1)]),
+        ],
+    },
+    // latest-wins in 10 steps: o0 sets offset 0; its second incarnation resumes at 0; the
+    // first commits, fetches and sets offset 1 (value 2); the second sets offset 0 again:
+    // value 1, though offset 1 was applied.
+    Scenario {
+        name: "blind-set: the model's counterexample (a second incarnation replays an older set)",
+        strategy: "blind-set",
+        partitions: 1,
+        acts: &[
+            Append(0, 2),
+            Start(0, "o0"),
+            Send(0, "fetch 0 0", "ok fetched 1"),
+            Send(0, "apply-effect 0 0", "ok applied 1 skipped 0"),
+            Start(1, "o0"),
+            Send(1, "fetch 0 0", "ok fetched 1"),
+            Send(0, "commit-offset 0 1", "ok committed"),
+            Send(0, "fetch 0 1", "ok fetched 1"),
+            Send(0, "apply-effect 0 1", "ok applied 1 skipped 0"),
+            Value(Some(2)),
+            Send(1, "apply-effect 0 0", "ok applied 1 skipped 0"),
+            Value(Some(1)),
+        ],
+    },
+    Scenario {
+        name: "set-if-newer: the same schedule, the older set skipped",
+        strategy: "set-if-newer",
+        partitions: 1,
+        acts: &[
+            Append(0, 2),
+            Start(0, "o0"),
+            Send(0, "fetch 0 0", "ok fetched 1"),
+            Send(0, "apply-stamped 0 0", "ok applied 1 skipped 0"),
+            Start(1, "o0"),
+            Send(1, "fetch 0 0", "ok fetched 1"),
+            Send(0, "fetch 0 1", "ok fetched 1"),
+            Send(0, "apply-stamped 0 1", "ok applied 1 skipped 0"),
+            Value(Some(2)),
+            Send(1, "apply-stamped 0 0", "ok applied 0 skipped 1"),
+            Value(Some(2)),
+        ],
+    },
+    // stores-agree in 5 steps: o0 applies record 0 (its fact in the store), is started again
+    // (the new incarnation resumes at 1: nothing to do), and the first incarnation crashes
+    // before its index write. Quiescent, and the index lacks the fact.
+    Scenario {
+        name: "dual-write: the model's counterexample (the incarnation holding the index write crashes)",
+        strategy: "dual-write",
+        partitions: 1,
+        acts: &[
+            Append(0, 1),
+            Start(0, "o0"),
+            Send(0, "fetch 0 0", "ok fetched 1"),
+            Send(0, "apply-atomic 0 0", "ok applied 1 skipped 0"),
+            Start(1, "o0"),
+            Kill(0),
+            Consume(&[], 0),
+            Facts(&[0], &[], &[]),
+        ],
+    },
+    Scenario {
+        name: "outbox: the same schedule, then the relay",
+        strategy: "outbox",
+        partitions: 1,
+        acts: &[
+            Append(0, 1),
+            Start(0, "o0"),
+            Send(0, "fetch 0 0", "ok fetched 1"),
+            Send(0, "apply-atomic 0 0", "ok applied 1 skipped 0"),
+            Start(1, "o0"),
+            Kill(0),
+            Consume(&[], 0),
+            Facts(&[0], &[], &[0]),
+            Relay(&[], 0),
+            Facts(&[0], &[0], &[]),
+        ],
+    },
+];
+
+#[test]
+fn the_models_shortest_counterexamples_replay_with_real_processes_and_the_defences_hold() {
+    run_all(&MODEL_COUNTEREXAMPLES);
 }
