@@ -19,6 +19,7 @@
 //!   - `emailed N` (`send-email`: the provider recorded the batch's requests and has now
 //!     delivered the record's email N times; a keyed repeat is dropped, so N stays 1);
 //!   - `indexed N` (`write-index`: N of the batch's facts were new in the index).
+//!
 //!   The outbox's relay is no owner step: a parent runs `consumer relay --once --group G`
 //!   (or `consumer::external::Relay::relay_one`) for the model's `relay {group}`.
 //! - `assign PARTITION` (after a rebalance named this owner) replies `ok assigned EPOCH` or
