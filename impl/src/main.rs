@@ -657,7 +657,9 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
         .find_map(|(step, outcome)| outcome.fenced().map(|(held, current)| (step.partition, held, current)));
     let group = &args.owner.group;
     let total = owner.store().total(group)?;
-    println!("{} steps; group {group} total {total}", steps.len());
+    // The set rows' effect is the value, not the total (spec.md §3.4).
+    let value = owner.store().value(group)?.map_or_else(String::new, |value| format!(", value {value}"));
+    println!("{} steps; group {group} total {total}{value}", steps.len());
     print_takes(&owner);
     for (step, outcome) in &steps {
         if let Outcome::DeadLettered { attempts } = outcome {
