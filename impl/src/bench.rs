@@ -7,7 +7,7 @@ use consumer::crash::CrashPlan;
 use consumer::log::{encode_delta, Log};
 use consumer::owner::{OnFenced, Outcome, Owner, Settings, FIRST_OWNER};
 use consumer::store::{Journal, Store, StoreOptions};
-use consumer::strategy::{Step, StepKind, Strategy};
+use consumer::strategy::{EffectKind, Step, StepKind, Strategy};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -217,6 +217,7 @@ fn prepare(path: &Path, case: Case) -> anyhow::Result<(Store, Log)> {
     let log_dir = path.join("log");
     let identity = Log::init(&log_dir, 1)?;
     consumer::txn::OutputLog::at(&consumer::log::Storage::Real, &log_dir, identity).create()?;
+    consumer::external::ExternalDir::new(path).create()?;
     let store = Store::create(&path.join("store.db"), identity, options)?;
     {
         // The writer is dropped before the reader opens, releasing its lock as `append` does.
@@ -234,9 +235,20 @@ fn check(owner: &Owner, steps: &[(Step, Outcome)], records: u64) -> anyhow::Resu
         bail!("step '{step}' was fenced ({outcome}) though no other owner exists");
     }
     let store = owner.store();
-    let total = store.total(GROUP)?;
-    if total != records as i64 {
-        bail!("total is {total}, expected {records}");
+    match owner.state().strategy.rules().effect {
+        EffectKind::Add => {
+            let total = store.total(GROUP)?;
+            if total != records as i64 {
+                bail!("total is {total}, expected {records}");
+            }
+        }
+        // A set's effect is the last record's value (spec.md §3.4).
+        EffectKind::Set => {
+            let (value, expected) = (store.value(GROUP)?, consumer::store::set_value(records - 1));
+            if value != Some(expected) {
+                bail!("value is {value:?}, expected {expected}");
+            }
+        }
     }
     for partition in 0..store.partitions() {
         let next_offset = store.progress(GROUP, partition)?.next_offset;

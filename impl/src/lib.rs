@@ -1,8 +1,10 @@
 //! The real consumer: a checksummed retained log on disk, an SQLite (default) or PostgreSQL
 //! store for effects and progress, every strategy of spec.md §5 as real code, named crash
-//! points, and power cuts on a simulated disk.
+//! points, power cuts on a simulated disk, and the external systems of the seeds' edge cases (an
+//! email provider, an index, the outbox's relay).
 
 pub mod crash;
+pub mod external;
 pub mod log;
 pub mod owner;
 pub mod power;

@@ -1,6 +1,7 @@
 //! The `consumer` command line: init, append, append-poison, consume, status, claim, retain,
-//! dead-letters, redrive, resets, repair, read-output, worker, bench, load, power-cuts, and the
-//! replication steps replicate, shrink-isr, fail-leader (`replicas.rs`).
+//! dead-letters, redrive, resets, repair, read-output, emails, index, relay, worker, bench,
+//! load, power-cuts, and the replication steps replicate, shrink-isr, fail-leader
+//! (`replicas.rs`).
 
 mod bench;
 mod bench_log;
@@ -10,6 +11,7 @@ mod replicas;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use consumer::crash::CrashPlan;
+use consumer::external::{ExternalDir, Relay};
 use consumer::log::{
     create_dir_durably, encode_delta, Acks, Log, LogError, ReplicatedLog, ReplicationError, Storage, TailRepair,
     WriterMode, REPLICAS_MAX,
@@ -61,6 +63,15 @@ enum Command {
     /// Read an output partition of the transactional strategies as a downstream reader does:
     /// every record it delivers (input offset and delta), and where it stops (the LSO).
     ReadOutput(ReadOutputArgs),
+    /// List the requests the stand-in email provider (`external.db`) received, in order: the
+    /// record, the idempotency key, delivered or dropped as a repeat of its key.
+    Emails(EmailsArgs),
+    /// List the facts of the index (`index.db`), the dual-write rows' second store, beside the
+    /// store's own facts and outbox.
+    Index(IndexArgs),
+    /// The outbox's relay: copy a group's first outbox row to the index (idempotently), then
+    /// delete it; until the outbox is empty, one row (--once), or for ever (--follow).
+    Relay(RelayArgs),
     /// Serve one owner over stdin/stdout, one step per command (see `consumer::worker`).
     Worker(WorkerArgs),
     /// Measure consumed records per second per strategy, batch and journal mode.
@@ -392,6 +403,48 @@ struct ReadOutputArgs {
 }
 
 #[derive(Args)]
+struct EmailsArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Only the emails of this group's records.
+    #[arg(long, value_parser = parse_name)]
+    group: Option<String>,
+    /// Print one JSON document (`emails`: the requests in order).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct IndexArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Only this group's facts.
+    #[arg(long, value_parser = parse_name)]
+    group: Option<String>,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct RelayArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Only this group's outbox (default: every group's, in order).
+    #[arg(long, value_parser = parse_name)]
+    group: Option<String>,
+    /// One relay step per group: its first outbox row.
+    #[arg(long, conflicts_with = "follow")]
+    once: bool,
+    /// Keep relaying as owners add outbox rows, until the process is killed.
+    #[arg(long)]
+    follow: bool,
+    /// Test only: crash (exit 9) after the first row's copy to the index, before its delete.
+    #[arg(long, hide = true)]
+    crash_after_copy: bool,
+}
+
+#[derive(Args)]
 struct WorkerArgs {
     #[command(flatten)]
     owner: OwnerArgs,
@@ -506,6 +559,9 @@ fn main() -> ExitCode {
         Command::Resets(args) => resets(args),
         Command::Repair(args) => repair(args),
         Command::ReadOutput(args) => read_output(args),
+        Command::Emails(args) => emails(args),
+        Command::Index(args) => index(args),
+        Command::Relay(args) => relay(args),
         Command::Worker(args) => worker(args),
         Command::Bench(args) => bench::run(args),
         Command::Load(args) => load::run(args),
@@ -561,6 +617,8 @@ fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
     }
     // The transactional strategies' output log, beside the input log (spec.md §10).
     OutputLog::at(&Storage::Real, &log_dir, identity).create()?;
+    // The email provider and the index of spec.md §3.4's rows.
+    ExternalDir::new(&args.dir.dir).create()?;
     Store::create_at(&location, identity, options)?;
     // The store file's entry in the data directory (SQLite syncs the file, not its directory).
     std::fs::File::open(&args.dir.dir)
@@ -697,7 +755,9 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
         .find_map(|(step, outcome)| outcome.fenced().map(|(held, current)| (step.partition, held, current)));
     let group = &args.owner.group;
     let total = owner.store().total(group)?;
-    println!("{} steps; group {group} total {total}", steps.len());
+    // The set rows' effect is the value, not the total (spec.md §3.4).
+    let value = owner.store().value(group)?.map_or_else(String::new, |value| format!(", value {value}"));
+    println!("{} steps; group {group} total {total}{value}", steps.len());
     print_takes(&owner);
     for (step, outcome) in &steps {
         if let Outcome::DeadLettered { attempts } = outcome {
@@ -782,6 +842,141 @@ fn read_output(args: ReadOutputArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `relay` without `--follow` stops after this many steps (owners may add rows as it drains).
+const RELAY_STEPS_MAX: u64 = 10_000_000;
+/// `relay --follow` looks again after this long when every outbox was empty.
+const RELAY_IDLE_MS: u64 = 5;
+
+fn emails(args: EmailsArgs) -> anyhow::Result<ExitCode> {
+    let provider = ExternalDir::new(&args.dir.dir).open_provider()?;
+    let received = provider.received(args.group.as_deref())?;
+    if args.json {
+        println!("{}", serde_json::json!({"tool": TOOL, "emails": received}));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut deliveries: std::collections::BTreeMap<(&str, u32, u64), u64> = std::collections::BTreeMap::new();
+    for request in &received {
+        let key = request.key.as_deref().map_or_else(|| "no key".to_string(), |key| format!("key {key}"));
+        let what = if request.delivered { "delivered" } else { "DROPPED: a repeat of its key" };
+        println!(
+            "request {}: group {} partition {} offset {} ({key}): {what}",
+            request.seq, request.group, request.partition, request.offset
+        );
+        *deliveries.entry((&request.group, request.partition, request.offset)).or_default() +=
+            u64::from(request.delivered);
+    }
+    let delivered: u64 = deliveries.values().sum();
+    println!(
+        "{} request(s), {delivered} delivered, {} dropped as repeats of their key",
+        received.len(),
+        received.len() as u64 - delivered
+    );
+    for ((group, partition, offset), count) in deliveries.iter().filter(|(_, &count)| count > 1) {
+        println!("record {group}/{partition}/{offset}: its email was delivered {count} times");
+    }
+    if let Some(group) = &args.group {
+        print_never_emailed(&args.dir.open_store()?, group, &deliveries)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How many records below `group`'s committed next offsets have no email delivered (the first
+/// few named): what a crash between the store's commit and the email lost.
+fn print_never_emailed(
+    store: &Store,
+    group: &str,
+    deliveries: &std::collections::BTreeMap<(&str, u32, u64), u64>,
+) -> anyhow::Result<()> {
+    const NAMED_MAX: usize = 10;
+    for partition in 0..store.partitions() {
+        let next_offset = store.progress(group, partition)?.next_offset;
+        let delivered = (deliveries.range((group, partition, 0)..(group, partition, next_offset)))
+            .filter(|(_, &count)| count > 0)
+            .count() as u64;
+        let missing = next_offset - delivered;
+        if missing == 0 {
+            continue;
+        }
+        let named: Vec<String> = (0..next_offset)
+            .filter(|&offset| deliveries.get(&(group, partition, offset)).is_none_or(|&count| count == 0))
+            .take(NAMED_MAX)
+            .map(|offset| offset.to_string())
+            .collect();
+        println!(
+            "group {group} partition {partition}: {missing} record(s) below the committed next offset {next_offset} \
+             were never emailed (offsets {}{})",
+            named.join(", "),
+            if missing > NAMED_MAX as u64 { ", ..." } else { "" }
+        );
+    }
+    Ok(())
+}
+
+fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
+    let store = args.dir.open_store()?;
+    let index = ExternalDir::new(&args.dir.dir).open_index()?;
+    let group = args.group.as_deref();
+    let (indexed, facts, outbox) = (index.facts(group)?, store.facts(group)?, store.outbox(group)?);
+    if args.json {
+        println!("{}", serde_json::json!({"tool": TOOL, "index": indexed, "store": facts, "outbox": outbox}));
+        return Ok(ExitCode::SUCCESS);
+    }
+    for fact in &indexed {
+        println!("fact {}/{}/{}", fact.group, fact.partition, fact.offset);
+    }
+    println!("index: {} fact(s); store: {} fact(s), {} outbox row(s)", indexed.len(), facts.len(), outbox.len());
+    for fact in facts.iter().filter(|fact| !indexed.contains(fact)) {
+        let why = if outbox.contains(fact) {
+            "in the outbox: the relay copies it"
+        } else {
+            "in no outbox: nothing will ever copy it, the stores disagree for good"
+        };
+        println!("the index lacks {}/{}/{} ({why})", fact.group, fact.partition, fact.offset);
+    }
+    for fact in indexed.iter().filter(|fact| !facts.contains(fact)) {
+        println!("the store lacks {}/{}/{}", fact.group, fact.partition, fact.offset);
+    }
+    if indexed == facts {
+        println!("the index holds exactly the store's facts");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn relay(args: RelayArgs) -> anyhow::Result<ExitCode> {
+    let store = args.dir.open_store()?;
+    let index = ExternalDir::new(&args.dir.dir).open_index()?;
+    let mut relay = Relay::new(store, index);
+    let mut relayed = 0;
+    loop {
+        let groups = match &args.group {
+            Some(group) => vec![group.clone()],
+            None => relay.store().groups()?,
+        };
+        for group in &groups {
+            while relayed < RELAY_STEPS_MAX {
+                let mut after_copy = || {
+                    if args.crash_after_copy {
+                        consumer::crash::crash_now();
+                    }
+                };
+                let Some(fact) = relay.relay_one_with(group, &mut after_copy)? else { break };
+                relayed += 1;
+                println!("relayed {}/{}/{} to the index", fact.group, fact.partition, fact.offset);
+                if args.once {
+                    break;
+                }
+            }
+        }
+        if !args.follow {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(RELAY_IDLE_MS));
+    }
+    let left = relay.store().outbox(args.group.as_deref())?.len();
+    println!("{relayed} row(s) relayed; {left} outbox row(s) left");
+    Ok(ExitCode::SUCCESS)
+}
+
 fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let store = args.dir.open_store()?;
     let mut log = args.dir.open_log_reader(&store)?;
@@ -812,7 +1007,11 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     }
     let mut groups = Vec::new();
     for group in store.groups()? {
-        groups.push(group_status(&store, &group, &ends)?);
+        let mut status = group_status(&store, &group, &ends)?;
+        // The external systems of spec.md §3.4's rows: what their properties observe.
+        let externals = consumer::external::summarize(&store, &ExternalDir::new(&args.dir.dir), &group)?;
+        (status["emails"], status["index"]) = (serde_json::json!(externals.emails), serde_json::json!(externals.index));
+        groups.push(status);
     }
     if args.json {
         println!("{}", serde_json::json!({"tool": TOOL, "log": partitions, "groups": groups}));
@@ -867,8 +1066,8 @@ fn group_status(store: &Store, group: &str, ends: &[Option<u64>]) -> anyhow::Res
         .map(|reset| serde_json::json!({"partition": reset.partition, "from": reset.from, "to": reset.to}))
         .collect();
     Ok(serde_json::json!({
-        "group": group, "total": store.total(group)?, "progress": rows, "processed": processed,
-        "dead_letters": dead_letters, "resets": resets, "ahead": ahead
+        "group": group, "total": store.total(group)?, "value": store.value(group)?, "progress": rows,
+        "processed": processed, "dead_letters": dead_letters, "resets": resets, "ahead": ahead
     }))
 }
 
@@ -881,6 +1080,7 @@ fn print_group_status(g: &serde_json::Value) {
         g["dead_letters"],
         g["resets"].as_array().map_or(0, Vec::len)
     );
+    print_edge_status(g);
     let ahead: Vec<u64> = g["ahead"].as_array().into_iter().flatten().filter_map(serde_json::Value::as_u64).collect();
     for (partition, row) in g["progress"].as_array().into_iter().flatten().enumerate() {
         let warning = if ahead.contains(&(partition as u64)) {
@@ -895,6 +1095,35 @@ fn print_group_status(g: &serde_json::Value) {
             row["owner"].as_str().unwrap_or(""),
             row["stamp"]
         );
+    }
+}
+
+/// The lines of spec.md §3.4's rows, each only when the group has what it shows: the set
+/// strategies' value, the emails the provider received, the facts of the store and the index.
+fn print_edge_status(g: &serde_json::Value) {
+    if !g["value"].is_null() {
+        println!("  value {} (the set strategies' last set: v(o) = o + 1 of the record that set it)", g["value"]);
+    }
+    let emails = &g["emails"];
+    if !emails.is_null() {
+        println!(
+            "  emails: {} request(s), {} delivered, {} dropped as repeats of their key; {} record(s) delivered more \
+             than once, {} below the next offset never delivered",
+            emails["requests"], emails["delivered"], emails["dropped"], emails["duplicated"], emails["never_delivered"]
+        );
+    }
+    let index = &g["index"];
+    if !index.is_null() {
+        let verdict = if index["agree"] == true {
+            "the stores agree".to_string()
+        } else if index["lost"] != 0 {
+            format!("the stores DISAGREE: {} fact(s) in no outbox will never reach the index", index["lost"])
+        } else if index["outbox"] != 0 {
+            "the index lacks facts the relay has yet to copy (`consumer relay`)".to_string()
+        } else {
+            "the stores DISAGREE: the index holds facts the store does not".to_string()
+        };
+        println!("  facts: store {}, outbox {}, index {}: {verdict}", index["store"], index["outbox"], index["index"]);
     }
 }
 

@@ -5,8 +5,9 @@
 mod transactional;
 
 use crate::crash::{CrashPlan, When};
+use crate::external::{EmailProvider, EmailRequest, ExternalDir, ExternalError, Index};
 use crate::log::{decode_delta, Damage, Log, LogError, PartitionView, TailRepair};
-use crate::store::{FailurePolicy, Guard, Item, PoisonAttempt, Store, StoreError};
+use crate::store::{AtomicAlso, Fact, FailurePolicy, Guard, Item, PoisonAttempt, Store, StoreError};
 pub use crate::strategy::Stage;
 use crate::strategy::{
     BatchWrite, Checkpointing, GuardKind, LogCheck, OutOfRange, ParallelCommit, PoisonPolicy, Rules, Sequence,
@@ -198,6 +199,16 @@ pub enum Outcome {
         first: u64,
         end: u64,
     },
+    /// `send-email`: the provider received the batch's emails; `delivered` is how many times it
+    /// has delivered the email of the batch's record now (of a batch's records, the most: 1
+    /// means each once; a request with a key it had delivered before is not delivered again).
+    Emailed {
+        delivered: u64,
+    },
+    /// `write-index`: the batch's facts are in the index, `written` of them new.
+    Indexed {
+        written: u64,
+    },
     /// The fenced transaction aborted: the owner's epoch is stale; it dropped the partition.
     Fenced {
         held: i64,
@@ -244,6 +255,8 @@ impl fmt::Display for Outcome {
             Outcome::Recorded => write!(f, "recorded"),
             Outcome::Committed => write!(f, "committed"),
             Outcome::Produced { first, end } => write!(f, "produced {first} {end}"),
+            Outcome::Emailed { delivered } => write!(f, "emailed {delivered}"),
+            Outcome::Indexed { written } => write!(f, "indexed {written}"),
             Outcome::Fenced { held, current } => write!(f, "fenced {held} {current}"),
             Outcome::Failed { attempts } => write!(f, "failed {attempts}"),
             Outcome::Exhausted => write!(f, "exhausted"),
@@ -265,6 +278,8 @@ impl Outcome {
             | Outcome::Recorded
             | Outcome::Committed
             | Outcome::Produced { .. }
+            | Outcome::Emailed { .. }
+            | Outcome::Indexed { .. }
             | Outcome::Failed { .. }
             | Outcome::Exhausted
             | Outcome::DeadLettered { .. }
@@ -283,6 +298,8 @@ impl Outcome {
             | Outcome::Recorded
             | Outcome::Committed
             | Outcome::Produced { .. }
+            | Outcome::Emailed { .. }
+            | Outcome::Indexed { .. }
             | Outcome::Fenced { .. }
             | Outcome::Exhausted
             | Outcome::DeadLettered { .. }
@@ -299,6 +316,8 @@ pub enum OwnerError {
     Log(LogError),
     /// The output log of the transactional strategies.
     Txn(TxnError),
+    /// The email provider or the index (spec.md §3.4's rows).
+    External(ExternalError),
     /// The step is not what the strategy allows now (the worker protocol's guard).
     NotEnabled {
         step: Step,
@@ -338,6 +357,7 @@ impl fmt::Display for OwnerError {
             OwnerError::Store(error) => write!(f, "{error}"),
             OwnerError::Log(error) => write!(f, "{error}"),
             OwnerError::Txn(error) => write!(f, "{error}"),
+            OwnerError::External(error) => write!(f, "{error}"),
             OwnerError::NotEnabled { step, enabled } => {
                 let enabled: Vec<String> = enabled.iter().map(Step::to_string).collect();
                 let enabled = if enabled.is_empty() { "none".to_string() } else { enabled.join(", ") };
@@ -381,7 +401,8 @@ impl OwnerError {
             OwnerError::Log(error) => error.is_refusal(),
             OwnerError::Txn(error) => error.is_refusal(),
             OwnerError::Store(error) => error.is_refusal(),
-            OwnerError::NotEnabled { .. }
+            OwnerError::External(_)
+            | OwnerError::NotEnabled { .. }
             | OwnerError::BadPayload { .. }
             | OwnerError::Stuck { .. }
             | OwnerError::OutOfRange { .. } => false,
@@ -407,6 +428,12 @@ impl From<TxnError> for OwnerError {
     }
 }
 
+impl From<ExternalError> for OwnerError {
+    fn from(error: ExternalError) -> Self {
+        OwnerError::External(error)
+    }
+}
+
 pub struct Owner {
     store: Store,
     log: Log,
@@ -423,6 +450,10 @@ pub struct Owner {
     /// last `REPORTS_KEPT_MAX` of each (for `consume` to print).
     takes: Vec<Take>,
     output_repairs: Vec<TailRepair>,
+    /// The email provider (the email sequences) and the index (dual-write), opened at start;
+    /// `None` for the others.
+    email: Option<EmailProvider>,
+    index: Option<Index>,
 }
 
 /// How many takes and output-log repairs an owner keeps for its report.
@@ -443,14 +474,33 @@ impl Owner {
     /// `StartPolicy::ClaimEpoch` it claims a new epoch for them in one transaction
     /// (`Store::claim_own`), so an earlier incarnation of this owner still running is a zombie
     /// its next fenced write finds out; under `StoredEpoch` (the trap) it takes the stored one.
+    /// The external systems (spec.md §3.4) are those of the log's data directory.
     pub fn start(
-        mut store: Store,
+        store: Store,
         log: Log,
         group: &str,
         name: &str,
         settings: Settings,
         crash: CrashPlan,
     ) -> Result<Owner, OwnerError> {
+        let external = ExternalDir::beside(&log);
+        Owner::start_in(store, (log, &external), group, name, settings, crash)
+    }
+
+    /// `start` with the external systems of `external` (the power-cut runs keep the log on a
+    /// simulated disk and these files in a real directory). Only a strategy that uses one
+    /// opens it: the email provider for the email sequences, the index for dual-write.
+    pub fn start_in(
+        mut store: Store,
+        (log, external): (Log, &ExternalDir),
+        group: &str,
+        name: &str,
+        settings: Settings,
+        crash: CrashPlan,
+    ) -> Result<Owner, OwnerError> {
+        let sequence = settings.rules().sequence;
+        let email = sequence.email_key().map(|_| external.open_provider()).transpose()?;
+        let index = sequence.writes_index().then(|| external.open_index()).transpose()?;
         store.ensure_group(group, FIRST_OWNER)?;
         let leases = match settings.start {
             StartPolicy::ClaimEpoch => store
@@ -469,7 +519,7 @@ impl Owner {
                 leases
             }
         };
-        let output = match settings.rules().sequence {
+        let output = match sequence {
             Sequence::Transactional => Some(OutputLog::beside(&log)),
             Sequence::CommitThenEffect
             | Sequence::EffectThenCommit
@@ -477,12 +527,29 @@ impl Owner {
             | Sequence::EffectRecordCommit
             | Sequence::Stamped
             | Sequence::DedupedThenCommit
-            | Sequence::Atomic => None,
+            | Sequence::Atomic
+            | Sequence::AtomicThenEmail
+            | Sequence::EmailThenAtomic { .. }
+            | Sequence::AtomicThenIndex
+            | Sequence::AtomicWithOutbox => None,
         };
         let (group, name, log_ends) = (group.to_string(), name.to_string(), BTreeMap::new());
         let (takes, output_repairs) = (Vec::new(), Vec::new());
-        let mut owner =
-            Owner { store, log, group, name, settings, leases, log_ends, crash, output, takes, output_repairs };
+        let mut owner = Owner {
+            store,
+            log,
+            group,
+            name,
+            settings,
+            leases,
+            log_ends,
+            crash,
+            output,
+            takes,
+            output_repairs,
+            email,
+            index,
+        };
         let taken: Vec<u32> = owner.leases.keys().copied().collect();
         for partition in taken {
             owner.take_transactional_id(partition)?;
@@ -606,6 +673,8 @@ impl Owner {
             StepKind::ApplyAtomic => self.apply(step, Effect::Atomic),
             StepKind::ProduceOutput => self.produce_output(step),
             StepKind::CommitTxn => self.commit_txn(step),
+            StepKind::SendEmail => self.send_email(step),
+            StepKind::WriteIndex => self.write_index(step),
         }?;
         self.crash.at(step.kind, When::After, span);
         Ok(outcome)
@@ -628,7 +697,9 @@ impl Owner {
             | StepKind::ApplyAtomic
             | StepKind::DeadLetter
             | StepKind::ProduceOutput
-            | StepKind::CommitTxn => {
+            | StepKind::CommitTxn
+            | StepKind::SendEmail
+            | StepKind::WriteIndex => {
                 step.offset..lease.records.get(&step.offset).map_or(step.offset + 1, |record| record.end)
             }
         }
@@ -850,19 +921,23 @@ impl Owner {
                     | Sequence::Stamped
                     | Sequence::DedupedThenCommit
                     | Sequence::Atomic
-                    | Sequence::Transactional => false,
+                    | Sequence::Transactional
+                    | Sequence::AtomicThenEmail
+                    | Sequence::EmailThenAtomic { .. }
+                    | Sequence::AtomicThenIndex
+                    | Sequence::AtomicWithOutbox => false,
                 };
-                self.store.add_effect(&group, partition, &items, unless_processed, &mut inside)
+                self.store.add_effect(&group, partition, &items, (unless_processed, rules.effect), &mut inside)
             }
-            Effect::Stamped => self.store.apply_stamped(&group, partition, &items, &mut inside),
-            Effect::Deduped => self.store.apply_deduped(&group, partition, &items, &mut inside),
+            Effect::Stamped => self.store.apply_stamped(&group, partition, &items, rules.effect, &mut inside),
+            Effect::Deduped => self.store.apply_deduped(&group, partition, &items, rules.dedup_key, &mut inside),
             Effect::Atomic => {
                 let guard = match rules.guard {
                     GuardKind::Blind => Guard::Blind,
                     GuardKind::Fenced => Guard::Fenced { epoch },
                     GuardKind::Cas => Guard::Cas,
                 };
-                self.store.apply_atomic(&group, partition, &items, guard, &mut inside)
+                self.store.apply_atomic(&group, partition, &items, (guard, atomic_also(rules.sequence)), &mut inside)
             }
         };
         let applied = match result {
@@ -919,14 +994,74 @@ impl Owner {
             }
             // One transaction wrote the effect and the next offset (none when every record was
             // skipped: the stored offset is already past them); the transactional sequence's is
-            // `commit-txn`'s.
-            Sequence::Atomic | Sequence::Transactional => {
+            // `commit-txn`'s. The email-first sequences emailed before it, and the outbox's relay
+            // takes over from here.
+            Sequence::Atomic
+            | Sequence::Transactional
+            | Sequence::EmailThenAtomic { .. }
+            | Sequence::AtomicWithOutbox => {
                 lease.records.remove(&offset);
                 if applied.iter().any(|&a| a) {
                     lease.checkpoint = end;
                 }
             }
+            // The store committed; the email or the index write is next, apart from it.
+            Sequence::AtomicThenEmail | Sequence::AtomicThenIndex => {
+                if applied.iter().any(|&a| a) {
+                    lease.records.get_mut(&offset).expect("in flight").stage = Stage::Stored;
+                    lease.checkpoint = end;
+                } else {
+                    lease.records.remove(&offset);
+                }
+            }
         }
+    }
+
+    /// `send-email` (spec.md §3.4): the batch's emails to the provider, outside the store's
+    /// transaction, each with its record's identity as its idempotency key when the sequence
+    /// says so. The provider records them durably before it answers; `send-email:inside` falls
+    /// after that, before the owner hears the answer. email-first sequences move the batch to
+    /// `Emailed` (`apply-atomic` next); atomic-plus-email's batch is done.
+    fn send_email(&mut self, step: Step) -> Result<Outcome, OwnerError> {
+        let (partition, offset) = (step.partition, step.offset);
+        let (strategy, sequence) = (self.settings.strategy, self.settings.rules().sequence);
+        let keyed = sequence.email_key().unwrap_or_else(|| panic!("invariant: {strategy} sends no email"));
+        let group = self.group.clone();
+        let requests: Vec<EmailRequest> = self
+            .items(partition, offset)
+            .iter()
+            .map(|item| EmailRequest::for_record(&group, partition, item.offset, item.delta, keyed))
+            .collect();
+        let provider = self.email.as_mut().unwrap_or_else(|| panic!("invariant: {strategy} opened its provider"));
+        let delivered = provider.send(&requests)?;
+        self.crash.at(StepKind::SendEmail, When::Inside, offset..offset + requests.len() as u64);
+        let lease = self.lease_mut(partition);
+        if sequence.is_email_first() {
+            lease.records.get_mut(&offset).expect("in flight").stage = Stage::Emailed;
+        } else {
+            lease.records.remove(&offset);
+        }
+        Ok(Outcome::Emailed { delivered: delivered.into_iter().max().unwrap_or(0) })
+    }
+
+    /// `write-index` (dual-write): the batch's facts to the index, in a write of its own (one
+    /// index transaction; `write-index:inside` falls before its COMMIT). The batch is done.
+    fn write_index(&mut self, step: Step) -> Result<Outcome, OwnerError> {
+        let (partition, offset) = (step.partition, step.offset);
+        let group = self.group.clone();
+        let facts: Vec<Fact> = self
+            .items(partition, offset)
+            .iter()
+            .map(|item| Fact { group: group.clone(), partition, offset: item.offset })
+            .collect();
+        let crash = self.crash.clone();
+        let span = offset..offset + facts.len() as u64;
+        let mut inside = || crash.at(StepKind::WriteIndex, When::Inside, span.clone());
+        let strategy = self.settings.strategy;
+        let index = self.index.as_mut().unwrap_or_else(|| panic!("invariant: {strategy} opened its index"));
+        let written = index.write(&facts, &mut inside)?;
+        self.lease_mut(partition).records.remove(&offset);
+        Ok(Outcome::Indexed { written })
     }
 
     /// The abort tells the zombie it lost the partition: it stops working on it.
@@ -1109,6 +1244,22 @@ pub fn check_log(store: &Store, log: &mut Log, group: &str, check: LogCheck) -> 
         damaged.extend(view.damage.map(|damage| (partition, damage)));
     }
     Ok(damaged)
+}
+
+/// What `apply-atomic` records with the effect under `sequence`: the dual-write rows' facts.
+fn atomic_also(sequence: Sequence) -> AtomicAlso {
+    match sequence {
+        Sequence::AtomicThenIndex => AtomicAlso::Fact,
+        Sequence::AtomicWithOutbox => AtomicAlso::FactAndOutbox,
+        Sequence::Atomic | Sequence::AtomicThenEmail | Sequence::EmailThenAtomic { .. } => AtomicAlso::Nothing,
+        Sequence::CommitThenEffect
+        | Sequence::EffectThenCommit
+        | Sequence::EffectOnly
+        | Sequence::EffectRecordCommit
+        | Sequence::Stamped
+        | Sequence::DedupedThenCommit
+        | Sequence::Transactional => panic!("invariant: {sequence:?} has no apply-atomic"),
+    }
 }
 
 /// The effect writes, as `perform_enabled` hands them to `apply`: one per effect step kind.

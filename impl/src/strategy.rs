@@ -82,6 +82,29 @@ named_enum! {
         /// The trap: the same transactions without producer identity (MiniKafka's transaction
         /// path): nothing is fenced and no take aborts an earlier epoch's transaction.
         TxnUnfenced => "txn-unfenced",
+        /// The trap (spec.md §3.4): atomic-fenced, then the record's email sent after the
+        /// store's commit: a crash between them loses the email.
+        AtomicPlusEmail => "atomic-plus-email",
+        /// The email first, carrying the record's identity (group, partition, offset) as its
+        /// idempotency key, then atomic-fenced: the provider drops a repeat.
+        EmailIdempotencyKey => "email-idempotency-key",
+        /// The trap: the email first without a key, then atomic-fenced: a replay emails again.
+        EmailNoKey => "email-no-key",
+        /// The trap: `value := v(o) = o + 1` written blindly (`apply-effect`), then the commit:
+        /// a replayed or zombie older set overwrites a newer value.
+        BlindSet => "blind-set",
+        /// `value := v(o)` with the offset stamp, only when newer (offset-stamp's guard);
+        /// periodic checkpoints.
+        SetIfNewer => "set-if-newer",
+        /// The trap: dedup-atomic whose processed ids are keyed by the offset alone, so another
+        /// partition's record at the same offset is skipped as a duplicate.
+        DedupOffsetOnly => "dedup-offset-only",
+        /// The trap: atomic-fenced with the record's fact, then a separate `write-index` of the
+        /// fact to the index: a crash between them leaves the index without it for good.
+        DualWrite => "dual-write",
+        /// atomic-fenced with the fact and an outbox row in the same transaction; a relay
+        /// (`consumer relay`) copies outbox rows to the index idempotently.
+        Outbox => "outbox",
     }
 }
 
@@ -92,6 +115,31 @@ pub struct Rules {
     pub guard: GuardKind,
     pub checkpoint: Checkpointing,
     pub poison: PoisonPolicy,
+    /// What a record's effect does to its group's effect row.
+    pub effect: EffectKind,
+    /// What identifies a processed record (the dedup sequences).
+    pub dedup_key: DedupKey,
+}
+
+/// What the effect of a record is (spec.md §3.4; the model's `EffectKind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EffectKind {
+    /// `total += delta`.
+    Add,
+    /// `value := v(o) = o + 1`: the record's own value replaces the previous one (the total
+    /// stays as it is). A batch's set is its last record's.
+    Set,
+}
+
+/// What identifies a processed record in the dedup table (spec.md §3.4; the model's
+/// `DedupKey`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DedupKey {
+    /// (partition, offset): one record of the group.
+    PartitionOffset,
+    /// The trap: the offset alone, shared by every partition (stored as partition 0's id, the
+    /// model's `(0, o)`).
+    OffsetOnly,
 }
 
 /// The durable writes a fetched batch goes through, in order (spec.md §5's "per-record
@@ -119,6 +167,103 @@ pub enum Sequence {
     /// effect, `next_offset := end` and the transaction committed; then its commit marker),
     /// both under the guard (`Fenced` or `Blind`).
     Transactional,
+    /// `apply-atomic`, then `send-email` (the batch's emails, after the store's commit; stage
+    /// `Stored` between them).
+    AtomicThenEmail,
+    /// `send-email` (with the records' identities as idempotency keys, or none), then
+    /// `apply-atomic` (stage `Emailed` between them).
+    EmailThenAtomic { key: bool },
+    /// `apply-atomic` (the records' facts included), then a separate `write-index` of the facts
+    /// to the index (stage `Stored` between them).
+    AtomicThenIndex,
+    /// `apply-atomic` with the facts and their outbox rows in the same transaction; the relay
+    /// (`crate::external::Relay`), not the owner, copies outbox rows to the index.
+    AtomicWithOutbox,
+}
+
+impl Sequence {
+    /// The per-stage table of the sequence (the model's `Sequence::table`): for each stage a
+    /// batch rests in, its next durable write. A stage absent from it is one no batch ever rests
+    /// in under this sequence. (The poison stage `Exhausted` is the poison policy's.)
+    pub const fn table(self) -> &'static [(Stage, BatchWrite)] {
+        use BatchWrite as W;
+        use Stage::{Committed, EffectApplied, Emailed, Fetched, Produced, Recorded, Stored};
+        match self {
+            Sequence::CommitThenEffect => &[(Fetched, W::CommitOffset), (Committed, W::ApplyEffect)],
+            Sequence::EffectThenCommit => &[(Fetched, W::ApplyEffect), (EffectApplied, W::CommitOffset)],
+            Sequence::EffectOnly => &[(Fetched, W::ApplyEffect)],
+            Sequence::EffectRecordCommit => {
+                &[(Fetched, W::ApplyEffect), (EffectApplied, W::InsertProcessed), (Recorded, W::CommitOffset)]
+            }
+            Sequence::Stamped => &[(Fetched, W::ApplyStamped)],
+            Sequence::DedupedThenCommit => &[(Fetched, W::ApplyDeduped), (EffectApplied, W::CommitOffset)],
+            Sequence::Atomic | Sequence::AtomicWithOutbox => &[(Fetched, W::ApplyAtomic)],
+            Sequence::Transactional => &[(Fetched, W::ProduceOutput), (Produced, W::CommitTxn)],
+            Sequence::AtomicThenEmail => &[(Fetched, W::ApplyAtomic), (Stored, W::SendEmail)],
+            Sequence::EmailThenAtomic { .. } => &[(Fetched, W::SendEmail), (Emailed, W::ApplyAtomic)],
+            Sequence::AtomicThenIndex => &[(Fetched, W::ApplyAtomic), (Stored, W::WriteIndex)],
+        }
+    }
+
+    /// Whether the effect and the next offset are written by one transaction (`apply-atomic`).
+    pub const fn is_atomic(self) -> bool {
+        match self {
+            Sequence::Atomic
+            | Sequence::AtomicThenEmail
+            | Sequence::EmailThenAtomic { .. }
+            | Sequence::AtomicThenIndex
+            | Sequence::AtomicWithOutbox => true,
+            Sequence::CommitThenEffect
+            | Sequence::EffectThenCommit
+            | Sequence::EffectOnly
+            | Sequence::EffectRecordCommit
+            | Sequence::Stamped
+            | Sequence::DedupedThenCommit
+            | Sequence::Transactional => false,
+        }
+    }
+
+    /// Whether the batch's email goes out, and with or without the records' identities as
+    /// idempotency keys: `None` for the sequences that send none.
+    pub const fn email_key(self) -> Option<bool> {
+        match self {
+            Sequence::AtomicThenEmail => Some(false),
+            Sequence::EmailThenAtomic { key } => Some(key),
+            Sequence::CommitThenEffect
+            | Sequence::EffectThenCommit
+            | Sequence::EffectOnly
+            | Sequence::EffectRecordCommit
+            | Sequence::Stamped
+            | Sequence::DedupedThenCommit
+            | Sequence::Atomic
+            | Sequence::Transactional
+            | Sequence::AtomicThenIndex
+            | Sequence::AtomicWithOutbox => None,
+        }
+    }
+
+    /// Whether the email goes out before the store's transaction (`apply-atomic` follows it).
+    pub const fn is_email_first(self) -> bool {
+        matches!(self, Sequence::EmailThenAtomic { .. })
+    }
+
+    /// Whether the owner writes to the index itself (`write-index`).
+    pub const fn writes_index(self) -> bool {
+        match self {
+            Sequence::AtomicThenIndex => true,
+            Sequence::CommitThenEffect
+            | Sequence::EffectThenCommit
+            | Sequence::EffectOnly
+            | Sequence::EffectRecordCommit
+            | Sequence::Stamped
+            | Sequence::DedupedThenCommit
+            | Sequence::Atomic
+            | Sequence::Transactional
+            | Sequence::AtomicThenEmail
+            | Sequence::EmailThenAtomic { .. }
+            | Sequence::AtomicWithOutbox => false,
+        }
+    }
 }
 
 /// What `apply-atomic` (or the transactional writes) checks before it writes (spec.md §5,
@@ -181,29 +326,45 @@ impl Strategy {
         use ParallelCommit::{Max, Watermark};
         use PoisonPolicy::{DeadLetter, NotHandled, RetryForever, Skip};
         use Sequence::{
-            Atomic, CommitThenEffect, DedupedThenCommit, EffectOnly, EffectRecordCommit, EffectThenCommit, Stamped,
-            Transactional,
+            Atomic, AtomicThenEmail, AtomicThenIndex, AtomicWithOutbox, CommitThenEffect, DedupedThenCommit,
+            EffectOnly, EffectRecordCommit, EffectThenCommit, EmailThenAtomic, Stamped, Transactional,
         };
-        let (sequence, guard, checkpoint, poison) = match self {
-            Strategy::CommitFirst => (CommitThenEffect, Blind, PerBatch, NotHandled),
-            Strategy::EffectFirst => (EffectThenCommit, Blind, PerBatch, NotHandled),
-            Strategy::PeriodicCommit => (EffectOnly, Blind, Periodic, NotHandled),
-            Strategy::OffsetStamp => (Stamped, Blind, Periodic, NotHandled),
-            Strategy::DedupSeparate => (EffectRecordCommit, Blind, PerBatch, NotHandled),
-            Strategy::DedupAtomic => (DedupedThenCommit, Blind, PerBatch, NotHandled),
-            Strategy::Atomic => (Atomic, Blind, PerBatch, NotHandled),
-            Strategy::AtomicFenced => (Atomic, Fenced, PerBatch, NotHandled),
-            Strategy::AtomicCas => (Atomic, Cas, PerBatch, NotHandled),
-            Strategy::ParallelMax => (EffectOnly, Blind, Parallel(Max), NotHandled),
-            Strategy::ParallelWatermark => (EffectOnly, Blind, Parallel(Watermark), NotHandled),
-            Strategy::AtomicDlq => (Atomic, Fenced, PerBatch, DeadLetter),
-            Strategy::SkipPoison => (Atomic, Fenced, PerBatch, Skip),
-            Strategy::RetryForever => (Atomic, Fenced, PerBatch, RetryForever),
-            Strategy::TxnFenced => (Transactional, Fenced, PerBatch, NotHandled),
-            Strategy::TxnUnfenced => (Transactional, Blind, PerBatch, NotHandled),
-        };
-        Rules { sequence, guard, checkpoint, poison }
+        match self {
+            Strategy::CommitFirst => row(CommitThenEffect, Blind, PerBatch, NotHandled),
+            Strategy::EffectFirst => row(EffectThenCommit, Blind, PerBatch, NotHandled),
+            Strategy::PeriodicCommit => row(EffectOnly, Blind, Periodic, NotHandled),
+            Strategy::OffsetStamp => row(Stamped, Blind, Periodic, NotHandled),
+            Strategy::DedupSeparate => row(EffectRecordCommit, Blind, PerBatch, NotHandled),
+            Strategy::DedupAtomic => row(DedupedThenCommit, Blind, PerBatch, NotHandled),
+            Strategy::Atomic => row(Atomic, Blind, PerBatch, NotHandled),
+            Strategy::AtomicFenced => row(Atomic, Fenced, PerBatch, NotHandled),
+            Strategy::AtomicCas => row(Atomic, Cas, PerBatch, NotHandled),
+            Strategy::ParallelMax => row(EffectOnly, Blind, Parallel(Max), NotHandled),
+            Strategy::ParallelWatermark => row(EffectOnly, Blind, Parallel(Watermark), NotHandled),
+            Strategy::AtomicDlq => row(Atomic, Fenced, PerBatch, DeadLetter),
+            Strategy::SkipPoison => row(Atomic, Fenced, PerBatch, Skip),
+            Strategy::RetryForever => row(Atomic, Fenced, PerBatch, RetryForever),
+            Strategy::TxnFenced => row(Transactional, Fenced, PerBatch, NotHandled),
+            Strategy::TxnUnfenced => row(Transactional, Blind, PerBatch, NotHandled),
+            Strategy::AtomicPlusEmail => row(AtomicThenEmail, Fenced, PerBatch, NotHandled),
+            Strategy::EmailIdempotencyKey => row(EmailThenAtomic { key: true }, Fenced, PerBatch, NotHandled),
+            Strategy::EmailNoKey => row(EmailThenAtomic { key: false }, Fenced, PerBatch, NotHandled),
+            Strategy::BlindSet => {
+                Rules { effect: EffectKind::Set, ..row(EffectThenCommit, Blind, PerBatch, NotHandled) }
+            }
+            Strategy::SetIfNewer => Rules { effect: EffectKind::Set, ..row(Stamped, Blind, Periodic, NotHandled) },
+            Strategy::DedupOffsetOnly => {
+                Rules { dedup_key: DedupKey::OffsetOnly, ..row(DedupedThenCommit, Blind, PerBatch, NotHandled) }
+            }
+            Strategy::DualWrite => row(AtomicThenIndex, Fenced, PerBatch, NotHandled),
+            Strategy::Outbox => row(AtomicWithOutbox, Fenced, PerBatch, NotHandled),
+        }
     }
+}
+
+/// A row whose effect adds the delta and whose dedup ids (if any) name the record.
+const fn row(sequence: Sequence, guard: GuardKind, checkpoint: Checkpointing, poison: PoisonPolicy) -> Rules {
+    Rules { sequence, guard, checkpoint, poison, effect: EffectKind::Add, dedup_key: DedupKey::PartitionOffset }
 }
 
 /// The table's invariants hold for every row, or the crate does not compile.
@@ -222,14 +383,12 @@ impl Rules {
         match self.guard {
             GuardKind::Blind => {}
             GuardKind::Fenced => assert!(
-                matches!(self.sequence, Sequence::Atomic | Sequence::Transactional),
-                "a fence needs the apply-atomic or the transactional sequence"
+                self.sequence.is_atomic() || matches!(self.sequence, Sequence::Transactional),
+                "a fence needs an apply-atomic or the transactional sequence"
             ),
-            GuardKind::Cas => {
-                assert!(matches!(self.sequence, Sequence::Atomic), "a CAS needs the apply-atomic sequence")
-            }
+            GuardKind::Cas => assert!(self.sequence.is_atomic(), "a CAS needs an apply-atomic sequence"),
         }
-        // A poison record fails inside `apply-atomic`, and its writes are fenced.
+        // A poison record fails inside the plain `apply-atomic`, and its writes are fenced.
         if self.poison.is_handled() {
             assert!(matches!(self.sequence, Sequence::Atomic), "poison handling needs the apply-atomic sequence");
             assert!(matches!(self.guard, GuardKind::Fenced), "poison handling needs the fenced guard");
@@ -243,7 +402,11 @@ impl Rules {
             | Sequence::EffectRecordCommit
             | Sequence::DedupedThenCommit
             | Sequence::Atomic
-            | Sequence::Transactional => true,
+            | Sequence::Transactional
+            | Sequence::AtomicThenEmail
+            | Sequence::EmailThenAtomic { .. }
+            | Sequence::AtomicThenIndex
+            | Sequence::AtomicWithOutbox => true,
         };
         let checkpoints_per_batch = match self.checkpoint {
             Checkpointing::PerBatch => true,
@@ -254,83 +417,42 @@ impl Rules {
         if self.checkpoint.is_parallel() {
             assert!(matches!(self.sequence, Sequence::EffectOnly), "parallel checkpointing needs apply-effect only");
         }
+        // A set replaces a value: it is an effect write of its own (blind) or stamped.
+        match self.effect {
+            EffectKind::Add => {}
+            EffectKind::Set => assert!(
+                matches!(self.sequence, Sequence::EffectThenCommit | Sequence::Stamped),
+                "a set is a blind apply-effect or a stamped one"
+            ),
+        }
+        match self.dedup_key {
+            DedupKey::PartitionOffset => {}
+            DedupKey::OffsetOnly => assert!(
+                matches!(self.sequence, Sequence::DedupedThenCommit),
+                "only apply-deduped has a dedup key to scope"
+            ),
+        }
     }
 
     /// The durable write a batch resting in `stage` waits for under these rules, or `None` when
     /// no batch ever rests in that stage under them (the owner treats that as a broken
     /// invariant). The stage a write leaves the batch in is the owner's bookkeeping.
-    pub const fn next_write(self, stage: Stage) -> Option<BatchWrite> {
-        use BatchWrite as W;
-        use Sequence as S;
-        match (self.sequence, stage) {
-            (S::CommitThenEffect, Stage::Fetched) => Some(W::CommitOffset),
-            (S::CommitThenEffect, Stage::Committed) => Some(W::ApplyEffect),
-            (S::EffectThenCommit | S::EffectOnly | S::EffectRecordCommit, Stage::Fetched) => Some(W::ApplyEffect),
-            (S::EffectThenCommit | S::DedupedThenCommit, Stage::EffectApplied) => Some(W::CommitOffset),
-            (S::EffectRecordCommit, Stage::EffectApplied) => Some(W::InsertProcessed),
-            (S::EffectRecordCommit, Stage::Recorded) => Some(W::CommitOffset),
-            (S::Stamped, Stage::Fetched) => Some(W::ApplyStamped),
-            (S::DedupedThenCommit, Stage::Fetched) => Some(W::ApplyDeduped),
-            (S::Atomic, Stage::Fetched) => Some(W::ApplyAtomic),
-            (S::Transactional, Stage::Fetched) => Some(W::ProduceOutput),
-            (S::Transactional, Stage::Produced) => Some(W::CommitTxn),
-            (S::Atomic, Stage::Exhausted) => match self.poison {
-                PoisonPolicy::DeadLetter => Some(W::DeadLetter),
+    pub fn next_write(self, stage: Stage) -> Option<BatchWrite> {
+        match stage {
+            Stage::Exhausted => match self.poison {
+                PoisonPolicy::DeadLetter => Some(BatchWrite::DeadLetter),
                 // The trap: the checkpoint moves past the failing record with no trace of it.
-                PoisonPolicy::Skip => Some(W::CommitOffset),
+                PoisonPolicy::Skip => Some(BatchWrite::CommitOffset),
                 // Retry-forever never gives up on a record; the others never fetch a poison one.
                 PoisonPolicy::RetryForever | PoisonPolicy::NotHandled => None,
             },
-            // Only commit-first commits before the effect.
-            (
-                S::EffectThenCommit
-                | S::EffectOnly
-                | S::EffectRecordCommit
-                | S::Stamped
-                | S::DedupedThenCommit
-                | S::Atomic
-                | S::Transactional,
-                Stage::Committed,
-            ) => None,
-            // The effect write is the batch's last (commit-first: after its commit; the others
-            // commit with the checkpointing or inside the transaction; the transactional
-            // sequence's effect is its commit).
-            (S::CommitThenEffect | S::EffectOnly | S::Stamped | S::Atomic | S::Transactional, Stage::EffectApplied) => {
-                None
-            }
-            // Only dedup-separate records ids apart from the effect.
-            (
-                S::CommitThenEffect
-                | S::EffectThenCommit
-                | S::EffectOnly
-                | S::Stamped
-                | S::DedupedThenCommit
-                | S::Atomic
-                | S::Transactional,
-                Stage::Recorded,
-            ) => None,
-            // Only a poison record is exhausted, and only in the atomic sequence.
-            (
-                S::CommitThenEffect
-                | S::EffectThenCommit
-                | S::EffectOnly
-                | S::EffectRecordCommit
-                | S::Stamped
-                | S::DedupedThenCommit
-                | S::Transactional,
-                Stage::Exhausted,
-            ) => None,
-            // Only the transactional sequence produces output before its commit.
-            (
-                S::CommitThenEffect
-                | S::EffectThenCommit
-                | S::EffectOnly
-                | S::EffectRecordCommit
-                | S::Stamped
-                | S::DedupedThenCommit
-                | S::Atomic,
-                Stage::Produced,
-            ) => None,
+            Stage::Fetched
+            | Stage::Committed
+            | Stage::EffectApplied
+            | Stage::Recorded
+            | Stage::Produced
+            | Stage::Stored
+            | Stage::Emailed => self.sequence.table().iter().find(|(at, _)| *at == stage).map(|&(_, write)| write),
         }
     }
 }
@@ -383,6 +505,12 @@ pub enum Stage {
     /// Read-process-write: the batch's output records are in the open transaction of the
     /// output partition; `commit-txn` is next.
     Produced,
+    /// atomic-plus-email, dual-write: `apply-atomic` committed the effect and the next offset
+    /// (and the facts); the email (`send-email`) or the index write (`write-index`) is next.
+    Stored,
+    /// email-idempotency-key, email-no-key: the provider received the batch's emails;
+    /// `apply-atomic` is next.
+    Emailed,
 }
 
 /// A durable write a fetched batch waits for: what `Rules::next_write` names. Each is a step
@@ -398,6 +526,8 @@ pub enum BatchWrite {
     DeadLetter,
     ProduceOutput,
     CommitTxn,
+    SendEmail,
+    WriteIndex,
 }
 
 impl BatchWrite {
@@ -412,6 +542,8 @@ impl BatchWrite {
             BatchWrite::DeadLetter => StepKind::DeadLetter,
             BatchWrite::ProduceOutput => StepKind::ProduceOutput,
             BatchWrite::CommitTxn => StepKind::CommitTxn,
+            BatchWrite::SendEmail => StepKind::SendEmail,
+            BatchWrite::WriteIndex => StepKind::WriteIndex,
         }
     }
 
@@ -427,7 +559,9 @@ impl BatchWrite {
             | BatchWrite::ApplyAtomic
             | BatchWrite::DeadLetter
             | BatchWrite::ProduceOutput
-            | BatchWrite::CommitTxn => start,
+            | BatchWrite::CommitTxn
+            | BatchWrite::SendEmail
+            | BatchWrite::WriteIndex => start,
         };
         Step { kind: self.kind(), partition, offset }
     }
@@ -534,6 +668,12 @@ named_enum! {
         RefuseAhead => "refuse-ahead",
         ProduceOutput => "produce-output",
         CommitTxn => "commit-txn",
+        /// The batch's emails to the stand-in provider (`crate::external::EmailProvider`),
+        /// outside the store's transaction.
+        SendEmail => "send-email",
+        /// dual-write: the batch's facts to the index (`crate::external::Index`), in a write of
+        /// its own.
+        WriteIndex => "write-index",
     }
 }
 
@@ -652,44 +792,84 @@ mod tests {
         }
     }
 
-    /// Walking the sequence by its writes' usual outcomes gives spec.md §5's per-record writes.
+    /// Each sequence's table spells spec.md §5's per-record writes, in order, starting at a
+    /// fetched batch, and names each stage once.
     #[test]
     fn sequences_spell_the_spec_writes() {
-        let expected: [(Strategy, &[StepKind]); 9] = [
-            (Strategy::CommitFirst, &[StepKind::CommitOffset, StepKind::ApplyEffect]),
-            (Strategy::EffectFirst, &[StepKind::ApplyEffect, StepKind::CommitOffset]),
-            (Strategy::DedupSeparate, &[StepKind::ApplyEffect, StepKind::InsertProcessed, StepKind::CommitOffset]),
-            (Strategy::DedupAtomic, &[StepKind::ApplyDeduped, StepKind::CommitOffset]),
-            (Strategy::PeriodicCommit, &[StepKind::ApplyEffect]),
-            (Strategy::OffsetStamp, &[StepKind::ApplyStamped]),
-            (Strategy::AtomicFenced, &[StepKind::ApplyAtomic]),
-            (Strategy::TxnFenced, &[StepKind::ProduceOutput, StepKind::CommitTxn]),
-            (Strategy::TxnUnfenced, &[StepKind::ProduceOutput, StepKind::CommitTxn]),
+        use StepKind::{
+            ApplyAtomic, ApplyDeduped, ApplyEffect, ApplyStamped, CommitOffset, CommitTxn, InsertProcessed,
+            ProduceOutput, SendEmail, WriteIndex,
+        };
+        let expected: [(Strategy, &[StepKind]); 24] = [
+            (Strategy::CommitFirst, &[CommitOffset, ApplyEffect]),
+            (Strategy::EffectFirst, &[ApplyEffect, CommitOffset]),
+            (Strategy::PeriodicCommit, &[ApplyEffect]),
+            (Strategy::OffsetStamp, &[ApplyStamped]),
+            (Strategy::DedupSeparate, &[ApplyEffect, InsertProcessed, CommitOffset]),
+            (Strategy::DedupAtomic, &[ApplyDeduped, CommitOffset]),
+            (Strategy::Atomic, &[ApplyAtomic]),
+            (Strategy::AtomicFenced, &[ApplyAtomic]),
+            (Strategy::AtomicCas, &[ApplyAtomic]),
+            (Strategy::ParallelMax, &[ApplyEffect]),
+            (Strategy::ParallelWatermark, &[ApplyEffect]),
+            (Strategy::AtomicDlq, &[ApplyAtomic]),
+            (Strategy::SkipPoison, &[ApplyAtomic]),
+            (Strategy::RetryForever, &[ApplyAtomic]),
+            (Strategy::TxnFenced, &[ProduceOutput, CommitTxn]),
+            (Strategy::TxnUnfenced, &[ProduceOutput, CommitTxn]),
+            (Strategy::AtomicPlusEmail, &[ApplyAtomic, SendEmail]),
+            (Strategy::EmailIdempotencyKey, &[SendEmail, ApplyAtomic]),
+            (Strategy::EmailNoKey, &[SendEmail, ApplyAtomic]),
+            (Strategy::BlindSet, &[ApplyEffect, CommitOffset]),
+            (Strategy::SetIfNewer, &[ApplyStamped]),
+            (Strategy::DedupOffsetOnly, &[ApplyDeduped, CommitOffset]),
+            (Strategy::DualWrite, &[ApplyAtomic, WriteIndex]),
+            (Strategy::Outbox, &[ApplyAtomic]),
         ];
+        assert_eq!(expected.map(|(strategy, _)| strategy), Strategy::ALL, "one expectation per row, in order");
         for (strategy, writes) in expected {
-            let rules = strategy.rules();
-            let mut stage = Stage::Fetched;
-            let mut walked = Vec::new();
-            while let Some(write) = rules.next_write(stage) {
-                walked.push(write.kind());
-                stage = match write {
-                    BatchWrite::CommitOffset if stage == Stage::Fetched => Stage::Committed,
-                    BatchWrite::ApplyEffect | BatchWrite::ApplyDeduped if stage == Stage::Fetched => {
-                        Stage::EffectApplied
-                    }
-                    BatchWrite::InsertProcessed => Stage::Recorded,
-                    BatchWrite::ProduceOutput => Stage::Produced,
-                    // The write finished the batch.
-                    BatchWrite::CommitOffset
-                    | BatchWrite::ApplyEffect
-                    | BatchWrite::ApplyDeduped
-                    | BatchWrite::ApplyStamped
-                    | BatchWrite::ApplyAtomic
-                    | BatchWrite::DeadLetter
-                    | BatchWrite::CommitTxn => break,
-                };
-            }
+            let table = strategy.rules().sequence.table();
+            let walked: Vec<StepKind> = table.iter().map(|(_, write)| write.kind()).collect();
             assert_eq!(walked, writes, "{strategy}");
+            assert_eq!(table[0].0, Stage::Fetched, "{strategy}: the table starts at a fetched batch");
+            for (index, (stage, write)) in table.iter().enumerate() {
+                assert!(table[..index].iter().all(|(earlier, _)| earlier != stage), "{strategy}: {stage:?} twice");
+                assert_eq!(strategy.rules().next_write(*stage), Some(*write), "{strategy}: {stage:?}");
+            }
         }
+    }
+
+    /// The seeds' edge-case rows (spec.md §3.4) differ from their base row in one rule each.
+    #[test]
+    fn the_edge_rows_change_one_rule_of_their_base() {
+        let differs = |row: Strategy, base: Strategy| {
+            let (row, base) = (row.rules(), base.rules());
+            [
+                row.sequence != base.sequence,
+                row.guard != base.guard,
+                row.checkpoint != base.checkpoint,
+                row.poison != base.poison,
+                row.effect != base.effect,
+                row.dedup_key != base.dedup_key,
+            ]
+            .iter()
+            .filter(|&&d| d)
+            .count()
+        };
+        for (row, base) in [
+            (Strategy::AtomicPlusEmail, Strategy::AtomicFenced),
+            (Strategy::EmailIdempotencyKey, Strategy::AtomicFenced),
+            (Strategy::EmailNoKey, Strategy::AtomicFenced),
+            (Strategy::BlindSet, Strategy::EffectFirst),
+            (Strategy::SetIfNewer, Strategy::OffsetStamp),
+            (Strategy::DedupOffsetOnly, Strategy::DedupAtomic),
+            (Strategy::DualWrite, Strategy::AtomicFenced),
+            (Strategy::Outbox, Strategy::AtomicFenced),
+        ] {
+            assert_eq!(differs(row, base), 1, "{row} against {base}");
+        }
+        assert_eq!(Strategy::EmailIdempotencyKey.rules().sequence.email_key(), Some(true));
+        assert_eq!(Strategy::EmailNoKey.rules().sequence.email_key(), Some(false));
+        assert_eq!(Strategy::AtomicPlusEmail.rules().sequence.email_key(), Some(false));
     }
 }

@@ -15,7 +15,13 @@
 //!   - `reset FROM TO` or `out-of-range POSITION START` (retention passed the position, below);
 //!   - `refused STORED POSITION END` (the log lost records, below);
 //!   - `produced FIRST END` (`produce-output`: the batch's output records are at output
-//!     offsets FIRST..END, in the open transaction; below).
+//!     offsets FIRST..END, in the open transaction; below);
+//!   - `emailed N` (`send-email`: the provider recorded the batch's requests and has now
+//!     delivered the record's email N times; a keyed repeat is dropped, so N stays 1);
+//!   - `indexed N` (`write-index`: N of the batch's facts were new in the index).
+//!
+//!   The outbox's relay is no owner step: a parent runs `consumer relay --once --group G`
+//!   (or `consumer::external::Relay::relay_one`) for the model's `relay {group}`.
 //! - `assign PARTITION` (after a rebalance named this owner) replies `ok assigned EPOCH` or
 //!   `ok not-assigned`.
 //! - `arm POINT` (a crash point, e.g. `apply-atomic:inside`) replies `ok armed`; the point

@@ -6,7 +6,7 @@ mod common;
 
 use common::{describe, DataDir, FENCED};
 use consumer::log::LogIdentity;
-use consumer::store::{Guard, Item, Store, StoreOptions};
+use consumer::store::{AtomicAlso, Guard, Item, Store, StoreOptions};
 use std::process::{Child, Output, Stdio};
 
 /// One atomic-cas redelivery case through `Store::apply_atomic`: batches of +1 records
@@ -31,7 +31,7 @@ fn run_cas_case(case: &CasCase) {
     for (&(start, end), expected) in case.batches.iter().zip(case.applied) {
         let items: Vec<Item> = (start..end).map(|offset| Item { offset, delta: 1 }).collect();
         let applied = store
-            .apply_atomic("g", 0, &items, Guard::Cas, &mut || {})
+            .apply_atomic("g", 0, &items, (Guard::Cas, AtomicAlso::Nothing), &mut || {})
             .unwrap_or_else(|e| panic!("case '{name}': apply [{start}, {end}): {e}"));
         assert_eq!(applied, *expected, "case '{name}': which records of [{start}, {end}) the CAS applied");
     }

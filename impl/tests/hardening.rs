@@ -223,17 +223,19 @@ fn names_of_64_bytes_and_of_any_script_are_accepted() {
 }
 
 /// Every `--json` document names the tool that wrote it and its version, as the model's and
-/// the conformance binary's do: `status`, `dead-letters`, `resets` and `read-output`.
+/// the conformance binary's do: `status`, `dead-letters`, `resets`, `read-output`, `emails`, `index`.
 #[test]
 fn every_json_output_names_the_tool_and_its_version() {
     let case = "json tool";
     let dir = DataDir::with_records(case, 5, 1);
     let tool = format!("onceproof-consumer {}", env!("CARGO_PKG_VERSION"));
-    let commands: [(&str, &[&str], &str); 4] = [
+    let commands: [(&str, &[&str], &str); 6] = [
         ("status", &["--json"], "groups"),
         ("dead-letters", &["--json"], "dead_letters"),
         ("resets", &["--json"], "resets"),
         ("read-output", &["--json"], "records"),
+        ("emails", &["--json"], "emails"),
+        ("index", &["--json"], "index"),
     ];
     for (subcommand, args, field) in commands {
         let output = dir.run(subcommand, args);

@@ -356,7 +356,8 @@ fn init_over_a_replicated_log_of_the_same_count_keeps_it() {
 }
 
 /// Every strategy consumes a replicated log unchanged, and only below the high watermark: three
-/// records on the leader, two of them replicated, each strategy's group applies two.
+/// records on the leader, two of them replicated, each strategy's group applies two (a set's
+/// value is then the second record's, `v(1) = 2`, and its total untouched).
 #[test]
 fn every_strategy_consumes_the_committed_prefix_of_a_replicated_log() {
     let run = Schedule::new("every strategy");
@@ -371,7 +372,11 @@ fn every_strategy_consumes_the_committed_prefix_of_a_replicated_log() {
         let output = run.dir.run("consume", &["--group", &group, "--strategy", strategy.name()]);
         expect_code(strategy.name(), "consume", &output, 0);
         let row = run.dir.group(strategy.name(), &group);
-        let found = (row["total"].as_i64(), row["progress"][0]["next_offset"].as_u64());
-        assert_eq!(found, (Some(10), Some(2)), "{strategy}: (total, next offset) below the high watermark 2");
+        let found = (row["total"].as_i64(), row["value"].as_i64(), row["progress"][0]["next_offset"].as_u64());
+        let expected = match strategy.rules().effect {
+            consumer::strategy::EffectKind::Add => (Some(10), None, Some(2)),
+            consumer::strategy::EffectKind::Set => (Some(0), Some(2), Some(2)),
+        };
+        assert_eq!(found, expected, "{strategy}: (total, value, next offset) below the high watermark 2");
     }
 }

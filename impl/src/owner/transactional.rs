@@ -47,7 +47,11 @@ impl Owner {
             | Sequence::EffectRecordCommit
             | Sequence::Stamped
             | Sequence::DedupedThenCommit
-            | Sequence::Atomic => return Ok(true),
+            | Sequence::Atomic
+            | Sequence::AtomicThenEmail
+            | Sequence::EmailThenAtomic { .. }
+            | Sequence::AtomicThenIndex
+            | Sequence::AtomicWithOutbox => return Ok(true),
         }
         let (output, epoch, fence) = (self.output_log(), self.leases[&partition].epoch, self.txn_fence(partition));
         let group = self.group.clone();

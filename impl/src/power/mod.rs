@@ -34,7 +34,7 @@ use crate::crash::CrashPoint;
 use crate::log::{Halt, LogError, ReplicationError, SimOp, SplitMix64, WriterMode};
 use crate::owner::OwnerError;
 use crate::store::StoreError;
-use crate::strategy::{GuardKind, Sequence, Strategy};
+use crate::strategy::{EffectKind, GuardKind, Sequence, Strategy};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -175,16 +175,31 @@ pub fn is_exact(strategy: Strategy) -> bool {
         GuardKind::Fenced | GuardKind::Cas => true,
         GuardKind::Blind => false,
     };
-    let atomic = match rules.sequence {
-        Sequence::Atomic | Sequence::Transactional => true,
-        Sequence::CommitThenEffect
+    let atomic = rules.sequence.is_atomic() || rules.sequence == Sequence::Transactional;
+    guarded && atomic
+}
+
+/// Whether a strategy's guarantee of spec.md §3.4 must hold after a crash, as the model
+/// verifies it: every email delivered once (an email keyed by the record's identity, sent
+/// before the commit), the latest value (a stamped set), the index holding the store's facts
+/// (the outbox, once relayed). Its traps (atomic-plus-email, email-no-key, blind-set,
+/// dual-write) may end otherwise, as their verdicts predict.
+pub fn keeps_edge_guarantee(strategy: Strategy) -> bool {
+    let rules = strategy.rules();
+    match rules.sequence {
+        Sequence::EmailThenAtomic { key } => key,
+        Sequence::AtomicWithOutbox => true,
+        Sequence::Stamped => rules.effect == EffectKind::Set,
+        Sequence::AtomicThenEmail
+        | Sequence::AtomicThenIndex
+        | Sequence::CommitThenEffect
         | Sequence::EffectThenCommit
         | Sequence::EffectOnly
         | Sequence::EffectRecordCommit
-        | Sequence::Stamped
-        | Sequence::DedupedThenCommit => false,
-    };
-    guarded && atomic
+        | Sequence::DedupedThenCommit
+        | Sequence::Atomic
+        | Sequence::Transactional => false,
+    }
 }
 
 /// A failure of the runs themselves (not of the system under test, whose failures are the
@@ -200,6 +215,7 @@ pub enum PowerError {
     Owner(OwnerError),
     Replication(ReplicationError),
     Txn(crate::txn::TxnError),
+    External(crate::external::ExternalError),
     /// `Config` out of its bounds.
     BadConfig(String),
 }
@@ -213,6 +229,7 @@ impl fmt::Display for PowerError {
             PowerError::Owner(error) => write!(f, "{error}"),
             PowerError::Replication(error) => write!(f, "{error}"),
             PowerError::Txn(error) => write!(f, "{error}"),
+            PowerError::External(error) => write!(f, "{error}"),
             PowerError::BadConfig(what) => f.write_str(what),
         }
     }
@@ -235,6 +252,12 @@ impl From<StoreError> for PowerError {
 impl From<crate::txn::TxnError> for PowerError {
     fn from(error: crate::txn::TxnError) -> Self {
         PowerError::Txn(error)
+    }
+}
+
+impl From<crate::external::ExternalError> for PowerError {
+    fn from(error: crate::external::ExternalError) -> Self {
+        PowerError::External(error)
     }
 }
 

@@ -1,15 +1,16 @@
 //! One power-cut run: a producer and an owner on a fresh simulated disk and SQLite store, the
 //! power cut at the run's point, the reboot and its checks (see `mod.rs`).
 
-use super::{is_exact, LogPoint, Point, PowerError};
+use super::{is_exact, keeps_edge_guarantee, LogPoint, Point, PowerError};
 use crate::crash::{CrashPlan, CrashPoint, Crashed, When};
+use crate::external::{ExternalDir, Relay};
 use crate::log::{
     encode_delta, Cut, Log, LogError, LogIdentity, PartitionView, Producer, SimDisk, SplitMix64, Storage, TailRepair,
     WriterMode,
 };
 use crate::owner::{check_log, OnFenced, Owner, OwnerError, Settings, FIRST_OWNER};
-use crate::store::{Store, StoreOptions};
-use crate::strategy::{Isolation, LogCheck, Sequence, Step, StepKind, Strategy};
+use crate::store::{set_value, Fact, Store, StoreOptions};
+use crate::strategy::{EffectKind, Isolation, LogCheck, Sequence, Step, StepKind, Strategy};
 use crate::txn::{OutputLog, OutputReader};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -104,6 +105,9 @@ impl World {
         OutputLog::at(&storage, &log_dir, identity).create()?;
         let store_path = dir.join("store.db");
         Store::create(&store_path, identity, StoreOptions::default())?;
+        // The email provider and the index are real files beside the store: SQLite with
+        // `synchronous=FULL`, relied on as the store is.
+        ExternalDir::new(&dir).create()?;
         Ok(World { disk, storage, log_dir, dir, store_path, identity })
     }
 
@@ -121,7 +125,14 @@ impl World {
 
     fn owner(&self, strategy: Strategy, crash: CrashPlan) -> Result<Owner, PowerError> {
         let store = Store::open(&self.store_path, StoreOptions::default())?;
-        Ok(Owner::start(store, self.reader()?, GROUP, FIRST_OWNER, settings(strategy), crash)?)
+        self.start(strategy, store, self.reader()?, crash)
+    }
+
+    /// Starts the group's owner on `store` and `log`, with the external systems of the run's
+    /// directory.
+    fn start(&self, strategy: Strategy, store: Store, log: Log, crash: CrashPlan) -> Result<Owner, PowerError> {
+        let external = ExternalDir::new(&self.dir);
+        Ok(Owner::start_in(store, (log, &external), GROUP, FIRST_OWNER, settings(strategy), crash)?)
     }
 
     /// The partition file's length as the disk holds it now.
@@ -200,7 +211,9 @@ fn whens(kind: StepKind) -> &'static [When] {
         | StepKind::DeadLetter
         | StepKind::ResetOffset
         | StepKind::ProduceOutput
-        | StepKind::CommitTxn => &[When::Before, When::Inside, When::After],
+        | StepKind::CommitTxn
+        | StepKind::SendEmail
+        | StepKind::WriteIndex => &[When::Before, When::Inside, When::After],
     }
 }
 
@@ -469,12 +482,27 @@ fn finish(
         }
     }
     drop(writer);
-    let mut owner = Owner::start(store, reader, GROUP, FIRST_OWNER, settings(case.strategy), CrashPlan::none())?;
+    let mut owner = world.start(case.strategy, store, reader, CrashPlan::none())?;
     if let Err(error) = owner.run_to_end(OnFenced::Stop) {
         outcome.violation(format!("the restarted owner did not finish: {error}"));
         return Ok(());
     }
+    if case.strategy.rules().sequence == Sequence::AtomicWithOutbox {
+        relay_all(world)?;
+    }
     check_final(world, case, &owner, outcome)
+}
+
+/// The outbox's relay drains the group's outbox into the index (a step per row, bounded).
+fn relay_all(world: &World) -> Result<(), PowerError> {
+    let store = Store::open(&world.store_path, StoreOptions::default())?;
+    let mut relay = Relay::new(store, ExternalDir::new(&world.dir).open_index()?);
+    for _ in 0..=RECORDS {
+        if relay.relay_one(GROUP)?.is_none() {
+            return Ok(());
+        }
+    }
+    Err(PowerError::BadConfig(format!("the outbox held more than {RECORDS} rows")))
 }
 
 /// Every record once in the log, the group committed to its end, and the exact total.
@@ -490,16 +518,85 @@ fn check_final(world: &World, case: &Case, owner: &Owner, outcome: &mut Outcome)
     if committed != RECORDS {
         outcome.violation(format!("the group committed {committed} of {RECORDS} records"));
     }
-    let (total, expected) = (owner.store().total(GROUP)?, (0..RECORDS).map(delta).sum::<i64>());
-    if total != expected && is_exact(case.strategy) {
-        outcome.violation(format!("total {total}, not the sum {expected} of the records"));
+    let effect_exact = check_effect(owner, case.strategy)?;
+    if let Some(problem) = effect_exact.as_ref().err().filter(|_| is_exact(case.strategy)) {
+        outcome.violation(problem.clone());
     }
     let output_exact = check_output(world, case.strategy)?;
     if let Some(problem) = output_exact.as_ref().err().filter(|_| is_exact(case.strategy)) {
         outcome.violation(problem.clone());
     }
-    outcome.inexact = total != expected || output_exact.is_err();
+    let edge_exact = check_edges(world, case.strategy, owner.store())?;
+    if let Some(problem) = edge_exact.as_ref().err().filter(|_| keeps_edge_guarantee(case.strategy)) {
+        outcome.violation(problem.clone());
+    }
+    outcome.inexact = effect_exact.is_err() || output_exact.is_err() || edge_exact.is_err();
     Ok(())
+}
+
+/// The group's effect: the sum of the records' deltas (an adding effect), or the last record's
+/// value (a set: latest wins once the owner finished alone). `Err` says what differs.
+fn check_effect(owner: &Owner, strategy: Strategy) -> Result<Result<(), String>, PowerError> {
+    Ok(match strategy.rules().effect {
+        EffectKind::Add => {
+            let (total, expected) = (owner.store().total(GROUP)?, (0..RECORDS).map(delta).sum::<i64>());
+            if total == expected {
+                Ok(())
+            } else {
+                Err(format!("total {total}, not the sum {expected} of the records"))
+            }
+        }
+        EffectKind::Set => {
+            let (value, expected) = (owner.store().value(GROUP)?, set_value(RECORDS - 1));
+            if value == Some(expected) {
+                Ok(())
+            } else {
+                Err(format!("value {value:?}, not the last record's {expected}"))
+            }
+        }
+    })
+}
+
+/// The external systems of spec.md §3.4 after the restarted owner (and the outbox's relay)
+/// finished: every record's email delivered once (the email sequences); the index holding
+/// exactly the store's facts, one per record (dual-write, outbox). `Err` says what differs;
+/// the other sequences have none.
+fn check_edges(world: &World, strategy: Strategy, store: &Store) -> Result<Result<(), String>, PowerError> {
+    let sequence = strategy.rules().sequence;
+    let external = ExternalDir::new(&world.dir);
+    if sequence.email_key().is_some() {
+        let provider = external.open_provider()?;
+        let mut counts = Vec::new();
+        for offset in 0..RECORDS {
+            counts.push(provider.deliveries(GROUP, 0, offset)?);
+        }
+        if counts.iter().any(|&count| count != 1) {
+            return Ok(Err(format!("emails delivered per record {counts:?}, not once each")));
+        }
+    }
+    let dual = match sequence {
+        Sequence::AtomicThenIndex | Sequence::AtomicWithOutbox => true,
+        Sequence::CommitThenEffect
+        | Sequence::EffectThenCommit
+        | Sequence::EffectOnly
+        | Sequence::EffectRecordCommit
+        | Sequence::Stamped
+        | Sequence::DedupedThenCommit
+        | Sequence::Atomic
+        | Sequence::Transactional
+        | Sequence::AtomicThenEmail
+        | Sequence::EmailThenAtomic { .. } => false,
+    };
+    if dual {
+        let expected: Vec<Fact> =
+            (0..RECORDS).map(|offset| Fact { group: GROUP.to_string(), partition: 0, offset }).collect();
+        let (facts, indexed) = (store.facts(Some(GROUP))?, external.open_index()?.facts(Some(GROUP))?);
+        if facts != expected || indexed != expected {
+            let (facts, indexed) = (facts.len(), indexed.len());
+            return Ok(Err(format!("{facts} facts in the store, {indexed} in the index, of {RECORDS} records")));
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// The transactional sequence's output: a read_committed reader of the reopened output log
@@ -514,7 +611,11 @@ fn check_output(world: &World, strategy: Strategy) -> Result<Result<(), String>,
         | Sequence::EffectRecordCommit
         | Sequence::Stamped
         | Sequence::DedupedThenCommit
-        | Sequence::Atomic => return Ok(Ok(())),
+        | Sequence::Atomic
+        | Sequence::AtomicThenEmail
+        | Sequence::EmailThenAtomic { .. }
+        | Sequence::AtomicThenIndex
+        | Sequence::AtomicWithOutbox => return Ok(Ok(())),
     }
     let output = OutputLog::at(&world.storage, &world.log_dir, world.identity);
     let mut reader = OutputReader::open(&output, 0, Isolation::ReadCommitted)?;

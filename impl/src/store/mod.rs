@@ -1,6 +1,7 @@
 //! The store: per group the effect, per (group, partition) progress, epoch and stamp, the
 //! processed-id table, the failed attempts and dead letters of poison records, the recorded
-//! resets past retained records, and the transactions of the transactional strategies. Two backends: SQLite (`sqlite::SqliteStore`, the default),
+//! resets past retained records, the transactions of the transactional strategies, and the
+//! dual-write rows' facts and outbox. Two backends: SQLite (`sqlite::SqliteStore`, the default),
 //! where every write is one explicit `BEGIN IMMEDIATE` transaction, and PostgreSQL
 //! (`postgres::PgStore`); `Store` dispatches to either.
 //!
@@ -14,12 +15,13 @@ mod types;
 pub use self::postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use types::{
-    check_name, Claimed, DeadLetter, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow,
-    Reset, Rewind, StoreError, StoreOptions, TxnRow, TxnState, TxnTable, NAME_BYTES_MAX, PARTITIONS_MAX,
-    SCHEMA_VERSION,
+    check_name, set_value, AtomicAlso, Claimed, DeadLetter, Fact, FailurePolicy, Guard, InsideHook, Item, Journal,
+    PoisonAttempt, ProgressRow, Reset, Rewind, StoreError, StoreOptions, TxnRow, TxnState, TxnTable, NAME_BYTES_MAX,
+    PARTITIONS_MAX, SCHEMA_VERSION,
 };
 
 use crate::log::LogIdentity;
+use crate::strategy::{DedupKey, EffectKind};
 use std::path::{Path, PathBuf};
 
 /// Where a store lives: an SQLite file (the default, `store.db` in the data directory) or a
@@ -140,6 +142,34 @@ impl Store {
         dispatch!(self, s => s.processed(group))
     }
 
+    /// The set strategies' value of a group (spec.md §3.4): `None` before any set.
+    pub fn value(&self, group: &str) -> Result<Option<i64>, StoreError> {
+        dispatch!(self, s => s.value(group))
+    }
+
+    /// The facts the dual-write rows recorded with their effects, sorted; only `group`'s if
+    /// given.
+    pub fn facts(&self, group: Option<&str>) -> Result<Vec<Fact>, StoreError> {
+        dispatch!(self, s => s.facts(group, false))
+    }
+
+    /// The outbox rows not relayed yet, sorted by group, partition and offset (the relay takes
+    /// the first); only `group`'s if given.
+    pub fn outbox(&self, group: Option<&str>) -> Result<Vec<Fact>, StoreError> {
+        dispatch!(self, s => s.facts(group, true))
+    }
+
+    /// The first outbox row of `group` (by partition, then offset): the relay's next.
+    pub fn first_outbox(&self, group: &str) -> Result<Option<Fact>, StoreError> {
+        dispatch!(self, s => s.first_outbox(group))
+    }
+
+    /// The relay's delete of an outbox row it copied to the index: one transaction; false when
+    /// the row was gone already.
+    pub fn delete_outbox(&mut self, fact: &Fact) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.delete_outbox(fact))
+    }
+
     pub fn claim(&mut self, group: &str, partition: u32, owner: &str) -> Result<i64, StoreError> {
         dispatch!(self, s => s.claim(group, partition, owner))
     }
@@ -167,15 +197,17 @@ impl Store {
         Ok(claimed.first().copied())
     }
 
+    /// `apply-effect`: the items' effect (`effect`), skipping processed ids when
+    /// `unless_processed` (dedup-separate).
     pub fn add_effect(
         &mut self,
         group: &str,
         partition: u32,
         items: &[Item],
-        unless_processed: bool,
+        (unless_processed, effect): (bool, EffectKind),
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
-        dispatch!(self, s => s.add_effect(group, partition, items, unless_processed, inside))
+        dispatch!(self, s => s.add_effect(group, partition, items, (unless_processed, effect), inside))
     }
 
     pub fn insert_processed(
@@ -203,9 +235,10 @@ impl Store {
         group: &str,
         partition: u32,
         items: &[Item],
+        effect: EffectKind,
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
-        dispatch!(self, s => s.apply_stamped(group, partition, items, inside))
+        dispatch!(self, s => s.apply_stamped(group, partition, items, effect, inside))
     }
 
     pub fn apply_deduped(
@@ -213,20 +246,23 @@ impl Store {
         group: &str,
         partition: u32,
         items: &[Item],
+        key: DedupKey,
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
-        dispatch!(self, s => s.apply_deduped(group, partition, items, inside))
+        dispatch!(self, s => s.apply_deduped(group, partition, items, key, inside))
     }
 
+    /// `apply-atomic` under `guard`, recording each applied record's fact (and outbox row) as
+    /// `also` says.
     pub fn apply_atomic(
         &mut self,
         group: &str,
         partition: u32,
         items: &[Item],
-        guard: Guard,
+        (guard, also): (Guard, AtomicAlso),
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
-        dispatch!(self, s => s.apply_atomic(group, partition, items, guard, inside))
+        dispatch!(self, s => s.apply_atomic(group, partition, items, (guard, also), inside))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -326,7 +362,18 @@ mod tests {
     /// PostgreSQL `init` refuses a database holding any of them).
     #[test]
     fn both_backends_create_the_same_tables() {
-        let expected = ["meta", "effect", "progress", "processed", "attempts", "dead_letters", "resets", "txns"];
+        let expected = [
+            "meta",
+            "effect",
+            "progress",
+            "processed",
+            "attempts",
+            "dead_letters",
+            "resets",
+            "txns",
+            "facts",
+            "outbox",
+        ];
         assert_eq!(table_names(PG_SCHEMA), expected);
         assert_eq!(table_names(SQLITE_SCHEMA), expected);
         assert_eq!(PG_SCHEMA.matches("CREATE TABLE").count(), expected.len());

@@ -14,10 +14,12 @@
 
 use super::types::{check_partitions, totals_accepting};
 use super::types::{
-    Claimed, DeadLetter, Ending, FailurePolicy, Guard, InsideHook, Item, PoisonAttempt, ProgressRow, Reset, Rewind,
-    StoreError, StoreOptions, TxnRow, TxnState, TxnTable, SCHEMA_VERSION,
+    processed_partition, set_value, AtomicAlso, Claimed, DeadLetter, Ending, Fact, FailurePolicy, Guard, InsideHook,
+    Item, PoisonAttempt, ProgressRow, Reset, Rewind, StoreError, StoreOptions, TxnRow, TxnState, TxnTable,
+    SCHEMA_VERSION,
 };
 use crate::log::LogIdentity;
+use crate::strategy::{DedupKey, EffectKind};
 use postgres::config::Host;
 use postgres::types::ToSql;
 use postgres::{Client, Config, IsolationLevel, NoTls, Row, Transaction};
@@ -28,7 +30,7 @@ use std::time::Duration;
 /// The store's tables, created once by `PgStore::create`; `table_names` reads their names back.
 pub(super) const SCHEMA: &str = "
     CREATE TABLE meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);  -- partitions, schema_version, log_id
-    CREATE TABLE effect (grp TEXT PRIMARY KEY, total BIGINT NOT NULL);
+    CREATE TABLE effect (grp TEXT PRIMARY KEY, total BIGINT NOT NULL, value BIGINT);  -- value: the sets
     CREATE TABLE progress (
         grp TEXT NOT NULL, part BIGINT NOT NULL,
         next_offset BIGINT NOT NULL, epoch BIGINT NOT NULL, owner TEXT NOT NULL, stamp BIGINT,
@@ -51,6 +53,12 @@ pub(super) const SCHEMA: &str = "
         grp TEXT NOT NULL, part BIGINT NOT NULL, first_output BIGINT NOT NULL, epoch BIGINT NOT NULL,
         input_offset BIGINT NOT NULL, input_end BIGINT NOT NULL, state TEXT NOT NULL,
         PRIMARY KEY (grp, part, first_output));
+    CREATE TABLE facts (
+        grp TEXT NOT NULL, part BIGINT NOT NULL, log_offset BIGINT NOT NULL,
+        PRIMARY KEY (grp, part, log_offset));
+    CREATE TABLE outbox (
+        grp TEXT NOT NULL, part BIGINT NOT NULL, log_offset BIGINT NOT NULL,
+        PRIMARY KEY (grp, part, log_offset));
 ";
 
 /// The names of the tables a schema creates, in order: the word after each `CREATE TABLE`.
@@ -246,6 +254,46 @@ fn add_delta(write: &mut Write<'_>, group: &str, partition: u32, item: &Item) ->
         None => Ok(()),
     }
 }
+
+/// A record's effect: its delta added to the total, or (a set) its own value `v(o) = o + 1`.
+fn apply_effect(
+    write: &mut Write<'_>,
+    group: &str,
+    partition: u32,
+    item: &Item,
+    effect: EffectKind,
+) -> Result<(), StoreError> {
+    match effect {
+        EffectKind::Add => add_delta(write, group, partition, item),
+        EffectKind::Set => {
+            let sql = "UPDATE effect SET value = $2 WHERE grp = $1";
+            write.exec(sql, &[&group, &set_value(item.offset)]).map(|_| ())
+        }
+    }
+}
+
+/// An applied record's fact, and its outbox row, as `also` says.
+fn record_fact(
+    write: &mut Write<'_>,
+    (group, partition, offset): (&str, u32, u64),
+    also: AtomicAlso,
+) -> Result<(), StoreError> {
+    let params: [&(dyn ToSql + Sync); 3] = [&group, &i64::from(partition), &(offset as i64)];
+    let fact = "INSERT INTO facts (grp, part, log_offset) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
+    match also {
+        AtomicAlso::Nothing => {}
+        AtomicAlso::Fact => {
+            write.exec(fact, &params)?;
+        }
+        AtomicAlso::FactAndOutbox => {
+            write.exec(fact, &params)?;
+            let outbox = "INSERT INTO outbox (grp, part, log_offset) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
+            write.exec(outbox, &params)?;
+        }
+    }
+    Ok(())
+}
+
 const SET_NEXT_SQL: &str = "UPDATE progress SET next_offset = $3 WHERE grp = $1 AND part = $2";
 
 /// How much longer than the busy timeout a connection or a statement may wait for the server:
@@ -462,6 +510,52 @@ impl PgStore {
             .collect())
     }
 
+    /// The set strategies' value of a group (see `SqliteStore::value`).
+    pub fn value(&self, group: &str) -> Result<Option<i64>, StoreError> {
+        let sql = "SELECT value FROM effect WHERE grp = $1";
+        Ok(self.query(sql, &[&group])?.first().and_then(|row| row.get(0)))
+    }
+
+    /// The `facts` or `outbox` rows (see `SqliteStore::facts`).
+    pub fn facts(&self, group: Option<&str>, outbox: bool) -> Result<Vec<Fact>, StoreError> {
+        let sql = if outbox {
+            "SELECT grp, part, log_offset FROM outbox WHERE $1::TEXT IS NULL OR grp = $1 \
+             ORDER BY grp COLLATE \"C\", part, log_offset"
+        } else {
+            "SELECT grp, part, log_offset FROM facts WHERE $1::TEXT IS NULL OR grp = $1 \
+             ORDER BY grp COLLATE \"C\", part, log_offset"
+        };
+        Ok(self
+            .query(sql, &[&group])?
+            .iter()
+            .map(|row| Fact {
+                group: row.get(0),
+                partition: row.get::<_, i64>(1) as u32,
+                offset: row.get::<_, i64>(2) as u64,
+            })
+            .collect())
+    }
+
+    /// The first outbox row of `group` (see `SqliteStore::first_outbox`).
+    pub fn first_outbox(&self, group: &str) -> Result<Option<Fact>, StoreError> {
+        let sql = "SELECT grp, part, log_offset FROM outbox WHERE grp = $1 ORDER BY part, log_offset LIMIT 1";
+        Ok(self.query(sql, &[&group])?.first().map(|row| Fact {
+            group: row.get(0),
+            partition: row.get::<_, i64>(1) as u32,
+            offset: row.get::<_, i64>(2) as u64,
+        }))
+    }
+
+    /// The relay's delete of an outbox row (see `SqliteStore::delete_outbox`).
+    pub fn delete_outbox(&mut self, fact: &Fact) -> Result<bool, StoreError> {
+        self.check_partition(fact.partition)?;
+        // No crash point names this write: its hook does nothing.
+        self.write(&mut || {}, |write| {
+            let sql = "DELETE FROM outbox WHERE grp = $1 AND part = $2 AND log_offset = $3";
+            Ok(write.exec(sql, &[&fact.group, &i64::from(fact.partition), &(fact.offset as i64)])? == 1)
+        })
+    }
+
     /// The rebalance: assigns the partition to `owner` and bumps its epoch, in one
     /// transaction. Returns the new epoch. The previous owner is not told.
     pub fn claim(&mut self, group: &str, partition: u32, owner: &str) -> Result<i64, StoreError> {
@@ -506,14 +600,15 @@ impl PgStore {
         })
     }
 
-    /// `apply-effect`: adds each item's delta to the total, skipping processed ids when
-    /// `unless_processed` (dedup-separate). Returns, per item, whether it was applied.
+    /// `apply-effect`: adds each item's delta to the total (`EffectKind::Set`: sets the value,
+    /// blindly), skipping processed ids when `unless_processed` (dedup-separate). Returns, per
+    /// item, whether it was applied.
     pub fn add_effect(
         &mut self,
         group: &str,
         partition: u32,
         items: &[Item],
-        unless_processed: bool,
+        (unless_processed, effect): (bool, EffectKind),
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
         self.write(inside, |write| {
@@ -523,7 +618,7 @@ impl PgStore {
                 let skip = unless_processed
                     && write.optional(sql, &[&group, &i64::from(partition), &(item.offset as i64)])?.is_some();
                 if !skip {
-                    add_delta(write, group, partition, item)?;
+                    apply_effect(write, group, partition, item, effect)?;
                 }
                 applied.push(!skip);
             }
@@ -562,14 +657,16 @@ impl PgStore {
         })
     }
 
-    /// `apply-stamped`: per item, set-if-newer on the stamp and the delta only if it moved.
-    /// Under READ COMMITTED a concurrent update of the row makes the server re-check the
-    /// `WHERE` on the newest version, so two owners never both move the stamp past one offset.
+    /// `apply-stamped`: per item, set-if-newer on the stamp and the delta (`EffectKind::Set`: the
+    /// value) only if it moved. Under READ COMMITTED a concurrent update of the row makes the
+    /// server re-check the `WHERE` on the newest version, so two owners never both move the
+    /// stamp past one offset.
     pub fn apply_stamped(
         &mut self,
         group: &str,
         partition: u32,
         items: &[Item],
+        effect: EffectKind,
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
         self.write(inside, |write| {
@@ -579,7 +676,7 @@ impl PgStore {
                     "UPDATE progress SET stamp = $3 WHERE grp = $1 AND part = $2 AND (stamp IS NULL OR stamp < $3)";
                 let newer = write.exec(sql, &[&group, &i64::from(partition), &(item.offset as i64)])? == 1;
                 if newer {
-                    add_delta(write, group, partition, item)?;
+                    apply_effect(write, group, partition, item, effect)?;
                 }
                 applied.push(newer);
             }
@@ -587,20 +684,23 @@ impl PgStore {
         })
     }
 
-    /// `apply-deduped`: per item, insert its id and add its delta, unless the id is present.
-    /// A concurrent insert of the same id makes this one wait for its outcome.
+    /// `apply-deduped`: per item, insert its id and add its delta, unless the id is present (the
+    /// id as `SqliteStore::apply_deduped` keys it). A concurrent insert of the same id makes
+    /// this one wait for its outcome.
     pub fn apply_deduped(
         &mut self,
         group: &str,
         partition: u32,
         items: &[Item],
+        key: DedupKey,
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
+        let id_partition = i64::from(processed_partition(partition, key));
         self.write(inside, |write| {
             let mut applied = Vec::with_capacity(items.len());
             for item in items {
                 let sql = "INSERT INTO processed (grp, part, log_offset) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
-                let fresh = write.exec(sql, &[&group, &i64::from(partition), &(item.offset as i64)])? == 1;
+                let fresh = write.exec(sql, &[&group, &id_partition, &(item.offset as i64)])? == 1;
                 if fresh {
                     add_delta(write, group, partition, item)?;
                 }
@@ -610,16 +710,17 @@ impl PgStore {
         })
     }
 
-    /// `apply-atomic`: the effects and the next offset in one transaction, which first locks
-    /// the progress row (`FOR UPDATE`, whatever the guard) so competing owners serialise on it.
-    /// `Fenced` aborts with `StoreError::Fenced` when the stored epoch is not the owner's; `Cas`
-    /// skips items below the stored next offset. Returns, per item, whether it was applied.
+    /// `apply-atomic`: the effects and the next offset in one transaction (with each applied
+    /// record's fact, and its outbox row, as `also` says), which first locks the progress row
+    /// (`FOR UPDATE`, whatever the guard) so competing owners serialise on it. `Fenced` aborts
+    /// with `StoreError::Fenced` when the stored epoch is not the owner's; `Cas` skips items
+    /// below the stored next offset. Returns, per item, whether it was applied.
     pub fn apply_atomic(
         &mut self,
         group: &str,
         partition: u32,
         items: &[Item],
-        guard: Guard,
+        (guard, also): (Guard, AtomicAlso),
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
         self.write(inside, |write| {
@@ -647,6 +748,7 @@ impl PgStore {
                 };
                 if apply {
                     add_delta(write, group, partition, item)?;
+                    record_fact(write, (group, partition, item.offset), also)?;
                     next = item.offset + 1;
                 }
                 applied.push(apply);

@@ -5,10 +5,12 @@
 
 use super::types::{check_partitions, totals_accepting};
 use super::types::{
-    Claimed, DeadLetter, Ending, FailurePolicy, Guard, InsideHook, Item, Journal, PoisonAttempt, ProgressRow, Reset,
-    Rewind, StoreError, StoreOptions, TxnRow, TxnState, TxnTable, SCHEMA_VERSION,
+    processed_partition, set_value, AtomicAlso, Claimed, DeadLetter, Ending, Fact, FailurePolicy, Guard, InsideHook,
+    Item, Journal, PoisonAttempt, ProgressRow, Reset, Rewind, StoreError, StoreOptions, TxnRow, TxnState, TxnTable,
+    SCHEMA_VERSION,
 };
 use crate::log::LogIdentity;
+use crate::strategy::{DedupKey, EffectKind};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,7 +18,7 @@ use std::time::Duration;
 /// The store's tables, created once by `SqliteStore::create`.
 pub(super) const SCHEMA: &str = "
     CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);  -- partitions, wal, log_id
-    CREATE TABLE effect (grp TEXT PRIMARY KEY, total INTEGER NOT NULL);
+    CREATE TABLE effect (grp TEXT PRIMARY KEY, total INTEGER NOT NULL, value INTEGER);  -- value: the sets
     CREATE TABLE progress (
         grp TEXT NOT NULL, part INTEGER NOT NULL,
         next_offset INTEGER NOT NULL, epoch INTEGER NOT NULL, owner TEXT NOT NULL, stamp INTEGER,
@@ -39,12 +41,22 @@ pub(super) const SCHEMA: &str = "
         grp TEXT NOT NULL, part INTEGER NOT NULL, first_output INTEGER NOT NULL, epoch INTEGER NOT NULL,
         input_offset INTEGER NOT NULL, input_end INTEGER NOT NULL, state TEXT NOT NULL,
         PRIMARY KEY (grp, part, first_output));
+    CREATE TABLE facts (
+        grp TEXT NOT NULL, part INTEGER NOT NULL, log_offset INTEGER NOT NULL,
+        PRIMARY KEY (grp, part, log_offset));
+    CREATE TABLE outbox (
+        grp TEXT NOT NULL, part INTEGER NOT NULL, log_offset INTEGER NOT NULL,
+        PRIMARY KEY (grp, part, log_offset));
 ";
 
 /// The effect: a record's delta added to its group's total, only if the sum fits `i64`
 /// (`?3..=?4`, from `totals_accepting`); SQLite would otherwise store it as a REAL. Run only
 /// through `add_delta`, which tells an overflow from a missing group.
 const ADD_DELTA_SQL: &str = "UPDATE effect SET total = total + ?2 WHERE grp = ?1 AND total BETWEEN ?3 AND ?4";
+/// The set strategies' effect: the record's own value `v(o) = o + 1` replaces the group's.
+const SET_VALUE_SQL: &str = "UPDATE effect SET value = ?2 WHERE grp = ?1";
+const INSERT_FACT_SQL: &str = "INSERT OR IGNORE INTO facts (grp, part, log_offset) VALUES (?1, ?2, ?3)";
+const INSERT_OUTBOX_SQL: &str = "INSERT OR IGNORE INTO outbox (grp, part, log_offset) VALUES (?1, ?2, ?3)";
 const SET_NEXT_SQL: &str = "UPDATE progress SET next_offset = ?3 WHERE grp = ?1 AND part = ?2";
 const INSERT_PROCESSED_SQL: &str = "INSERT OR IGNORE INTO processed (grp, part, log_offset) VALUES (?1, ?2, ?3)";
 const PROCESSED_SQL: &str = "SELECT 1 FROM processed WHERE grp = ?1 AND part = ?2 AND log_offset = ?3";
@@ -247,6 +259,54 @@ impl SqliteStore {
         rows.collect::<Result<_, _>>().map_err(self.fail(sql))
     }
 
+    /// The set strategies' value of a group: `None` before any set (or for a group that
+    /// adds).
+    pub fn value(&self, group: &str) -> Result<Option<i64>, StoreError> {
+        let sql = "SELECT value FROM effect WHERE grp = ?1";
+        let found: Option<Option<i64>> =
+            self.conn.query_row(sql, params![group], |row| row.get(0)).optional().map_err(self.fail(sql))?;
+        Ok(found.flatten())
+    }
+
+    /// The `facts` (`outbox: false`) or `outbox` rows, sorted by group, partition and offset;
+    /// only `group`'s if given.
+    pub fn facts(&self, group: Option<&str>, outbox: bool) -> Result<Vec<Fact>, StoreError> {
+        let sql = if outbox {
+            "SELECT grp, part, log_offset FROM outbox WHERE ?1 IS NULL OR grp = ?1 ORDER BY grp, part, log_offset"
+        } else {
+            "SELECT grp, part, log_offset FROM facts WHERE ?1 IS NULL OR grp = ?1 ORDER BY grp, part, log_offset"
+        };
+        let mut statement = self.conn.prepare_cached(sql).map_err(self.fail(sql))?;
+        let rows = statement
+            .query_map(params![group], |row| {
+                Ok(Fact { group: row.get(0)?, partition: row.get(1)?, offset: row.get(2)? })
+            })
+            .map_err(self.fail(sql))?;
+        rows.collect::<Result<_, _>>().map_err(self.fail(sql))
+    }
+
+    /// The first outbox row of `group`, by partition then offset (the relay's next).
+    pub fn first_outbox(&self, group: &str) -> Result<Option<Fact>, StoreError> {
+        let sql = "SELECT grp, part, log_offset FROM outbox WHERE grp = ?1 ORDER BY part, log_offset LIMIT 1";
+        self.conn
+            .query_row(sql, params![group], |row| {
+                Ok(Fact { group: row.get(0)?, partition: row.get(1)?, offset: row.get(2)? })
+            })
+            .optional()
+            .map_err(self.fail(sql))
+    }
+
+    /// The relay's delete of an outbox row it copied to the index: one transaction; false when
+    /// the row was gone (another relay deleted it).
+    pub fn delete_outbox(&mut self, fact: &Fact) -> Result<bool, StoreError> {
+        self.check_partition(fact.partition)?;
+        // No crash point names this write: its hook does nothing.
+        self.write(&mut || {}, |write| {
+            let sql = "DELETE FROM outbox WHERE grp = ?1 AND part = ?2 AND log_offset = ?3";
+            Ok(write.exec(sql, params![fact.group, fact.partition, fact.offset])? == 1)
+        })
+    }
+
     fn check_partition(&self, partition: u32) -> Result<(), StoreError> {
         if partition >= self.partitions {
             return Err(StoreError::NoSuchPartition { partition, partitions: self.partitions });
@@ -287,15 +347,15 @@ impl SqliteStore {
         })
     }
 
-    /// `apply-effect`: adds each item's delta to the total. With `unless_processed`
-    /// (dedup-separate) an item whose id is in the processed table is skipped. Returns, per
-    /// item, whether it was applied.
+    /// `apply-effect`: adds each item's delta to the total (`EffectKind::Set`: sets the value to
+    /// the item's own, blindly). With `unless_processed` (dedup-separate) an item whose id is in
+    /// the processed table is skipped. Returns, per item, whether it was applied.
     pub fn add_effect(
         &mut self,
         group: &str,
         partition: u32,
         items: &[Item],
-        unless_processed: bool,
+        (unless_processed, effect): (bool, EffectKind),
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
         self.write(inside, |write| {
@@ -303,7 +363,7 @@ impl SqliteStore {
             for item in items {
                 let skip = unless_processed && is_processed(write, group, partition, item.offset)?;
                 if !skip {
-                    add_delta(write, group, partition, item)?;
+                    apply_effect(write, group, partition, item, effect)?;
                 }
                 applied.push(!skip);
             }
@@ -338,13 +398,15 @@ impl SqliteStore {
         self.write(inside, |write| write.exec(SET_NEXT_SQL, params![group, partition, next_offset]).map(|_| ()))
     }
 
-    /// `apply-stamped`: for each item, set-if-newer: the delta is added and the stamp moved only
-    /// when the offset is strictly above the stamp, in the same statement.
+    /// `apply-stamped`: for each item, set-if-newer: the delta is added (`EffectKind::Set`: the
+    /// value set to the item's own) and the stamp moved only when the offset is strictly above
+    /// the stamp, in the same transaction.
     pub fn apply_stamped(
         &mut self,
         group: &str,
         partition: u32,
         items: &[Item],
+        effect: EffectKind,
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
         self.write(inside, |write| {
@@ -354,7 +416,7 @@ impl SqliteStore {
                     "UPDATE progress SET stamp = ?3 WHERE grp = ?1 AND part = ?2 AND (stamp IS NULL OR stamp < ?3)";
                 let newer = write.exec(sql, params![group, partition, item.offset])? == 1;
                 if newer {
-                    add_delta(write, group, partition, item)?;
+                    apply_effect(write, group, partition, item, effect)?;
                 }
                 applied.push(newer);
             }
@@ -363,17 +425,21 @@ impl SqliteStore {
     }
 
     /// `apply-deduped`: per item, insert its id and add its delta, unless the id is present.
+    /// The id is (partition, offset), or under `DedupKey::OffsetOnly` (the trap) the offset alone,
+    /// stored as partition 0's.
     pub fn apply_deduped(
         &mut self,
         group: &str,
         partition: u32,
         items: &[Item],
+        key: DedupKey,
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
+        let id_partition = processed_partition(partition, key);
         self.write(inside, |write| {
             let mut applied = Vec::with_capacity(items.len());
             for item in items {
-                let fresh = write.exec(INSERT_PROCESSED_SQL, params![group, partition, item.offset])? == 1;
+                let fresh = write.exec(INSERT_PROCESSED_SQL, params![group, id_partition, item.offset])? == 1;
                 if fresh {
                     add_delta(write, group, partition, item)?;
                 }
@@ -383,7 +449,8 @@ impl SqliteStore {
         })
     }
 
-    /// `apply-atomic`: the effects and the next offset in one transaction. `Fenced` aborts with
+    /// `apply-atomic`: the effects and the next offset in one transaction (with each applied
+    /// record's fact, and its outbox row, as `also` says). `Fenced` aborts with
     /// `StoreError::Fenced` when the stored epoch is not the owner's; `Cas` reads the stored next
     /// offset and skips items below it. Returns, per item, whether it was applied.
     pub fn apply_atomic(
@@ -391,7 +458,7 @@ impl SqliteStore {
         group: &str,
         partition: u32,
         items: &[Item],
-        guard: Guard,
+        (guard, also): (Guard, AtomicAlso),
         inside: InsideHook<'_>,
     ) -> Result<Vec<bool>, StoreError> {
         self.write(inside, |write| {
@@ -419,6 +486,7 @@ impl SqliteStore {
                 };
                 if apply {
                     add_delta(write, group, partition, item)?;
+                    record_fact(write, (group, partition, item.offset), also)?;
                     next = item.offset + 1;
                 }
                 applied.push(apply);
@@ -847,6 +915,39 @@ fn read_attempts(
             statement.query_row(params![group, partition, offset], |row| Ok((row.get(0)?, row.get(1)?))).optional()
         })
         .map_err(fail_with(write.path, ATTEMPTS_SQL, write.waited))
+}
+
+/// A record's effect: its delta added to the total, or (a set) its own value `v(o) = o + 1`.
+fn apply_effect(
+    write: &Write<'_>,
+    group: &str,
+    partition: u32,
+    item: &Item,
+    effect: EffectKind,
+) -> Result<(), StoreError> {
+    match effect {
+        EffectKind::Add => add_delta(write, group, partition, item),
+        EffectKind::Set => write.exec(SET_VALUE_SQL, params![group, set_value(item.offset)]).map(|_| ()),
+    }
+}
+
+/// An applied record's fact, and its outbox row, as `also` says.
+fn record_fact(
+    write: &Write<'_>,
+    (group, partition, offset): (&str, u32, u64),
+    also: AtomicAlso,
+) -> Result<(), StoreError> {
+    match also {
+        AtomicAlso::Nothing => {}
+        AtomicAlso::Fact => {
+            write.exec(INSERT_FACT_SQL, params![group, partition, offset])?;
+        }
+        AtomicAlso::FactAndOutbox => {
+            write.exec(INSERT_FACT_SQL, params![group, partition, offset])?;
+            write.exec(INSERT_OUTBOX_SQL, params![group, partition, offset])?;
+        }
+    }
+    Ok(())
 }
 
 fn is_processed(write: &Write<'_>, group: &str, partition: u32, offset: u64) -> Result<bool, StoreError> {

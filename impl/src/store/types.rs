@@ -2,6 +2,7 @@
 //! writes. A leaf of `store`: it imports neither backend nor the front, so `sqlite.rs` and
 //! `postgres.rs` import it and `mod.rs` imports all three without a cycle.
 
+use crate::strategy::DedupKey;
 use serde::Serialize;
 use std::fmt;
 use std::path::PathBuf;
@@ -9,8 +10,10 @@ use std::time::Duration;
 
 /// The schema version in `PRAGMA user_version` (SQLite) or `meta` (PostgreSQL); a database
 /// with another one is refused. Version 4 records the log's identity (`meta.log_id`); version 5
-/// adds the transactions of the transactional strategies (`txns`).
-pub const SCHEMA_VERSION: i64 = 5;
+/// adds the transactions of the transactional strategies (`txns`); version 6 the seeds' edge
+/// cases (spec.md §3.4): the set strategies' `effect.value` and the dual writes' `facts` and
+/// `outbox`.
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The most partitions a store (and its log) may have: `init --partitions` accepts
 /// `1..=PARTITIONS_MAX`, and a store whose `meta.partitions` says otherwise is refused on open
@@ -323,6 +326,43 @@ pub enum Guard {
     Blind,
     Fenced { epoch: i64 },
     Cas,
+}
+
+/// What `apply-atomic` records besides the effect and the next offset (spec.md §3.4, dual
+/// writes), in the same transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomicAlso {
+    Nothing,
+    /// dual-write: each applied record's fact (its index write follows, apart).
+    Fact,
+    /// outbox: each applied record's fact and its outbox row, which the relay copies to the
+    /// index and deletes.
+    FactAndOutbox,
+}
+
+/// One fact of the dual-write rows: record `offset` of `partition` was applied by `group`. The
+/// store's `facts` and `outbox` tables and the index hold them.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Fact {
+    pub group: String,
+    pub partition: u32,
+    pub offset: u64,
+}
+
+/// The set strategies' value of the record at `offset`: its own value `v(o) = o + 1` (spec.md
+/// §3.4), so that an older set is told from a newer one.
+pub fn set_value(offset: u64) -> i64 {
+    // Offsets are stored as signed 64-bit integers in both backends: below `i64::MAX`.
+    i64::try_from(offset).ok().and_then(|offset| offset.checked_add(1)).expect("a stored offset is below i64::MAX")
+}
+
+/// The partition column of a processed id: the record's, or (`DedupKey::OffsetOnly`, the trap)
+/// 0 for every partition, so that the id is the offset alone (the model's `(0, o)`).
+pub(super) fn processed_partition(partition: u32, key: DedupKey) -> u32 {
+    match key {
+        DedupKey::PartitionOffset => partition,
+        DedupKey::OffsetOnly => 0,
+    }
 }
 
 /// A record a write concerns: its offset and its delta.
