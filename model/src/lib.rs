@@ -29,7 +29,7 @@ pub use state::State;
 use action::{Actor, OwnerWrite};
 use state::Witness;
 use stateright::{Model, Property};
-use strategy::Write;
+use strategy::{EffectKind, Write};
 
 /// The model of one configuration: the bounds and the strategy every owner runs.
 #[derive(Clone, Debug)]
@@ -229,6 +229,22 @@ impl ConsumerModel {
             Write::ApplyAtomic if poison => {
                 let failures = next.groups[g].ghost.failures[usize::from(partition)];
                 format!("fails on poison p{partition} offset {offset} (failure {failures})")
+            }
+            Write::ApplyEffect | Write::ApplyStamped | Write::ApplyDeduped | Write::ApplyAtomic
+                if self.config.strategy.rules().effect == EffectKind::Set =>
+            {
+                // The value tells what a set did, the total (unused by the set rows) does not. A
+                // blind write sets `v(o) = o + 1` even over an equal or newer value; a stamped or
+                // deduplicated one that left the value as it was skipped the record (a newer
+                // stamp's value differs from every older record's).
+                let (was, now) = (state.groups[g].store.value, next.groups[g].store.value);
+                let shown = |value: Option<u8>| value.map_or_else(|| "none".to_string(), |value| value.to_string());
+                let blind = matches!(write.write, Write::ApplyEffect | Write::ApplyAtomic);
+                if blind || was != now {
+                    format!("sets p{partition} offset {offset}: value {} -> {}", shown(was), shown(now))
+                } else {
+                    format!("skips p{partition} offset {offset}: the newer value {} stays", shown(now))
+                }
             }
             Write::ApplyEffect | Write::ApplyStamped | Write::ApplyDeduped | Write::ApplyAtomic => {
                 let delta = self.config.delta;
