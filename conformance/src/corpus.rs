@@ -103,7 +103,7 @@ pub fn regenerate(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<usize, E
 }
 
 /// A hand-written trace must replay in the model and end with the verdict it records.
-fn check_in_model(trace: &Trace) -> Result<(), ScenarioError> {
+pub(crate) fn check_in_model(trace: &Trace) -> Result<(), ScenarioError> {
     trace.config.validate_for_replay().map_err(ScenarioError::Config)?;
     let model = ConsumerModel::new(trace.config.clone());
     let states = model::check::replay(&model, &trace.actions).map_err(ScenarioError::Unreachable)?;
