@@ -1,5 +1,8 @@
 //! The mission's scenarios written as traces: the four SQLite crash outcomes, two independent
-//! groups, the periodic-commit replay of 49/39 (110 vs 100), and the zombie owner.
+//! groups, the periodic-commit replay of 49/39 (110 vs 100), and the zombie owner; and the
+//! delivery lab's schedules (issue 13): the acks=1 loss after failover and its acks=all
+//! counterpart, the exact retry after `NotEnoughReplicasAfterAppend`, and a zombie
+//! transactional producer fenced or, without producer identity, duplicating output.
 
 use model::check::Verdict;
 use model::trace::Trace;
@@ -81,6 +84,7 @@ pub fn all() -> Vec<(String, Trace)> {
     scenarios.extend(zombie_cases());
     scenarios.push(("scenario--two-groups-independent".to_string(), two_groups()));
     scenarios.extend(mechanism_cases());
+    scenarios.extend(lab_cases());
     scenarios
 }
 
@@ -318,4 +322,117 @@ fn two_groups() -> Trace {
         Verdict::Holds,
         "g0 consumes everything across a crash, g1 one record: separate totals and checkpoints",
     )
+}
+
+/// The delivery lab's schedules (seed 001, issue 13), each on the row it is about.
+fn lab_cases() -> Vec<(String, Trace)> {
+    use Action::{Acknowledge, FailLeader, Replicate, RetryAppend, ShrinkIsr};
+    let p0 = 0;
+    let append = Action::Append { partition: p0, delta: 5 };
+    let mut loss = Script::new(Strategy::AcksLeader, |_| {});
+    loss.push(append).push(FailLeader { partition: p0 });
+    let mut kept = Script::new(Strategy::AcksAll, |_| {});
+    kept.push(append).push(Replicate { partition: p0 }).push(Acknowledge { partition: p0 });
+    kept.push(FailLeader { partition: p0 }).push(fetch(0, 0, 0)).push(atomic(0, 0, 0));
+    let mut retry = Script::new(Strategy::AcksAll, |_| {});
+    retry.push(append).push(ShrinkIsr { partition: p0 }).push(Acknowledge { partition: p0 });
+    retry.push(Replicate { partition: p0 }).push(RetryAppend { partition: p0, delta: 5 });
+    retry.push(Acknowledge { partition: p0 }).push(fetch(0, 0, 0)).push(atomic(0, 0, 0));
+    // An owner holding two partitions goes on with p1 when p0 has no leader (the consumer
+    // used to fail every step once one partition was unavailable; the walks found it).
+    let p1 = 1;
+    let mut unavailable = Script::new(Strategy::AcksAllMinIsr1Clean, |c| c.partitions = 2);
+    unavailable.push(append).push(ShrinkIsr { partition: p0 }).push(FailLeader { partition: p0 });
+    unavailable.push(Action::Append { partition: p1, delta: 5 }).push(Replicate { partition: p1 });
+    unavailable.push(Acknowledge { partition: p1 }).push(Action::Fetch {
+        group: 0,
+        owner: 0,
+        partition: p1,
+        offset: 0,
+    });
+    unavailable.push(Action::ApplyAtomic { group: 0, owner: 0, partition: p1, offset: 0 });
+    let produce = |owner| Action::ProduceOutput { group: 0, owner, partition: p0, offset: 0 };
+    let commit = |owner| Action::CommitTxn { group: 0, owner, partition: p0, offset: 0 };
+    let zombie_txn = |strategy| {
+        let mut script = Script::new(strategy, |c| {
+            c.groups = 1;
+            c.owners = 1;
+            c.records = 1;
+            c.pauses = 1;
+        });
+        // The instance running as owner 0 is started again: its earlier incarnation (slot 1)
+        // has produced offset 0's output and commits after its successor did.
+        script.append(1).push(fetch(0, 0, 0)).push(produce(0)).push(Action::Pause { group: 0, owner: 0 });
+        script.push(fetch(0, 0, 0)).push(produce(0)).push(commit(0)).push(commit(1));
+        script
+    };
+    vec![
+        (
+            "scenario--acks-1-loss-after-failover".to_string(),
+            loss.trace(
+                "no-acked-loss",
+                Verdict::Violated,
+                "acks=1: the leader acknowledges offset 0 and fails before the follower fetched it; the promoted \
+                 follower's log ends at 0 (acknowledged offset 0, records after failover 0)",
+            ),
+        ),
+        (
+            "scenario--acks-all-kept-after-failover".to_string(),
+            kept.trace(
+                "no-acked-loss",
+                Verdict::Holds,
+                "acks=all: offset 0 is acknowledged once the follower has it; the leader fails, the follower is \
+                 promoted with it, and the consumer applies it",
+            ),
+        ),
+        (
+            "scenario--acks-all-exact-retry".to_string(),
+            retry.trace(
+                "no-acked-loss",
+                Verdict::Holds,
+                "acks=all, min.insync.replicas 2: the follower leaves the ISR after the append, so the answer is \
+                 NotEnoughReplicasAfterAppend; the follower catches up and rejoins, and the exact retry (same \
+                 producer fields) appends nothing and is acknowledged: offset 0 once",
+            ),
+        ),
+        (
+            "scenario--acks-unavailable-partition-others-go-on".to_string(),
+            unavailable.trace(
+                "committed-read",
+                Verdict::Holds,
+                "p0's follower leaves the ISR and its leader fails: no clean election, p0 has no leader; the owner \
+                 of both partitions goes on with p1",
+            ),
+        ),
+        (
+            "scenario--zombie-transaction-fenced".to_string(),
+            zombie_txn(Strategy::TxnFenced).trace(
+                "output-exactly-once",
+                Verdict::Holds,
+                "the new instance's take aborts the earlier incarnation's open transaction; its commit is fenced: \
+                 one committed output for input 0",
+            ),
+        ),
+        (
+            "scenario--zombie-transaction-unfenced".to_string(),
+            zombie_txn(Strategy::TxnUnfenced).trace(
+                "output-exactly-once",
+                Verdict::Violated,
+                "no producer identity (MiniKafka): nothing is aborted or fenced, and both incarnations commit an \
+                 output for input 0",
+            ),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every scenario is a run of the model that ends with the verdict it records, so
+    /// `regenerate` writes it (the check `regenerate` makes, without writing anything).
+    #[test]
+    fn every_scenario_replays_in_the_model_with_its_verdict() {
+        for (name, trace) in super::all() {
+            crate::corpus::check_in_model(&trace).unwrap_or_else(|error| panic!("{name}: {error}"));
+        }
+    }
 }

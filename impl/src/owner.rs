@@ -613,14 +613,28 @@ impl Owner {
             .map(|(&p, lease)| (p, lease.position, needs_log_start(&self.settings, lease), lease.records.is_empty()))
             .collect();
         for (partition, position, needs_view, idle) in leases {
+            // A partition with no leader (a replicated log after an election found none) can be
+            // neither read nor judged: its lease fetches nothing (its end is taken to be its
+            // position) and refuses nothing, but writes what it holds, and the owner's other
+            // partitions go on, as in the model, where an unavailable partition enables no
+            // fetch. `run_to_end` refuses it once nothing else is left to do.
             let (bounds, refuse) = if needs_view {
-                let view = self.log.view(partition)?;
-                self.log_ends.insert(partition, view.end);
-                let refuse = idle && self.refuses(partition, position, &view)?;
-                ((view.start, view.end), refuse)
+                match self.log.view(partition) {
+                    Ok(view) => {
+                        self.log_ends.insert(partition, view.end);
+                        let refuse = idle && self.refuses(partition, position, &view)?;
+                        ((view.start, view.end), refuse)
+                    }
+                    Err(LogError::Unavailable { .. }) => ((0, position), false),
+                    Err(error) => return Err(error.into()),
+                }
             } else {
                 // Without a fetch, a policy step or a refusal to decide, the log is not read.
-                ((0, self.log_end(partition, position)?), false)
+                match self.log_end(partition, position) {
+                    Ok(end) => ((0, end), false),
+                    Err(OwnerError::Log(LogError::Unavailable { .. })) => ((0, position), false),
+                    Err(error) => return Err(error),
+                }
             };
             lease_steps(&self.settings, partition, &self.leases[&partition], bounds, refuse, &mut steps);
         }
@@ -808,7 +822,14 @@ impl Owner {
             } else {
                 steps.first()
             };
-            let Some(&step) = choice else { return Ok(taken) };
+            let Some(&step) = choice else {
+                // Done, unless a partition held has no leader: that is refused (`Unavailable`),
+                // never taken for a partition consumed to its end.
+                for partition in self.leases.keys().copied().collect::<Vec<_>>() {
+                    self.log.view(partition)?;
+                }
+                return Ok(taken);
+            };
             draining |= step.kind == StepKind::ApplyEffect;
             let outcome = match self.perform_enabled(step) {
                 Ok(outcome) => outcome,
