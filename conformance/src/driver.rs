@@ -232,7 +232,8 @@ impl Drop for ProcessOwner {
     }
 }
 
-/// Parses a worker reply (`ok fetched 1`, `ok applied 1 skipped 0`, `ok fenced 1 2`, ...).
+/// Parses a worker reply (`ok fetched 1`, `ok applied 1 skipped 0`, `ok fenced 1 2`,
+/// `ok produced 0 1`, ...).
 pub fn parse_outcome(reply: &str) -> Option<Outcome> {
     let words: Vec<&str> = reply.split_whitespace().collect();
     let number = |i: usize| words.get(i).and_then(|w| w.parse::<u64>().ok());
@@ -241,6 +242,7 @@ pub fn parse_outcome(reply: &str) -> Option<Outcome> {
         ["ok", "applied", _, "skipped", _] => Some(Outcome::Applied { applied: number(2)?, skipped: number(4)? }),
         ["ok", "recorded"] => Some(Outcome::Recorded),
         ["ok", "committed"] => Some(Outcome::Committed),
+        ["ok", "produced", _, _] => Some(Outcome::Produced { first: number(2)?, end: number(3)? }),
         ["ok", "fenced", held, current] => {
             Some(Outcome::Fenced { held: held.parse().ok()?, current: current.parse().ok()? })
         }
@@ -276,5 +278,49 @@ fn worker_executable() -> Result<PathBuf, WorkerError> {
     match candidate {
         Some(path) if path.exists() => Ok(path),
         candidate => Err(WorkerError::NoExecutable { candidate }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_outcome;
+    use consumer::owner::Outcome;
+
+    /// Every outcome the worker replies with (`ok OUTCOME`, the consumer's `Display`) parses
+    /// back to itself; a new outcome fails to compile here until it is listed.
+    #[test]
+    fn every_worker_reply_parses_back_to_its_outcome() {
+        let outcomes = [
+            Outcome::Fetched { count: 1 },
+            Outcome::Applied { applied: 1, skipped: 0 },
+            Outcome::Recorded,
+            Outcome::Committed,
+            Outcome::Produced { first: 3, end: 4 },
+            Outcome::Fenced { held: 1, current: 2 },
+            Outcome::Failed { attempts: 2 },
+            Outcome::Exhausted,
+            Outcome::DeadLettered { attempts: 2 },
+            Outcome::Reset { from: 0, to: 2 },
+            Outcome::OutOfRange { position: 0, start: 1 },
+            Outcome::Refused { stored: 2, position: 2, end: 1 },
+        ];
+        for outcome in outcomes {
+            match outcome {
+                Outcome::Fetched { .. }
+                | Outcome::Applied { .. }
+                | Outcome::Recorded
+                | Outcome::Committed
+                | Outcome::Produced { .. }
+                | Outcome::Fenced { .. }
+                | Outcome::Failed { .. }
+                | Outcome::Exhausted
+                | Outcome::DeadLettered { .. }
+                | Outcome::Reset { .. }
+                | Outcome::OutOfRange { .. }
+                | Outcome::Refused { .. } => {}
+            }
+            assert_eq!(parse_outcome(&format!("ok {outcome}")), Some(outcome.clone()), "{outcome}");
+        }
+        assert_eq!(parse_outcome("ok produced 3"), None);
     }
 }

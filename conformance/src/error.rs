@@ -7,9 +7,10 @@
 //! repeat each cause.
 
 use crate::replay::ReplayFailure;
-use consumer::log::LogError;
+use consumer::log::{LogError, ReplicationError};
 use consumer::owner::OwnerError;
 use consumer::store::StoreError;
+use consumer::txn::TxnError;
 use model::check::{Unreachable, Verdict};
 use model::trace::TraceError;
 use std::error::Error as StdError;
@@ -37,6 +38,19 @@ pub enum Error {
     Store(Box<StoreError>),
     /// The harness's own log: the producer's appends, retention, or reading it back.
     Log(LogError),
+    /// The harness's own replicated log (the acks rows): an append, an acknowledgement or a
+    /// broker's step the real log refused or failed.
+    Replication(Box<ReplicationError>),
+    /// The harness's downstream reader of the output log (the txn rows).
+    Txn(Box<TxnError>),
+    /// The model answers the `acks=all` send in flight to `partition`; the real log says it is
+    /// still waiting for the high watermark.
+    AckWaiting { partition: u8, high_watermark: u64 },
+    /// The model answers a send to `partition` the harness has none in flight for.
+    NothingInFlight { partition: u8 },
+    /// The model's downstream reader takes output record `offset` of `partition`; the real
+    /// reader did something else (`found`).
+    Reader { partition: u8, offset: u8, found: String },
     /// An in-process owner could not start, or refused or failed a step.
     Owner { group: String, owner: String, source: Box<OwnerError> },
     /// A worker process could not start, or refused a step, or broke the line protocol.
@@ -57,6 +71,9 @@ pub enum Error {
     Unobservable(Unobservable),
     /// The model took a step the harness cannot make happen in the real system.
     Unsupported(&'static str),
+    /// A row of `harness::AWAITING_CONSUMER`: the model has it, the consumer does not yet, so
+    /// nothing of it is replayed (bad input, exit 2: never a silent conformance).
+    AwaitingConsumer(model::Strategy),
 }
 
 impl Error {
@@ -79,6 +96,19 @@ impl fmt::Display for Error {
             }
             Error::Store(source) => write!(f, "{source}"),
             Error::Log(source) => write!(f, "{source}"),
+            Error::Replication(source) => write!(f, "{source}"),
+            Error::Txn(source) => write!(f, "{source}"),
+            Error::AckWaiting { partition, high_watermark } => write!(
+                f,
+                "the send in flight to partition {partition} is answered in the model, but the real log is still \
+                 waiting for the high watermark ({high_watermark}) to cover it"
+            ),
+            Error::NothingInFlight { partition } => write!(f, "no send in flight to partition {partition} to answer"),
+            Error::Reader { partition, offset, found } => write!(
+                f,
+                "the model's downstream reader takes entry {offset} of output partition {partition}; the real reader \
+                 {found}"
+            ),
             Error::Owner { group, owner, source } => write!(f, "{group}/{owner}: {source}"),
             Error::Worker { group, owner, source } => write!(f, "{group}/{owner} (worker process): {source}"),
             Error::PostgresConnect(source) => write!(f, "cannot reach PostgreSQL: {source}"),
@@ -89,6 +119,10 @@ impl fmt::Display for Error {
                 write!(f, "the owner {group}/{owner} holds no lease on partition {partition}")
             }
             Error::Unsupported(what) => write!(f, "the harness cannot perform {what} on the real system"),
+            Error::AwaitingConsumer(strategy) => write!(
+                f,
+                "strategy {strategy} is not yet implemented by the consumer (conformance::harness::AWAITING_CONSUMER)"
+            ),
             Error::NothingToRetry { partition } => {
                 write!(f, "no unacknowledged send to partition {partition} to retry")
             }
@@ -107,6 +141,8 @@ impl StdError for Error {
             Error::Replay { failure, .. } => Some(failure.as_ref()),
             Error::Store(source) => Some(source.as_ref()),
             Error::Log(source) => Some(source),
+            Error::Replication(source) => Some(source.as_ref()),
+            Error::Txn(source) => Some(source.as_ref()),
             Error::Owner { source, .. } => Some(source.as_ref()),
             Error::Worker { source, .. } => Some(source),
             Error::PostgresConnect(source) | Error::Postgres { source, .. } => Some(source),
@@ -116,7 +152,11 @@ impl StdError for Error {
             | Error::NotRunning { .. }
             | Error::NoLease { .. }
             | Error::NothingToRetry { .. }
-            | Error::Unsupported(_) => None,
+            | Error::AckWaiting { .. }
+            | Error::NothingInFlight { .. }
+            | Error::Reader { .. }
+            | Error::Unsupported(_)
+            | Error::AwaitingConsumer(_) => None,
         }
     }
 }
@@ -249,8 +289,14 @@ pub enum Unobservable {
     NoSuchPartition { group: String, owner: String, partition: u32 },
     /// An owner holds a batch of more than one record (traces use batch 1).
     Batch { group: String, owner: String, offset: u64, end: u64 },
-    /// An owner holds a record in a stage the model has no counterpart of.
-    Stage { group: String, owner: String, offset: u64, stage: &'static str },
+    /// A replicated partition's state the model's `Replicas` cannot hold (`what` says why).
+    Replication { partition: u32, what: String },
+    /// A replica's file holds no frame the harness can read at `offset`.
+    Frame { path: PathBuf, offset: u64, reason: String },
+    /// The consumer-visible log of `partition` ends at `end`, past what its leader holds.
+    Visible { partition: u32, end: u64 },
+    /// A record of the output log has no model counterpart (`reason` says why).
+    Output { partition: u32, offset: u64, reason: String },
 }
 
 impl fmt::Display for Unobservable {
@@ -271,8 +317,15 @@ impl fmt::Display for Unobservable {
             Unobservable::Batch { group, owner, offset, end } => {
                 write!(f, "{group}/{owner} holds a batch {offset}..{end}, traces use batch 1")
             }
-            Unobservable::Stage { group, owner, offset, stage } => {
-                write!(f, "{group}/{owner} holds record {offset} in stage {stage}, which the model does not have")
+            Unobservable::Replication { partition, what } => write!(f, "replicated partition {partition}: {what}"),
+            Unobservable::Frame { path, offset, reason } => {
+                write!(f, "{}: no readable frame of record {offset}: {reason}", path.display())
+            }
+            Unobservable::Visible { partition, end } => {
+                write!(f, "partition {partition}'s readable end {end} is past its leader's replica")
+            }
+            Unobservable::Output { partition, offset, reason } => {
+                write!(f, "record {offset} of output partition {partition}: {reason}")
             }
         }
     }

@@ -1,20 +1,28 @@
 //! The harness: a fresh real system (log, store, owner processes) driven by model actions, and
 //! the abstraction function that maps its concrete state back to a model `State`.
 
+mod replicated;
+mod rows;
+mod transactional;
+
+pub use rows::{real_row, runnable, ProducerRetry, RealRow, ReplicaSettings, AWAITING_CONSUMER};
+
 use crate::driver::{self, Mode, OwnerHandle, OwnerSpec};
 use crate::error::{Error, Unobservable};
-use consumer::log::{encode_delta, Log, Producer};
-use consumer::log::{LogError, WriterMode};
+use consumer::log::{encode_delta, Log, LogError, Producer, ReplicatedLog, Storage};
 use consumer::owner::{Mutation, Outcome, Settings};
 use consumer::store::{Journal, Location, Store, StoreOptions};
-use consumer::strategy::{LogCheck, OutOfRange, StartPolicy, Step, StepKind, Strategy as RealStrategy};
+use consumer::strategy::{StartPolicy, Step, StepKind};
+use consumer::txn::OutputLog;
 use model::state::{
-    Ghost, Group, Lease, Owner, PartitionRow, ProducerState, Stage, State, Store as ModelStore, Witness,
+    Ghost, Group, Lease, Owner, PartitionRow, ProducerState, Replicas, Stage, State, Store as ModelStore, Witness,
 };
-use model::strategy::OutOfRangePolicy;
+use model::strategy::{OutOfRangePolicy, Sequence};
 use model::{Action, Config};
+use replicated::{Answered, Replicated, Sent};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use transactional::Transactional;
 
 /// How the real system is set up for a replay.
 #[derive(Clone, Debug)]
@@ -27,7 +35,7 @@ pub struct Options {
     /// The executable serving worker processes (default: the conformance binary).
     pub worker_exe: Option<PathBuf>,
     /// Replay against PostgreSQL: a URL of the server's maintenance database (for example
-    /// `postgres:///postgres?host=/run/postgresql`); each replay gets a fresh database there.
+    /// `postgres:///postgres?host=/run/postgresql`); each replay gets a fresh schema there.
     pub postgres: Option<String>,
 }
 
@@ -47,9 +55,14 @@ pub struct Harness {
     /// The real system's configuration for the model's strategy.
     row: RealRow,
     options: Options,
-    dir: ScratchDir,
+    /// The producer's writer of a plain log; the acks rows' reader of the replicated one (the
+    /// consumer-visible records: the leader's, below the high watermark).
     log: Log,
     store: Store,
+    /// The acks rows: the replicated log, the producer on it and the brokers' steps.
+    replicated: Option<Replicated>,
+    /// The txn rows: the output log and the downstream reader.
+    transactional: Option<Transactional>,
     /// Per group, the owner slots as the model numbers them: each owner's current
     /// incarnation, then the paused slots (`None`: crashed, or a free paused slot).
     owners: Vec<Vec<Option<Box<dyn OwnerHandle>>>>,
@@ -72,14 +85,18 @@ pub struct Harness {
     /// Per partition, whether the unacknowledged send's record was lost with a tail.
     unacked_lost: Vec<bool>,
     ack_losses_used: u8,
-    /// Per partition, the delta of every record the harness appended (the model's view).
+    /// Per partition, the delta of every record the harness appended (the model's view; the
+    /// acks rows: the consumer-visible records last observed, kept while there is no leader).
     appended: Vec<Vec<i64>>,
     /// The last observed state, for the ghost bookkeeping of the next step.
     last: Option<State>,
     /// The `sometimes` witness bits the harness observed in the real system (spec.md §11),
     /// restricted to those the model's configuration reads (`witness_mask`).
-    witnessed: u16,
-    witness_mask: u16,
+    witnessed: u32,
+    witness_mask: u32,
+    /// Last, so that it is dropped last: every owner and connection using the directory and
+    /// the schema has ended before they are removed.
+    dir: ScratchDir,
 }
 
 pub fn group_name(group: u8) -> String {
@@ -88,86 +105,6 @@ pub fn group_name(group: u8) -> String {
 
 pub fn owner_name(owner: u8) -> String {
     format!("o{owner}")
-}
-
-/// How the harness, as the producer, retries an append whose acknowledgement was lost.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProducerRetry {
-    /// The retry repeats the lost send's sequence number: the log recognises it, appends nothing.
-    SameSequence,
-    /// The retry takes a fresh sequence number: the log appends the record again.
-    NewSequence,
-}
-
-/// The real system's configuration for one model row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RealRow {
-    /// The consumer strategy every owner runs.
-    pub strategy: RealStrategy,
-    /// What an owner does when retention removed the next record it would fetch.
-    pub on_out_of_range: OutOfRange,
-    /// How the harness, as the producer, retries a send whose acknowledgement was lost.
-    pub producer_retry: ProducerRetry,
-    /// The epoch an owner takes when it (re)starts.
-    pub start: StartPolicy,
-    /// When an owner refuses a log that lost records.
-    pub log_check: LogCheck,
-    /// How the harness's log writer treats a lost tail: refuse appends (it knows its
-    /// acknowledged end), or grow again at the new end (the trap).
-    pub writer: WriterMode,
-}
-
-/// The real system for each model row, one arm per model strategy and no catch-all: a new
-/// model strategy does not compile until it is mapped here. The crates spell the strategies
-/// independently; the producer and retention rows run atomic-fenced consumers and differ in
-/// the producer's retries and the out-of-range policy. (Only the producer rows lose acks by
-/// default; every other row's producer is idempotent, as the model's rules say.)
-pub fn real_row(strategy: model::Strategy) -> RealRow {
-    use model::Strategy as Model;
-    use OutOfRange::{Earliest, EarliestSilent, Fail};
-    use ProducerRetry::{NewSequence, SameSequence};
-    use RealStrategy as Real;
-    let row = |strategy, on_out_of_range, producer_retry| RealRow {
-        strategy,
-        on_out_of_range,
-        producer_retry,
-        start: StartPolicy::ClaimEpoch,
-        log_check: LogCheck::RefuseAhead,
-        writer: WriterMode::Checked,
-    };
-    match strategy {
-        Model::CommitFirst => row(Real::CommitFirst, Fail, SameSequence),
-        Model::EffectFirst => row(Real::EffectFirst, Fail, SameSequence),
-        Model::PeriodicCommit => row(Real::PeriodicCommit, Fail, SameSequence),
-        Model::OffsetStamp => row(Real::OffsetStamp, Fail, SameSequence),
-        Model::DedupSeparate => row(Real::DedupSeparate, Fail, SameSequence),
-        Model::DedupAtomic => row(Real::DedupAtomic, Fail, SameSequence),
-        Model::Atomic => row(Real::Atomic, Fail, SameSequence),
-        Model::AtomicFenced => row(Real::AtomicFenced, Fail, SameSequence),
-        Model::AtomicCas => row(Real::AtomicCas, Fail, SameSequence),
-        Model::ParallelMax => row(Real::ParallelMax, Fail, SameSequence),
-        Model::ParallelWatermark => row(Real::ParallelWatermark, Fail, SameSequence),
-        Model::AtomicDlq => row(Real::AtomicDlq, Fail, SameSequence),
-        Model::SkipPoison => row(Real::SkipPoison, Fail, SameSequence),
-        Model::RetryForever => row(Real::RetryForever, Fail, SameSequence),
-        Model::ProducerIdempotent => row(Real::AtomicFenced, Fail, SameSequence),
-        Model::ProducerNewSequence => row(Real::AtomicFenced, Fail, NewSequence),
-        Model::ResetEarliest => row(Real::AtomicFenced, Earliest, SameSequence),
-        Model::ResetSilent => row(Real::AtomicFenced, EarliestSilent, SameSequence),
-        Model::ResetFail => row(Real::AtomicFenced, Fail, SameSequence),
-        Model::FencedStoredEpoch => {
-            RealRow { start: StartPolicy::StoredEpoch, ..row(Real::AtomicFenced, Fail, SameSequence) }
-        }
-        Model::LogLossRefuse => row(Real::AtomicFenced, Fail, SameSequence),
-        Model::LogLossUnchecked => RealRow {
-            log_check: LogCheck::Unchecked,
-            writer: WriterMode::Unchecked,
-            ..row(Real::AtomicFenced, Fail, SameSequence)
-        },
-        Model::LogLossRefuseAll => {
-            RealRow { log_check: LogCheck::RefuseAll, ..row(Real::AtomicFenced, Fail, SameSequence) }
-        }
-    }
 }
 
 /// One send of the producer, as the model's producer actions distinguish them.
@@ -194,28 +131,54 @@ impl Harness {
     /// Creates the data directory, the store and the log, and starts every owner alive in the
     /// model's initial state (owner 0 of each group holds every partition at epoch 1).
     pub fn new(config: &Config, options: &Options) -> Result<Harness, Error> {
+        let row = real_row(config.strategy)?;
         let mut dir = ScratchDir::new(&options.tmp_root)?;
         let partitions = u32::from(config.partitions);
         let store_options = StoreOptions { journal: Journal::Delete, ..StoreOptions::default() };
         let location = match &options.postgres {
-            Some(admin) => Location::Postgres(dir.create_database(admin)?),
+            Some(admin) => Location::Postgres(dir.create_schema(admin)?),
             None => Location::Sqlite(driver::store_path(&dir.path)),
         };
+        // As `consumer init` does: the log (replicated for the acks rows), the output log
+        // beside it, and the store knowing the log's identity.
         let log_dir = driver::log_dir(&dir.path);
-        let identity = Log::init(&log_dir, partitions)?;
+        let identity = Log::identity_for_init(&log_dir, partitions)?;
+        let (log, replicated) = match row.replication {
+            None => {
+                Log::create(&log_dir, identity)?;
+                (Log::open_writer_with(&log_dir, identity, row.writer)?.0, None)
+            }
+            Some(settings) => {
+                ReplicatedLog::create(&log_dir, identity, replicated::BROKERS)?;
+                let opened = ReplicatedLog::open(&log_dir, identity)?;
+                let opened =
+                    opened.ok_or(Error::Unsupported("a replicated data directory that opens as a plain log"))?;
+                let replicated = Replicated::new(opened, &log_dir, settings, usize::from(config.partitions));
+                (Log::open_reader(&log_dir, identity)?, Some(replicated))
+            }
+        };
+        let output = OutputLog::at(&Storage::Real, &log_dir, identity);
+        output.create()?;
+        let rules = config.strategy.rules();
+        let transactional = if rules.sequence == Sequence::Transactional {
+            Some(Transactional::new(&output, group_name(0), rules.isolation, partitions)?)
+        } else {
+            None
+        };
         let mut store = Store::create_at(&location, identity, store_options)?;
-        let (log, _) = Log::open_writer_with(&log_dir, identity, real_row(config.strategy).writer)?;
         for group in 0..config.groups {
             store.ensure_group(&group_name(group), &owner_name(0))?;
         }
         let ghost = State::initial(config).groups[0].ghost.clone();
         let mut harness = Harness {
             config: config.clone(),
-            row: real_row(config.strategy),
+            row,
             options: options.clone(),
             dir,
             log,
             store,
+            replicated,
+            transactional,
             owners: Vec::new(),
             ghosts: vec![ghost; usize::from(config.groups)],
             crashes_used: 0,
@@ -269,7 +232,7 @@ impl Harness {
             ..Settings::new(self.row.strategy)
         };
         OwnerSpec {
-            store: self.dir.database.as_ref().map(|(_, url)| url.clone()),
+            store: self.dir.database.as_ref().map(|(_, url, _)| url.clone()),
             worker_exe: self.options.worker_exe.clone(),
             dir: self.dir.path.clone(),
             group: group_name(group),
@@ -286,7 +249,7 @@ impl Harness {
             None => self.observe()?,
         };
         self.witness_before(&before, *action);
-        self.perform(*action)?;
+        self.perform(*action, &before)?;
         if let Some(group) = action.group() {
             self.free_idle_paused_slots(group)?;
         }
@@ -296,8 +259,12 @@ impl Harness {
         });
         if ahead {
             self.witness(Witness::StoreAhead);
-            after.witnessed = self.witnessed;
         }
+        // Only a take of a partition writes an abort marker (spec.md §10, transactions).
+        if transactional::aborts(&after.output) > transactional::aborts(&before.output) {
+            self.witness(Witness::TxnAborted);
+        }
+        after.witnessed = self.witnessed;
         self.record_ghosts(&before, &after, action);
         for (group, ghost) in after.groups.iter_mut().zip(&self.ghosts) {
             group.ghost = ghost.clone();
@@ -307,13 +274,13 @@ impl Harness {
     }
 
     fn witness(&mut self, witness: Witness) {
-        self.witnessed |= (1 << witness as u16) & self.witness_mask;
+        self.witnessed |= (1 << witness as u32) & self.witness_mask;
     }
 
     /// The witnesses a step shows by where it falls, classified on the observed state before
     /// it with the model's own definitions: a crash between two writes or after progress, a
     /// write by a stale owner, a fetch of an applied record, a completion overtaking a lower
-    /// record, a blind commit to the log start. (What a step *did*, fenced, skipped,
+    /// record, a blind commit to the log start, a leader failure that drops unread records. (What a step *did*, fenced, skipped,
     /// dead-lettered, reset, failed, is witnessed from the real outcome in `owner_step`.)
     fn witness_before(&mut self, before: &State, action: Action) {
         let rules = self.config.strategy.rules();
@@ -324,6 +291,11 @@ impl Harness {
             }
             if after_write {
                 self.witness(Witness::CrashAfterWrite);
+            }
+        }
+        if let Action::FailLeader { partition } = action {
+            if model::replication::drops_unread(&self.config, before, partition) {
+                self.witness(Witness::UnreadTruncated);
             }
         }
         let Some((group, owner, partition)) = action.lease_step() else { return };
@@ -361,8 +333,9 @@ impl Harness {
         }
     }
 
-    /// What the real system does for each model action (spec.md §11's table).
-    fn perform(&mut self, action: Action) -> Result<(), Error> {
+    /// What the real system does for each model action (spec.md §11's table); `before` is the
+    /// state observed before it.
+    fn perform(&mut self, action: Action, before: &State) -> Result<(), Error> {
         use StepKind as Kind;
         match action {
             Action::Append { partition, delta } => self.produce(partition, delta, Delivery::Acknowledged),
@@ -424,17 +397,71 @@ impl Harness {
                 self.owner_step(group, owner, Kind::RefuseAhead, partition, position)
             }
             Action::Retain { partition, before } => {
+                if self.replicated.is_some() {
+                    return Err(Error::Unsupported("retention of a replicated log (refused, spec.md §10)"));
+                }
                 self.log.retain_before(u32::from(partition), u64::from(before))?;
                 self.retentions_used += 1;
                 Ok(())
             }
+            Action::Replicate { partition } => self.replicated_mut()?.replicate(partition),
+            Action::Acknowledge { partition } => self.acknowledge(partition),
+            Action::ShrinkIsr { partition } => {
+                self.replicated_mut()?.shrink_isr(partition)?;
+                self.witness(Witness::IsrShrunk);
+                Ok(())
+            }
+            Action::FailLeader { partition } => {
+                self.replicated_mut()?.fail_leader(partition)?;
+                self.witness(Witness::LeaderFailed);
+                Ok(())
+            }
+            Action::ProduceOutput { group, owner, partition, offset } => {
+                self.owner_step(group, owner, Kind::ProduceOutput, partition, offset.into())
+            }
+            Action::CommitTxn { group, owner, partition, offset } => {
+                self.owner_step(group, owner, Kind::CommitTxn, partition, offset.into())
+            }
+            Action::ReadOutput { partition } => {
+                let entries = before.output.get(usize::from(partition)).map_or(&[][..], Vec::as_slice);
+                let transactional = self.transactional.as_mut();
+                let transactional =
+                    transactional.ok_or(Error::Unsupported("a read of the output of a row without one"))?;
+                transactional.read_output(partition, entries)
+            }
+            // `real_row` refuses these rows (AWAITING_CONSUMER): no harness reaches these steps.
+            Action::SendEmail { .. } => Err(Error::Unsupported("send-email (issue 14's consumer)")),
+            Action::WriteIndex { .. } => Err(Error::Unsupported("write-index (issue 14's consumer)")),
+            Action::Relay { .. } => Err(Error::Unsupported("relay (issue 14's consumer)")),
         }
+    }
+
+    fn replicated_mut(&mut self) -> Result<&mut Replicated, Error> {
+        self.replicated.as_mut().ok_or(Error::Unsupported("a replication step on a row with one plain log"))
+    }
+
+    /// The answer to the `acks=all` send in flight: acknowledged, or unacknowledged (to be
+    /// retried), `NotEnoughReplicasAfterAppend` witnessed as the model does.
+    fn acknowledge(&mut self, partition: u8) -> Result<(), Error> {
+        match self.replicated_mut()?.acknowledge(partition)? {
+            Answered::Acknowledged => {}
+            Answered::Unacknowledged { send, refused } => {
+                if refused {
+                    self.witness(Witness::NotEnoughReplicas);
+                }
+                self.producer[usize::from(partition)].unacked = Some(send);
+            }
+        }
+        Ok(())
     }
 
     /// The log of `partition` loses its records from `keep` on: the harness cuts the real file
     /// (fault injection), which needs the writer lock, so its writer closes and opens again
     /// after; a checked writer then finds the partition damaged, an unchecked one grows again.
     fn lose_tail(&mut self, partition: u8, keep: u8) -> Result<(), Error> {
+        if self.replicated.is_some() {
+            return Err(Error::Unsupported("a lost tail of a replicated log (its losses are elections)"));
+        }
         let log_dir = driver::log_dir(&self.dir.path);
         let identity = self.log.identity();
         self.log = Log::open_reader(&log_dir, identity)?;
@@ -510,6 +537,9 @@ impl Harness {
     /// sequence number; a retry repeats the lost one or takes a fresh one, as the row's
     /// `producer_retry` says (the log must then append nothing, or the record again).
     fn produce(&mut self, partition: u8, delta: i64, delivery: Delivery) -> Result<(), Error> {
+        if self.replicated.is_some() {
+            return self.produce_replicated(partition, delta, delivery);
+        }
         let p = usize::from(partition);
         let offset = self.log.end(u32::from(partition))?;
         let poison =
@@ -556,6 +586,40 @@ impl Harness {
             self.producer[p].unacked = Some(send);
             self.unacked_sequence[p] = Some(sequence);
             self.ack_losses_used += 1;
+        }
+        Ok(())
+    }
+
+    /// The producer's steps on a replicated log (spec.md §3.2): a new send or the retry of the
+    /// unacknowledged one goes to the leader (`replicated::Replicated::send`); a refused one
+    /// (`NotEnoughReplicas`) is not consumed, as in the model. The ghost of the records is the
+    /// consumer-visible log, followed by `observe`.
+    fn produce_replicated(&mut self, partition: u8, delta: i64, delivery: Delivery) -> Result<(), Error> {
+        let p = usize::from(partition);
+        let send = match delivery {
+            Delivery::Acknowledged | Delivery::AckLost => self.producer[p].sent,
+            Delivery::Retry => {
+                self.witness(Witness::AppendRetried);
+                self.producer[p].unacked.ok_or(Error::NothingToRetry { partition })?
+            }
+        };
+        let answered = delivery != Delivery::AckLost;
+        match self.replicated_mut()?.send(partition, send, encode_delta(delta), answered)? {
+            Sent::Appended => {}
+            Sent::Refused => {
+                self.witness(Witness::NotEnoughReplicas);
+                return Ok(());
+            }
+        }
+        let producer = &mut self.producer[p];
+        match delivery {
+            Delivery::Retry => producer.unacked = None,
+            Delivery::Acknowledged => producer.sent += 1,
+            Delivery::AckLost => {
+                producer.sent += 1;
+                producer.unacked = Some(send);
+                self.ack_losses_used += 1;
+            }
         }
         Ok(())
     }
@@ -652,37 +716,38 @@ impl Harness {
         }
     }
 
-    /// The abstraction function: the real log, store and owners' reported leases as a model
+    /// The abstraction function: the real log, store and owners' reported leases (and the
+    /// replicas, the output log and its reader, for the rows that have them) as a model
     /// `State`. Ghost history and witness bits are the harness's own observations.
     pub fn observe(&mut self) -> Result<State, Error> {
-        let mut log = Vec::new();
-        for partition in 0..u32::from(self.config.partitions) {
-            let (start, end) = (self.log.start(partition)?, self.log.end(partition)?);
-            // Records below the retained start cannot be read any more (that is the point of
-            // retention); the model still lists them, so they come from what the harness, as
-            // the producer, appended. Everything readable is read back from the log.
-            let retained = usize::try_from(start).expect("small offsets");
-            let appended = &self.appended[partition as usize];
-            let mut deltas = appended
-                .get(..retained)
-                .ok_or(Unobservable::LogStartPastAppended { partition, start, appended: appended.len() })?
-                .to_vec();
-            for offset in start..end {
-                let record = self.log.read(partition, offset)?;
-                // A poison record stands for the model's record at that offset, whose delta
-                // the model never applies.
-                let delta = match consumer::log::decode_delta(&record.payload) {
-                    Some(delta) => delta,
-                    None if record.payload == POISON_PAYLOAD => self.config.delta,
-                    None => return Err(Unobservable::UnknownPayload { partition, offset }.into()),
-                };
-                deltas.push(delta);
-            }
-            log.push(deltas);
+        let partitions = u32::from(self.config.partitions);
+        let replicas = match &self.replicated {
+            Some(replicated) => (0..partitions).map(|p| replicated.observe(p)).collect::<Result<Vec<_>, _>>()?,
+            None => Vec::new(),
+        };
+        let (mut log, mut log_start, mut damaged) = (Vec::new(), Vec::new(), Vec::new());
+        for partition in 0..partitions {
+            let seen = match replicas.get(partition as usize) {
+                Some(replicas) => self.observe_visible(partition, replicas)?,
+                None => self.observe_plain(partition)?,
+            };
+            log.push(seen.deltas);
+            log_start.push(seen.start);
+            damaged.push(seen.damaged);
         }
+        let (output, reader) = match &mut self.transactional {
+            Some(transactional) => {
+                let output = transactional.observe()?;
+                if transactional.read_aborted(&output) {
+                    self.ghosts[0].read_aborted = true;
+                }
+                (output, transactional.positions())
+            }
+            None => (Vec::new(), Vec::new()),
+        };
         let mut groups = Vec::new();
         for group in 0..self.config.groups {
-            let store = self.observe_store(group)?;
+            let store = self.observe_store(group, &log)?;
             let mut owners = Vec::new();
             for owner in 0..self.config.owners {
                 owners.push(self.observe_owner(group, owner)?);
@@ -694,14 +759,12 @@ impl Harness {
                 paused.push(slot);
             }
             let ghost = self.ghosts[usize::from(group)].clone();
-            groups.push(Group { store, owners, paused, ghost });
+            // The external stores of issue 14's rows: no row the harness runs has them.
+            let (inbox, index) = (BTreeMap::new(), BTreeSet::new());
+            groups.push(Group { store, inbox, index, owners, paused, ghost });
         }
-        let mut log_start = Vec::new();
-        let mut damaged = Vec::new();
-        for partition in 0..u32::from(self.config.partitions) {
-            log_start.push(narrow(self.log.start(partition)?, "log start")?);
-            damaged.push(self.log.damaged(partition)?);
-        }
+        let (leader_failures_used, isr_shrinks_used) =
+            self.replicated.as_ref().map_or((0, 0), |r| (r.leader_failures_used, r.isr_shrinks_used));
         Ok(State {
             log,
             sends: self.sends.clone(),
@@ -714,12 +777,75 @@ impl Harness {
             rebalances_used: self.rebalances_used,
             pauses_used: self.pauses_used,
             log_losses_used: self.log_losses_used,
+            leader_failures_used,
+            isr_shrinks_used,
+            replicas,
+            output,
+            reader,
             damaged,
             witnessed: self.witnessed,
         })
     }
 
-    fn observe_store(&mut self, group: u8) -> Result<ModelStore, Error> {
+    /// A plain log's partition: its records (those below the retained start as the harness
+    /// appended them), start and damage.
+    fn observe_plain(&mut self, partition: u32) -> Result<PartitionSeen, Error> {
+        let (start, end) = (self.log.start(partition)?, self.log.end(partition)?);
+        // Records below the retained start cannot be read any more (that is the point of
+        // retention); the model still lists them, so they come from what the harness, as
+        // the producer, appended. Everything readable is read back from the log.
+        let retained = usize::try_from(start).expect("small offsets");
+        let appended = &self.appended[partition as usize];
+        let mut deltas = appended
+            .get(..retained)
+            .ok_or(Unobservable::LogStartPastAppended { partition, start, appended: appended.len() })?
+            .to_vec();
+        for record in self.log.read_range(partition, start..end)? {
+            deltas.push(self.delta_of(partition, &record)?);
+        }
+        let damaged = self.log.damaged(partition)?;
+        Ok(PartitionSeen { deltas, start: narrow(start, "log start")?, damaged })
+    }
+
+    /// A replicated partition's consumer-visible log: what the harness's reader reads (the
+    /// leader's records below the high watermark), its sends those of the leader's replica at
+    /// the same offsets. The ghost follows it as `model::replication::sync_visible` defines it
+    /// (`account_visible`). Without a leader nothing can be read, and the model keeps the last
+    /// visible log: so does the harness. (A replicated log is never retained nor damaged here:
+    /// the harness refuses both steps on one.)
+    fn observe_visible(&mut self, partition: u32, replicas: &Replicas) -> Result<PartitionSeen, Error> {
+        let p = partition as usize;
+        let unchanged = PartitionSeen { deltas: self.appended[p].clone(), start: 0, damaged: false };
+        let view = match self.log.view(partition) {
+            Ok(view) => view,
+            Err(error) if replicated::is_unavailable(&error) => return Ok(unchanged),
+            Err(error) => return Err(error.into()),
+        };
+        let mut deltas = Vec::new();
+        for record in self.log.read_range(partition, view.start..view.end)? {
+            deltas.push(self.delta_of(partition, &record)?);
+        }
+        let leader = replicas.leader.map(usize::from);
+        let visible = leader.and_then(|leader| replicas.logs[leader].get(..deltas.len()));
+        let sends = visible.ok_or(Unobservable::Visible { partition, end: view.end })?.to_vec();
+        model::replication::account_visible(self.ghosts.iter_mut(), p, &self.sends[p], &sends, self.config.delta);
+        self.sends[p] = sends;
+        self.appended[p] = deltas.clone();
+        Ok(PartitionSeen { deltas, start: narrow(view.start, "log start")?, damaged: view.damage.is_some() })
+    }
+
+    /// The delta a record stands for. A poison record stands for the model's record at that
+    /// offset, whose delta the model never applies.
+    fn delta_of(&self, partition: u32, record: &consumer::log::Record) -> Result<i64, Unobservable> {
+        match consumer::log::decode_delta(&record.payload) {
+            Some(delta) => Ok(delta),
+            None if record.payload == POISON_PAYLOAD => Ok(self.config.delta),
+            None => Err(Unobservable::UnknownPayload { partition, offset: record.offset }),
+        }
+    }
+
+    /// A group's store; `log` is the observed log (its ends bound the attempts read).
+    fn observe_store(&mut self, group: u8, log: &[Vec<i64>]) -> Result<ModelStore, Error> {
         let name = group_name(group);
         let total = self.store.total(&name)?;
         let mut partitions = Vec::new();
@@ -739,9 +865,8 @@ impl Harness {
             .map(|(p, o)| Ok((narrow(p, "partition")?, narrow(o, "offset")?)))
             .collect::<Result<BTreeSet<_>, Unobservable>>()?;
         let mut attempts = BTreeMap::new();
-        for partition in 0..u32::from(self.config.partitions) {
-            let end = self.log.end(partition)?;
-            for offset in 0..end {
+        for (partition, records) in (0..).zip(log) {
+            for offset in 0..records.len() as u64 {
                 let count = self.store.attempts(&name, partition, offset)?;
                 if count > 0 {
                     attempts.insert(
@@ -765,7 +890,9 @@ impl Harness {
             .into_iter()
             .map(|r| Ok((narrow(r.partition, "partition")?, narrow(r.from, "offset")?, narrow(r.to, "offset")?)))
             .collect::<Result<BTreeSet<_>, Unobservable>>()?;
-        Ok(ModelStore { total, partitions, processed, attempts, dead_letters, resets })
+        // The set value, facts and outbox of issue 14's rows: no row the harness runs has them.
+        let (value, facts, outbox) = (None, BTreeSet::new(), BTreeSet::new());
+        Ok(ModelStore { total, partitions, processed, attempts, dead_letters, resets, value, facts, outbox })
     }
 
     fn observe_owner(&mut self, group: u8, owner: u8) -> Result<Owner, Error> {
@@ -799,11 +926,7 @@ fn model_lease(lease: &consumer::owner::Lease, group: &str, owner: &str) -> Resu
             consumer::owner::Stage::EffectApplied => Stage::EffectApplied,
             consumer::owner::Stage::Recorded => Stage::Recorded,
             consumer::owner::Stage::Exhausted => Stage::Exhausted,
-            // The transactional strategies (issue 13) run on no model row of this model yet.
-            consumer::owner::Stage::Produced => {
-                let (group, owner) = (group.to_string(), owner.to_string());
-                return Err(Unobservable::Stage { group, owner, offset, stage: "produced" });
-            }
+            consumer::owner::Stage::Produced => Stage::Produced,
         };
         records.insert(narrow(offset, "offset")?, stage);
     }
@@ -832,7 +955,14 @@ fn retry_locked<T>(mut take: impl FnMut() -> Result<T, LogError>) -> Result<T, L
     take()
 }
 
-fn narrow<T: TryInto<u8> + Into<i128> + Copy>(value: T, what: &'static str) -> Result<u8, Unobservable> {
+/// One partition of the observed log: its records' deltas, its retained start, its damage.
+struct PartitionSeen {
+    deltas: Vec<i64>,
+    start: u8,
+    damaged: bool,
+}
+
+pub(crate) fn narrow<T: TryInto<u8> + Into<i128> + Copy>(value: T, what: &'static str) -> Result<u8, Unobservable> {
     value.try_into().map_err(|_| Unobservable::TooWide { what, value: value.into() })
 }
 
@@ -842,12 +972,12 @@ fn parse_owner(name: &str) -> Result<u8, Unobservable> {
         .ok_or_else(|| Unobservable::OwnerName { name: name.to_string() })
 }
 
-/// A fresh, uniquely named data directory (and PostgreSQL database, when replaying against
-/// one), removed when dropped.
+/// A fresh, uniquely named data directory (and PostgreSQL schema, when replaying against a
+/// server), removed when dropped.
 struct ScratchDir {
     path: PathBuf,
-    /// The admin URL and the database's own URL.
-    database: Option<(String, String)>,
+    /// The admin URL, the store's URL and the schema's name.
+    database: Option<(String, String, String)>,
 }
 
 impl ScratchDir {
@@ -860,89 +990,37 @@ impl ScratchDir {
         Ok(ScratchDir { path, database: None })
     }
 
-    /// Creates a database named after the directory on the server behind `admin` and returns
-    /// its URL (the admin URL with the database name replaced).
-    fn create_database(&mut self, admin: &str) -> Result<String, Error> {
+    /// Creates a schema named after the directory in the database behind `admin` and returns
+    /// the store's URL: the admin URL whose connections search that schema only. A schema per
+    /// replay, not a database: `CREATE DATABASE` copies a template and checkpoints, and made a
+    /// corpus replay on PostgreSQL several times slower.
+    fn create_schema(&mut self, admin: &str) -> Result<String, Error> {
         let name = self.path.file_name().and_then(|n| n.to_str()).expect("a plain name").replace('-', "_");
+        let url = schema_url(admin, &name)?;
         let mut client = postgres::Client::connect(admin, postgres::NoTls).map_err(Error::PostgresConnect)?;
-        let sql = format!("CREATE DATABASE {name}");
+        let sql = format!("CREATE SCHEMA {name}");
         client.batch_execute(&sql).map_err(|source| Error::Postgres { sql, source })?;
-        let url = database_url(admin, &name)?;
-        self.database = Some((admin.to_string(), url.clone()));
+        self.database = Some((admin.to_string(), url.clone(), name));
         Ok(url)
     }
 }
 
-/// `admin` with its database name replaced by `name`: `postgres://auth/db?query`.
-fn database_url(admin: &str, name: &str) -> Result<String, Error> {
-    let (head, query) = admin.split_once('?').map_or((admin, None), |(h, q)| (h, Some(q)));
-    let authority_end = head.find("://").map(|i| i + 3).ok_or(Error::PostgresUrl)?;
-    let path_start = head[authority_end..].find('/').map_or(head.len(), |i| authority_end + i);
-    let mut url = format!("{}/{name}", &head[..path_start]);
-    if let Some(query) = query {
-        url.push('?');
-        url.push_str(query);
+/// `admin` with a connection option that makes `schema` the only schema searched (and the one
+/// tables are created in): `postgres://auth/db?query&options=-csearch_path%3Dschema`.
+fn schema_url(admin: &str, schema: &str) -> Result<String, Error> {
+    if !admin.contains("://") {
+        return Err(Error::PostgresUrl);
     }
-    Ok(url)
+    let separator = if admin.contains('?') { '&' } else { '?' };
+    Ok(format!("{admin}{separator}options=-csearch_path%3D{schema}"))
 }
 
 impl Drop for ScratchDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
-        if let Some((admin, url)) = &self.database {
-            let name = url.rsplit('/').next().unwrap_or("").split('?').next().unwrap_or("").to_string();
+        if let Some((admin, _, name)) = &self.database {
             if let Ok(mut client) = postgres::Client::connect(admin, postgres::NoTls) {
-                let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{real_row, ProducerRetry};
-    use consumer::log::WriterMode;
-    use consumer::strategy::{LogCheck, OutOfRange, StartPolicy};
-    use model::Strategy;
-
-    /// Every model row's real system follows the model's own rules for that row (the crates
-    /// spell them independently): the out-of-range policy and the producer's retry mode, and a
-    /// consumer strategy of the row's own name, or atomic-fenced for the rows that only add a
-    /// producer or retention behaviour to it.
-    #[test]
-    fn every_model_row_runs_the_real_system_its_rules_describe() {
-        use model::strategy::{OutOfRangePolicy, ProducerRetry as ModelRetry};
-        for strategy in Strategy::ALL {
-            let (row, rules) = (real_row(strategy), strategy.rules());
-            let policy = match rules.out_of_range {
-                OutOfRangePolicy::Fail => OutOfRange::Fail,
-                OutOfRangePolicy::Earliest => OutOfRange::Earliest,
-                OutOfRangePolicy::Silent => OutOfRange::EarliestSilent,
-            };
-            let retry = match rules.producer {
-                ModelRetry::SameSequence => ProducerRetry::SameSequence,
-                ModelRetry::NewSequence => ProducerRetry::NewSequence,
-            };
-            assert_eq!((row.on_out_of_range, row.producer_retry), (policy, retry), "{strategy}");
-            let start = match rules.start {
-                model::strategy::StartPolicy::ClaimEpoch => StartPolicy::ClaimEpoch,
-                model::strategy::StartPolicy::StoredEpoch => StartPolicy::StoredEpoch,
-            };
-            assert_eq!(row.start, start, "{strategy}");
-            let (check, writer) = match rules.log_check {
-                model::strategy::LogCheck::RefuseAhead => (LogCheck::RefuseAhead, WriterMode::Checked),
-                model::strategy::LogCheck::Unchecked => (LogCheck::Unchecked, WriterMode::Unchecked),
-                model::strategy::LogCheck::RefuseAll => (LogCheck::RefuseAll, WriterMode::Checked),
-            };
-            assert_eq!((row.log_check, row.writer), (check, writer), "{strategy}");
-            let own_name = strategy.name().parse::<consumer::strategy::Strategy>().is_ok();
-            let expected = if own_name { strategy.name() } else { "atomic-fenced" };
-            assert_eq!(row.strategy.name(), expected, "the consumer of {strategy}");
-            if !own_name {
-                let fenced = Strategy::AtomicFenced.rules();
-                let same = (rules.sequence, rules.guard, rules.checkpoint, rules.poison)
-                    == (fenced.sequence, fenced.guard, fenced.checkpoint, fenced.poison);
-                assert!(same, "{strategy} runs atomic-fenced consumers, so its consumer rules are atomic-fenced's");
+                let _ = client.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"));
             }
         }
     }

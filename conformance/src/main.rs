@@ -56,8 +56,8 @@ struct RunArgs {
     /// Test only: replay against a deliberately broken consumer (no-fence, no-cas).
     #[arg(long, hide = true)]
     mutation: Option<Mutation>,
-    /// Use PostgreSQL: the URL of a server's maintenance database; each trace gets a fresh
-    /// database there (default: SQLite).
+    /// Use PostgreSQL: the URL of a server's database; each trace gets a fresh schema there,
+    /// dropped after it (default: SQLite).
     #[arg(long)]
     postgres: Option<String>,
 }
@@ -92,19 +92,25 @@ struct ReplayArgs {
 struct TestArgs {
     #[arg(long)]
     strategy: Strategy,
-    /// Consumer groups (default: the row's, as in `model check`).
+    /// Consumer groups (default: the row's, as in `model check`; so are the bounds below
+    /// without a default of their own).
     #[arg(long)]
     groups: Option<u8>,
-    #[arg(long, default_value_t = defaults::OWNERS)]
-    owners: u8,
-    #[arg(long, default_value_t = defaults::PARTITIONS)]
-    partitions: u8,
-    #[arg(long, default_value_t = defaults::RECORDS)]
-    records: u8,
-    #[arg(long, default_value_t = defaults::CRASHES)]
-    crashes: u8,
-    #[arg(long, default_value_t = defaults::REBALANCES)]
-    rebalances: u8,
+    /// Competing owners per group (default: the row's).
+    #[arg(long)]
+    owners: Option<u8>,
+    /// Partitions (default: the row's; dedup-offset-only has two).
+    #[arg(long)]
+    partitions: Option<u8>,
+    /// Records appended per partition (default: the row's).
+    #[arg(long)]
+    records: Option<u8>,
+    /// Owner crashes in a run (default: the row's).
+    #[arg(long)]
+    crashes: Option<u8>,
+    /// Rebalances in a run (default: the row's).
+    #[arg(long)]
+    rebalances: Option<u8>,
     #[arg(long, default_value_t = defaults::COMMIT_EVERY)]
     commit_every: u8,
     #[arg(long, default_value_t = defaults::INFLIGHT)]
@@ -128,6 +134,12 @@ struct TestArgs {
     /// Log losses (default: the row's).
     #[arg(long)]
     log_losses: Option<u8>,
+    /// Leader failures of a replicated partition (the acks rows; default: the row's).
+    #[arg(long)]
+    leader_failures: Option<u8>,
+    /// ISR shrinks of a replicated partition (the acks rows; default: the row's).
+    #[arg(long)]
+    isr_shrinks: Option<u8>,
     /// Replay every model path of this many steps (and shorter ones that end), 1..=200.
     #[arg(long, conflicts_with = "walks", value_parser = count_in(1, DEPTH_MAX))]
     depth: Option<usize>,
@@ -150,7 +162,8 @@ struct TestArgs {
 }
 
 impl TestArgs {
-    /// The model configuration these flags name (the same flags as `model check`).
+    /// The model configuration these flags name (the same flags as `model check`, and the same
+    /// defaults: the row's, `Config::new`).
     fn config(&self) -> anyhow::Result<Config> {
         let row = Config::new(self.strategy);
         let poison = match self.poison.as_deref() {
@@ -162,11 +175,11 @@ impl TestArgs {
         };
         Ok(Config {
             groups: self.groups.unwrap_or(row.groups),
-            owners: self.owners,
-            partitions: self.partitions,
-            records: self.records,
-            crashes: self.crashes,
-            rebalances: self.rebalances,
+            owners: self.owners.unwrap_or(row.owners),
+            partitions: self.partitions.unwrap_or(row.partitions),
+            records: self.records.unwrap_or(row.records),
+            crashes: self.crashes.unwrap_or(row.crashes),
+            rebalances: self.rebalances.unwrap_or(row.rebalances),
             commit_every: self.commit_every,
             inflight: self.inflight,
             delta: self.delta,
@@ -176,6 +189,8 @@ impl TestArgs {
             retentions: self.retentions.unwrap_or(row.retentions),
             pauses: self.pauses.unwrap_or(row.pauses),
             log_losses: self.log_losses.unwrap_or(row.log_losses),
+            leader_failures: self.leader_failures.unwrap_or(row.leader_failures),
+            isr_shrinks: self.isr_shrinks.unwrap_or(row.isr_shrinks),
             ..row
         })
     }
@@ -301,6 +316,9 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let files = corpus::expand(&args.paths)?;
     let traces: Vec<(PathBuf, Trace)> =
         files.into_iter().map(|path| corpus::load(&path).map(|t| (path, t))).collect::<Result<_, _>>()?;
+    for (_, trace) in &traces {
+        conformance::harness::runnable(trace.config.strategy)?;
+    }
     println!("{TOOL} (model: {})", model::TOOL);
     let started = Instant::now();
     let (mut failures, mut steps) = (0, 0);
@@ -338,6 +356,7 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
 fn run_test(args: TestArgs) -> anyhow::Result<ExitCode> {
     let config = args.config()?;
     config.validate().map_err(anyhow::Error::msg)?;
+    conformance::harness::runnable(config.strategy)?;
     let options = args.run.options()?;
     let generated = match (args.depth, args.walks, args.seed) {
         (Some(depth), None, _) => Generated::Paths { depth, paths_max: args.paths_max },

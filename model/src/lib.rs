@@ -37,7 +37,7 @@ pub struct ConsumerModel {
     pub config: Config,
     /// Witness bits some `sometimes` property reads; the others are never set, so that ghost
     /// history nobody checks does not multiply states.
-    witness_mask: u16,
+    witness_mask: u32,
 }
 
 impl ConsumerModel {
@@ -64,16 +64,17 @@ impl ConsumerModel {
             ("isr-shrunk", Witness::IsrShrunk),
             ("not-enough-replicas", Witness::NotEnoughReplicas),
             ("txn-aborted", Witness::TxnAborted),
+            ("unread-truncated", Witness::UnreadTruncated),
         ]
         .iter()
         .filter(|(name, _)| properties.iter().any(|p| p.name == *name))
-        .fold(0u16, |mask, (_, witness)| mask | 1 << *witness as u16);
+        .fold(0u32, |mask, (_, witness)| mask | 1 << *witness as u32);
         ConsumerModel { config, witness_mask }
     }
 
     /// The witness bits some `sometimes` property of this configuration reads; the others
     /// are never set in its states.
-    pub fn witness_mask(&self) -> u16 {
+    pub fn witness_mask(&self) -> u32 {
         self.witness_mask
     }
 

@@ -46,7 +46,7 @@ pub enum Role {
 }
 
 /// The `sometimes` properties and their role, in the order `properties_for` lists them.
-pub const SOMETIMES: [(&str, Role); 22] = [
+pub const SOMETIMES: [(&str, Role); 23] = [
     ("out-of-range", Role::FaultWitness),
     ("reset-recorded", Role::Observation),
     ("append-retried", Role::FaultWitness),
@@ -68,6 +68,7 @@ pub const SOMETIMES: [(&str, Role); 22] = [
     ("leader-failed", Role::FaultWitness),
     ("isr-shrunk", Role::FaultWitness),
     ("not-enough-replicas", Role::Observation),
+    ("unread-truncated", Role::Observation),
     ("txn-aborted", Role::FaultWitness),
 ];
 
@@ -332,6 +333,12 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
         if requires_followers && (config.isr_shrinks > 0 || config.leader_failures > 0) {
             let refused = |_: &ConsumerModel, s: &State| s.has_witnessed(Witness::NotEnoughReplicas);
             properties.push(Property::sometimes("not-enough-replicas", refused));
+        }
+        // The consumers' defence: they read below the high watermark, so what an election
+        // drops above it was never read (committed-read).
+        if config.leader_failures > 0 {
+            let unread = |_: &ConsumerModel, s: &State| s.has_witnessed(Witness::UnreadTruncated);
+            properties.push(Property::sometimes("unread-truncated", unread));
         }
     }
     if rules.sequence == Sequence::Transactional {

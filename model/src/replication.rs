@@ -5,7 +5,7 @@
 
 use crate::action::Action;
 use crate::config::Config;
-use crate::state::{Offset, Replicas, State, Witness};
+use crate::state::{Ghost, Offset, Replicas, State, Witness};
 use crate::strategy::{Acks, ReplicaRules, Replication};
 
 /// The replica rules of a replicated row; `None` for every other row.
@@ -145,6 +145,9 @@ pub fn fail_leader(config: &Config, state: &mut State, partition: u8) {
     let p = usize::from(partition);
     state.leader_failures_used += 1;
     state.witness(Witness::LeaderFailed);
+    if drops_unread(config, state, partition) {
+        state.witness(Witness::UnreadTruncated);
+    }
     let replicas = &mut state.replicas[p];
     let old = usize::from(replicas.leader.expect("a leader fails"));
     replicas.alive[old] = false;
@@ -164,6 +167,22 @@ pub fn fail_leader(config: &Config, state: &mut State, partition: u8) {
     sync_visible(config, state, p);
 }
 
+/// Whether the leader's failure in `state` drops records above the high watermark and keeps
+/// none of them: the leader holds some, and the election is clean (the promoted ISR member is
+/// truncated to the high watermark) or finds no leader. No consumer read them: they read
+/// below the high watermark (the `unread-truncated` observation). The conformance harness
+/// classifies the real `fail-leader` steps it makes with the same definition, on the state it
+/// observes before them.
+pub fn drops_unread(config: &Config, state: &State, partition: u8) -> bool {
+    let rules = rules(config).expect("a replicated row");
+    let replicas = &state.replicas[usize::from(partition)];
+    let Some(leader) = replicas.leader else { return false };
+    let candidate = 1 - usize::from(leader);
+    let above = replicas.logs[usize::from(leader)].len() > usize::from(replicas.hw);
+    let unclean = replicas.alive[candidate] && !replicas.isr[candidate] && rules.unclean;
+    above && !unclean
+}
+
 /// The high watermark: the smallest log end among the ISR (the leader is always a member).
 fn recompute_high_watermark(replicas: &mut Replicas) {
     let members = (0..2).filter(|&b| replicas.isr[b]).map(|b| replicas.logs[b].len());
@@ -173,26 +192,40 @@ fn recompute_high_watermark(replicas: &mut Replicas) {
     }
 }
 
-/// Makes the consumer-visible log the leader's below the high watermark. Records that left it
-/// (an unclean election) flag every group that applied them (`committed-read`); applications
-/// of a record whose offset a new record now holds move to `lost_sum`, as for a log loss.
+/// Makes the consumer-visible log the leader's below the high watermark (nothing changes while
+/// the partition has no leader: nothing can be read), with the ghost bookkeeping of
+/// `account_visible`.
 pub fn sync_visible(config: &Config, state: &mut State, partition: usize) {
     let replicas = &state.replicas[partition];
     let Some(leader) = replicas.leader else { return };
     let visible: Vec<u8> = replicas.logs[usize::from(leader)][..usize::from(replicas.hw)].to_vec();
-    let old = &state.sends[partition];
-    let kept = old.iter().zip(&visible).take_while(|(a, b)| a == b).count();
-    let delta = config.delta;
-    for group in &mut state.groups {
-        let applied = &mut group.ghost.applied[partition];
+    let ghosts = state.groups.iter_mut().map(|group| &mut group.ghost);
+    account_visible(ghosts, partition, &state.sends[partition], &visible, config.delta);
+    state.log[partition] = vec![config.delta; visible.len()];
+    state.sends[partition] = visible;
+}
+
+/// The ghost history of a partition whose consumer-visible sends change from `old` to
+/// `visible`: records that left it (an unclean election) flag every group that applied them
+/// (`committed-read`); applications of a record whose offset a new record now holds move to
+/// `lost_sum`, as for a log loss, so the new record counts afresh. A pure definition over two
+/// observed logs: the conformance harness keeps its observed ghosts with it.
+pub fn account_visible<'a>(
+    ghosts: impl IntoIterator<Item = &'a mut Ghost>,
+    partition: usize,
+    old: &[u8],
+    visible: &[u8],
+    delta: i64,
+) {
+    let kept = old.iter().zip(visible).take_while(|(a, b)| a == b).count();
+    for ghost in ghosts {
+        let applied = &mut ghost.applied[partition];
         if applied[kept..old.len()].iter().any(|&count| count > 0) {
-            group.ghost.read_truncated = true;
+            ghost.read_truncated = true;
         }
         for count in &mut applied[kept..] {
-            group.ghost.lost_sum += delta * i64::from(*count);
+            ghost.lost_sum += delta * i64::from(*count);
             *count = 0;
         }
     }
-    state.log[partition] = vec![delta; visible.len()];
-    state.sends[partition] = visible;
 }

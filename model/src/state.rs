@@ -40,7 +40,7 @@ pub struct State {
     /// log that knows its acknowledged end refuses appends from then on (`LogCheck`).
     pub damaged: Vec<bool>,
     /// Ghost: one bit per `Witness` reached so far, for the `sometimes` properties.
-    pub witnessed: u16,
+    pub witnessed: u32,
 }
 
 /// A replicated partition: two brokers' logs (of logical sends), the leader, the high
@@ -282,7 +282,16 @@ pub enum Witness {
     NotEnoughReplicas = 18,
     /// Taking a partition aborted the open transaction of an earlier producer epoch.
     TxnAborted = 19,
+    /// A leader failed holding records above the high watermark, and the election kept none
+    /// of them (a clean one truncates to the high watermark; or no leader): records no
+    /// consumer could read (they read below it) left the partition unread.
+    UnreadTruncated = 20,
 }
+
+/// `State::witnessed` holds one bit per `Witness`: the last variant must fit. (With a `u16`
+/// the bits of the replication and transaction witnesses, 16 and up, overflowed: a panic in a
+/// debug build, and in a release build a shift that wraps onto the crash and replay bits.)
+const _: () = assert!((Witness::UnreadTruncated as u32) < u32::BITS);
 
 impl Stage {
     /// Whether the record's effect is still to be applied by the owner holding it.
@@ -365,11 +374,11 @@ impl State {
     }
 
     pub fn has_witnessed(&self, witness: Witness) -> bool {
-        self.witnessed & (1 << witness as u16) != 0
+        self.witnessed & (1 << witness as u32) != 0
     }
 
     pub fn witness(&mut self, witness: Witness) {
-        self.witnessed |= 1 << witness as u16;
+        self.witnessed |= 1 << witness as u32;
     }
 
     pub fn lease(&self, group: u8, owner: u8, partition: u8) -> Option<&Lease> {

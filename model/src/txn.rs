@@ -11,29 +11,35 @@ use crate::strategy::{Guard, Isolation};
 
 /// The transactions of a partition's output are identified by (input offset, producer epoch):
 /// one input record each.
-type TxnId = (Offset, u8);
+pub type TxnId = (Offset, u8);
 
 /// Whether the transaction `id` ended in the output, and how: `Some(true)` committed,
 /// `Some(false)` aborted, `None` still open.
-fn outcome(output: &[OutEntry], (input, epoch): TxnId) -> Option<bool> {
+pub fn outcome(output: &[OutEntry], (input, epoch): TxnId) -> Option<bool> {
     output.iter().find_map(|entry| match *entry {
         OutEntry::Marker { input: i, epoch: e, commit } if (i, e) == (input, epoch) => Some(commit),
         OutEntry::Marker { .. } | OutEntry::Data { .. } => None,
     })
 }
 
+/// What the downstream reader does with the entry at `at` of an output partition: `Some(true)`
+/// it takes a data record (delivers it), `Some(false)` it passes the entry without delivering
+/// anything (a marker, or under `read_committed` a record of an aborted transaction), `None`
+/// it may not read it (past the end, or `read_committed` at the last stable offset: the first
+/// record of an open transaction). The conformance harness drives its real reader with it.
+pub fn reader_step(isolation: Isolation, output: &[OutEntry], at: usize) -> Option<bool> {
+    match (*output.get(at)?, isolation) {
+        (OutEntry::Marker { .. }, _) => Some(false),
+        (OutEntry::Data { .. }, Isolation::ReadUncommitted) => Some(true),
+        (OutEntry::Data { input, epoch }, Isolation::ReadCommitted) => outcome(output, (input, epoch)),
+    }
+}
+
 /// The downstream reader's step, if it has one: the next entry it may take.
 pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>) {
     let isolation = config.strategy.rules().isolation;
     for (p, output) in state.output.iter().enumerate() {
-        let Some(entry) = output.get(usize::from(state.reader[p])) else { continue };
-        let readable = match (*entry, isolation) {
-            (OutEntry::Marker { .. }, _) | (OutEntry::Data { .. }, Isolation::ReadUncommitted) => true,
-            // read_committed stops at the last stable offset: the first record of an open
-            // transaction.
-            (OutEntry::Data { input, epoch }, Isolation::ReadCommitted) => outcome(output, (input, epoch)).is_some(),
-        };
-        if readable {
+        if reader_step(isolation, output, usize::from(state.reader[p])).is_some() {
             actions.push(Action::ReadOutput { partition: p as u8 });
         }
     }

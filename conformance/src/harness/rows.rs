@@ -1,0 +1,244 @@
+//! The real system of each model row: `real_row`, one arm per model strategy, and the rows
+//! whose consumer is not built yet (`AWAITING_CONSUMER`).
+
+use crate::error::Error;
+use consumer::log::{Acks, WriterMode};
+use consumer::strategy::{Isolation, LogCheck, OutOfRange, StartPolicy, Strategy as RealStrategy};
+use model::Strategy;
+
+/// How the harness, as the producer, retries an append whose acknowledgement was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProducerRetry {
+    /// The retry repeats the lost send's sequence number: the log recognises it, appends nothing.
+    SameSequence,
+    /// The retry takes a fresh sequence number: the log appends the record again.
+    NewSequence,
+}
+
+/// The replicated log of an acks row (spec.md §3.2, §10 "Replication"): two replicas, and the
+/// producer's acknowledgement mode and broker settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaSettings {
+    pub acks: Acks,
+    /// `min.insync.replicas`: the ISR size below which an `acks=all` append is refused.
+    pub min_insync: u32,
+    /// Whether `fail-leader` may promote an out-of-sync follower (`--unclean`).
+    pub unclean: bool,
+}
+
+/// The real system's configuration for one model row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RealRow {
+    /// The consumer strategy every owner runs.
+    pub strategy: RealStrategy,
+    /// What an owner does when retention removed the next record it would fetch.
+    pub on_out_of_range: OutOfRange,
+    /// How the harness, as the producer, retries a send whose acknowledgement was lost.
+    pub producer_retry: ProducerRetry,
+    /// The epoch an owner takes when it (re)starts.
+    pub start: StartPolicy,
+    /// When an owner refuses a log that lost records.
+    pub log_check: LogCheck,
+    /// How the harness's log writer treats a lost tail: refuse appends (it knows its
+    /// acknowledged end), or grow again at the new end (the trap).
+    pub writer: WriterMode,
+    /// The acks rows: a replicated data directory (`None`: one plain log).
+    pub replication: Option<ReplicaSettings>,
+    /// The harness's downstream reader of the output log (the txn rows; read committed, and
+    /// unused, elsewhere).
+    pub isolation: Isolation,
+}
+
+/// The model rows whose real consumer is not built yet (issue 14's seeds: external effects,
+/// sets, dedup scope, dual writes; another branch builds it). `real_row` refuses them with
+/// `Error::AwaitingConsumer` (`replay` and `test` exit 2 naming the row), `regenerate` writes
+/// none of their traces and says so, and the walks test skips them with a printed line, never
+/// silently; a test checks it is exactly the rows `real_row` refuses. Removing a row from this
+/// list (once its consumer is built) is all it takes for all of that to cover it.
+pub const AWAITING_CONSUMER: [Strategy; 8] = [
+    Strategy::AtomicPlusEmail,
+    Strategy::EmailIdempotencyKey,
+    Strategy::EmailNoKey,
+    Strategy::BlindSet,
+    Strategy::SetIfNewer,
+    Strategy::DedupOffsetOnly,
+    Strategy::DualWrite,
+    Strategy::Outbox,
+];
+
+/// `Err(AwaitingConsumer)` for a row of `AWAITING_CONSUMER`: checked before anything real is
+/// made for a trace, so the refusal is one line naming the row.
+pub fn runnable(strategy: Strategy) -> Result<(), Error> {
+    if AWAITING_CONSUMER.contains(&strategy) {
+        return Err(Error::AwaitingConsumer(strategy));
+    }
+    Ok(())
+}
+
+/// The real system for each model row, one arm per model strategy and no catch-all: a new
+/// model strategy does not compile until it is mapped here. The crates spell the strategies
+/// independently; the producer, retention and acks rows run atomic-fenced consumers and differ
+/// in the producer, the out-of-range policy or the log; txn-read-uncommitted is txn-fenced
+/// read by a read_uncommitted reader. (Only the producer rows lose acks by default; every
+/// other row's producer is idempotent, as the model's rules say.) `Err(AwaitingConsumer)`: a
+/// row of `AWAITING_CONSUMER`.
+pub fn real_row(strategy: Strategy) -> Result<RealRow, Error> {
+    use OutOfRange::{Earliest, EarliestSilent, Fail};
+    use ProducerRetry::{NewSequence, SameSequence};
+    use RealStrategy as Real;
+    use Strategy as Model;
+    let row = |strategy, on_out_of_range, producer_retry| RealRow {
+        strategy,
+        on_out_of_range,
+        producer_retry,
+        start: StartPolicy::ClaimEpoch,
+        log_check: LogCheck::RefuseAhead,
+        writer: WriterMode::Checked,
+        replication: None,
+        isolation: Isolation::ReadCommitted,
+    };
+    let fenced = row(Real::AtomicFenced, Fail, SameSequence);
+    let replicated = |acks, min_insync, unclean| RealRow {
+        replication: Some(ReplicaSettings { acks, min_insync, unclean }),
+        ..fenced
+    };
+    Ok(match strategy {
+        Model::CommitFirst => row(Real::CommitFirst, Fail, SameSequence),
+        Model::EffectFirst => row(Real::EffectFirst, Fail, SameSequence),
+        Model::PeriodicCommit => row(Real::PeriodicCommit, Fail, SameSequence),
+        Model::OffsetStamp => row(Real::OffsetStamp, Fail, SameSequence),
+        Model::DedupSeparate => row(Real::DedupSeparate, Fail, SameSequence),
+        Model::DedupAtomic => row(Real::DedupAtomic, Fail, SameSequence),
+        Model::Atomic => row(Real::Atomic, Fail, SameSequence),
+        Model::AtomicFenced => fenced,
+        Model::AtomicCas => row(Real::AtomicCas, Fail, SameSequence),
+        Model::ParallelMax => row(Real::ParallelMax, Fail, SameSequence),
+        Model::ParallelWatermark => row(Real::ParallelWatermark, Fail, SameSequence),
+        Model::AtomicDlq => row(Real::AtomicDlq, Fail, SameSequence),
+        Model::SkipPoison => row(Real::SkipPoison, Fail, SameSequence),
+        Model::RetryForever => row(Real::RetryForever, Fail, SameSequence),
+        Model::ProducerIdempotent => fenced,
+        Model::ProducerNewSequence => row(Real::AtomicFenced, Fail, NewSequence),
+        Model::ResetEarliest => row(Real::AtomicFenced, Earliest, SameSequence),
+        Model::ResetSilent => row(Real::AtomicFenced, EarliestSilent, SameSequence),
+        Model::ResetFail => fenced,
+        Model::FencedStoredEpoch => RealRow { start: StartPolicy::StoredEpoch, ..fenced },
+        Model::LogLossRefuse => fenced,
+        Model::LogLossUnchecked => RealRow { log_check: LogCheck::Unchecked, writer: WriterMode::Unchecked, ..fenced },
+        Model::LogLossRefuseAll => RealRow { log_check: LogCheck::RefuseAll, ..fenced },
+        Model::AcksLeader => replicated(Acks::Leader, 1, false),
+        Model::AcksAll => replicated(Acks::All, 2, false),
+        Model::AcksAllMinIsr1 => replicated(Acks::All, 1, true),
+        Model::AcksAllMinIsr1Clean => replicated(Acks::All, 1, false),
+        Model::TxnFenced => row(Real::TxnFenced, Fail, SameSequence),
+        Model::TxnUnfenced => row(Real::TxnUnfenced, Fail, SameSequence),
+        Model::TxnReadUncommitted => {
+            RealRow { isolation: Isolation::ReadUncommitted, ..row(Real::TxnFenced, Fail, SameSequence) }
+        }
+        Model::AtomicPlusEmail
+        | Model::EmailIdempotencyKey
+        | Model::EmailNoKey
+        | Model::BlindSet
+        | Model::SetIfNewer
+        | Model::DedupOffsetOnly
+        | Model::DualWrite
+        | Model::Outbox => return Err(Error::AwaitingConsumer(strategy)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{real_row, runnable, ProducerRetry, ReplicaSettings, AWAITING_CONSUMER};
+    use crate::error::Error;
+    use consumer::log::{Acks, WriterMode};
+    use consumer::strategy::{Isolation, LogCheck, OutOfRange, StartPolicy};
+    use model::strategy::{Replication, Rules};
+    use model::Strategy;
+
+    /// The rows `real_row` refuses are exactly `AWAITING_CONSUMER`, each with a typed
+    /// `AwaitingConsumer` naming it (never a panic), as `runnable` says; every other row has a
+    /// real system.
+    #[test]
+    fn the_rows_awaiting_their_consumer_are_exactly_those_real_row_refuses() {
+        for strategy in Strategy::ALL {
+            let awaiting = AWAITING_CONSUMER.contains(&strategy);
+            assert_eq!(runnable(strategy).is_err(), awaiting, "{strategy}");
+            match real_row(strategy) {
+                Err(Error::AwaitingConsumer(refused)) => {
+                    assert!(awaiting, "{strategy} is refused but not listed in AWAITING_CONSUMER");
+                    assert_eq!(refused, strategy);
+                    let line = Error::AwaitingConsumer(refused).to_string();
+                    assert!(!line.contains('\n') && line.contains(strategy.name()), "{line}");
+                }
+                Err(other) => panic!("{strategy}: real_row fails with {other} instead of AwaitingConsumer"),
+                Ok(_) => assert!(!awaiting, "{strategy} has a real system: remove it from AWAITING_CONSUMER"),
+            }
+        }
+    }
+
+    /// The consumer rules a row's owners follow: what a real consumer strategy must match.
+    fn consumer_rules(rules: &Rules) -> impl PartialEq + std::fmt::Debug {
+        (rules.sequence, rules.guard, rules.checkpoint, rules.poison, rules.effect, rules.dedup_key)
+    }
+
+    /// Every model row's real system follows the model's own rules for that row (the crates
+    /// spell them independently): the out-of-range policy, the producer's retry mode, the start
+    /// policy, the log check, the replication settings and the reader's isolation; and a
+    /// consumer strategy of the row's own name or, for the rows that only add a producer, a
+    /// retention policy, a replicated log or a reader to one, a consumer of another row whose
+    /// consumer rules are the same.
+    #[test]
+    fn every_model_row_runs_the_real_system_its_rules_describe() {
+        use model::strategy::{OutOfRangePolicy, ProducerRetry as ModelRetry};
+        for strategy in Strategy::ALL.into_iter().filter(|s| !AWAITING_CONSUMER.contains(s)) {
+            let (row, rules) = (real_row(strategy).expect("a row with a consumer"), strategy.rules());
+            let policy = match rules.out_of_range {
+                OutOfRangePolicy::Fail => OutOfRange::Fail,
+                OutOfRangePolicy::Earliest => OutOfRange::Earliest,
+                OutOfRangePolicy::Silent => OutOfRange::EarliestSilent,
+            };
+            let retry = match rules.producer {
+                ModelRetry::SameSequence => ProducerRetry::SameSequence,
+                ModelRetry::NewSequence => ProducerRetry::NewSequence,
+            };
+            assert_eq!((row.on_out_of_range, row.producer_retry), (policy, retry), "{strategy}");
+            let start = match rules.start {
+                model::strategy::StartPolicy::ClaimEpoch => StartPolicy::ClaimEpoch,
+                model::strategy::StartPolicy::StoredEpoch => StartPolicy::StoredEpoch,
+            };
+            assert_eq!(row.start, start, "{strategy}");
+            let (check, writer) = match rules.log_check {
+                model::strategy::LogCheck::RefuseAhead => (LogCheck::RefuseAhead, WriterMode::Checked),
+                model::strategy::LogCheck::Unchecked => (LogCheck::Unchecked, WriterMode::Unchecked),
+                model::strategy::LogCheck::RefuseAll => (LogCheck::RefuseAll, WriterMode::Checked),
+            };
+            assert_eq!((row.log_check, row.writer), (check, writer), "{strategy}");
+            let replication = match rules.replication {
+                Replication::Single => None,
+                Replication::Replicated(replica) => Some(ReplicaSettings {
+                    acks: match replica.acks {
+                        model::strategy::Acks::Leader => Acks::Leader,
+                        model::strategy::Acks::All => Acks::All,
+                    },
+                    min_insync: u32::from(replica.min_insync),
+                    unclean: replica.unclean,
+                }),
+            };
+            assert_eq!(row.replication, replication, "{strategy}");
+            let isolation = match rules.isolation {
+                model::strategy::Isolation::ReadCommitted => Isolation::ReadCommitted,
+                model::strategy::Isolation::ReadUncommitted => Isolation::ReadUncommitted,
+            };
+            assert_eq!(row.isolation, isolation, "{strategy}");
+            let consumer = row.strategy.name().parse::<Strategy>().expect("every consumer strategy is a model row");
+            if strategy.name().parse::<consumer::strategy::Strategy>().is_ok() {
+                assert_eq!(consumer, strategy, "the consumer of {strategy} is the consumer strategy of its name");
+            }
+            assert_eq!(
+                consumer_rules(&consumer.rules()),
+                consumer_rules(&rules),
+                "{strategy} runs {consumer} consumers, so its consumer rules are {consumer}'s"
+            );
+        }
+    }
+}
