@@ -318,7 +318,8 @@ pub enum OwnerError {
     Txn(TxnError),
     /// The email provider or the index (spec.md §3.4's rows).
     External(ExternalError),
-    /// The step is not what the strategy allows now (the worker protocol's guard).
+    /// The step is not what the strategy allows now (the worker protocol's guard); `enabled`:
+    /// the steps allowed on the step's partition.
     NotEnabled {
         step: Step,
         enabled: Vec<Step>,
@@ -607,24 +608,32 @@ impl Owner {
     /// below it, and a loss may have moved the end below the group's checkpoint.
     pub fn enabled_steps(&mut self) -> Result<Vec<Step>, OwnerError> {
         let mut steps = Vec::new();
-        let leases: Vec<(u32, u64, bool, bool)> = self
-            .leases
-            .iter()
-            .map(|(&p, lease)| (p, lease.position, needs_log_start(&self.settings, lease), lease.records.is_empty()))
-            .collect();
-        for (partition, position, needs_view, idle) in leases {
-            let (bounds, refuse) = if needs_view {
-                let view = self.log.view(partition)?;
-                self.log_ends.insert(partition, view.end);
-                let refuse = idle && self.refuses(partition, position, &view)?;
-                ((view.start, view.end), refuse)
-            } else {
-                // Without a fetch, a policy step or a refusal to decide, the log is not read.
-                ((0, self.log_end(partition, position)?), false)
-            };
-            lease_steps(&self.settings, partition, &self.leases[&partition], bounds, refuse, &mut steps);
+        let partitions: Vec<u32> = self.leases.keys().copied().collect();
+        for partition in partitions {
+            self.partition_steps(partition, &mut steps)?;
         }
         Ok(steps)
+    }
+
+    /// The steps the strategy allows now on one leased partition (none on a partition the
+    /// owner holds no lease on). Only that partition's log is read: a partition that cannot be
+    /// read (a replicated one without a leader) refuses its own steps, not the other
+    /// partitions' (the model's steps on one partition do not look at another's leader).
+    fn partition_steps(&mut self, partition: u32, steps: &mut Vec<Step>) -> Result<(), OwnerError> {
+        let Some(lease) = self.leases.get(&partition) else { return Ok(()) };
+        let (position, needs_view, idle) =
+            (lease.position, needs_log_start(&self.settings, lease), lease.records.is_empty());
+        let (bounds, refuse) = if needs_view {
+            let view = self.log.view(partition)?;
+            self.log_ends.insert(partition, view.end);
+            let refuse = idle && self.refuses(partition, position, &view)?;
+            ((view.start, view.end), refuse)
+        } else {
+            // Without a fetch, a policy step or a refusal to decide, the log is not read.
+            ((0, self.log_end(partition, position)?), false)
+        };
+        lease_steps(&self.settings, partition, &self.leases[&partition], bounds, refuse, steps);
+        Ok(())
     }
 
     /// Whether a lease with nothing in flight at `position` refuses the partition (`refuses`).
@@ -648,7 +657,9 @@ impl Owner {
     /// Performs one step if the strategy allows it now; each step but `fetch` is one durable
     /// write. Crash points named in the plan end the process before, inside or after it.
     pub fn perform(&mut self, step: Step) -> Result<Outcome, OwnerError> {
-        let enabled = self.enabled_steps()?;
+        // Only the step's partition decides whether it is enabled (`partition_steps`).
+        let mut enabled = Vec::new();
+        self.partition_steps(step.partition, &mut enabled)?;
         if !enabled.contains(&step) {
             return Err(OwnerError::NotEnabled { step, enabled });
         }
