@@ -948,7 +948,7 @@ impl Harness {
     /// email was delivered (a request dropped for its key is no delivery), and the index's facts.
     /// The model counts a delivery 0, 1 or "more than once" (2, saturating), so a count above
     /// 2 is observed as 2: the property `external-exactly-once` reads no more.
-    fn observe_externals(&self, group: u8) -> Result<(BTreeMap<(u8, u8), u8>, BTreeSet<(u8, u8)>), Error> {
+    fn observe_externals(&self, group: u8) -> Result<(Inbox, BTreeSet<(u8, u8)>), Error> {
         let name = group_name(group);
         let mut inbox = BTreeMap::new();
         for request in self.provider.received(Some(&name))?.into_iter().filter(|r| r.delivered) {
@@ -1021,6 +1021,9 @@ fn retry_locked<T>(mut take: impl FnMut() -> Result<T, LogError>) -> Result<T, L
     }
     take()
 }
+
+/// A group's inbox as the model's: per (partition, offset), the times its email was delivered.
+type Inbox = BTreeMap<(u8, u8), u8>;
 
 /// The model's count of a record's deliveries saturates here: "more than once" (spec.md §3.4).
 const INBOX_COUNT_MAX: u8 = 2;
