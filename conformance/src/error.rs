@@ -420,6 +420,12 @@ mod tests {
                 false,
             ),
             (
+                consumer::external::ExternalError::Missing { path: PathBuf::from("/d/index.db") }.into(),
+                "/d/index.db does not exist: the data directory has no external systems (run `consumer init` on a \
+                 new directory)",
+                true,
+            ),
+            (
                 Unobservable::TooWide { what: "epoch", value: 300 }.into(),
                 "epoch 300 does not fit the model's 8 bits",
                 true,
