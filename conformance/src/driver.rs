@@ -264,6 +264,7 @@ pub fn mutation_name(mutation: Mutation) -> &'static str {
     match mutation {
         Mutation::NoFence => "no-fence",
         Mutation::NoCas => "no-cas",
+        Mutation::NoEmailKey => "no-email-key",
     }
 }
 

@@ -44,7 +44,8 @@ pub struct Settings {
 
 /// Deliberate bugs in the real code path, selected only by tests (the hidden `--mutation`
 /// flag), so that the conformance harness can be shown to detect a broken consumer. Each one
-/// weakens the guard the strategy's rules give `apply-atomic`.
+/// weakens the guard the strategy's rules give `apply-atomic`, or the idempotency key of
+/// email-idempotency-key's `send-email`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mutation {
@@ -53,6 +54,8 @@ pub enum Mutation {
     NoFence,
     /// A CAS `apply-atomic` does not compare with the stored next offset (it writes blindly).
     NoCas,
+    /// `send-email` carries no idempotency key (email-idempotency-key becomes email-no-key).
+    NoEmailKey,
 }
 
 impl Mutation {
@@ -61,7 +64,8 @@ impl Mutation {
         match (self, guard) {
             (Mutation::NoFence, GuardKind::Fenced) | (Mutation::NoCas, GuardKind::Cas) => GuardKind::Blind,
             (Mutation::NoFence, GuardKind::Blind | GuardKind::Cas)
-            | (Mutation::NoCas, GuardKind::Blind | GuardKind::Fenced) => guard,
+            | (Mutation::NoCas, GuardKind::Blind | GuardKind::Fenced)
+            | (Mutation::NoEmailKey, _) => guard,
         }
     }
 }
@@ -73,9 +77,11 @@ impl std::str::FromStr for Mutation {
         match text {
             "no-fence" => Ok(Mutation::NoFence),
             "no-cas" => Ok(Mutation::NoCas),
-            other => {
-                Err(format!("unknown mutation '{}' (expected no-fence or no-cas)", crate::strategy::printable(other)))
-            }
+            "no-email-key" => Ok(Mutation::NoEmailKey),
+            other => Err(format!(
+                "unknown mutation '{}' (expected no-fence, no-cas or no-email-key)",
+                crate::strategy::printable(other)
+            )),
         }
     }
 }
@@ -1037,11 +1043,12 @@ impl Owner {
         let (partition, offset) = (step.partition, step.offset);
         let (strategy, sequence) = (self.settings.strategy, self.settings.rules().sequence);
         let keyed = sequence.email_key().unwrap_or_else(|| panic!("invariant: {strategy} sends no email"));
+        let unkeyed = self.settings.mutation == Some(Mutation::NoEmailKey);
         let group = self.group.clone();
         let requests: Vec<EmailRequest> = self
             .items(partition, offset)
             .iter()
-            .map(|item| EmailRequest::for_record(&group, partition, item.offset, item.delta, keyed))
+            .map(|item| EmailRequest::for_record(&group, partition, item.offset, item.delta, keyed && !unkeyed))
             .collect();
         let provider = self.email.as_mut().unwrap_or_else(|| panic!("invariant: {strategy} opened its provider"));
         let delivered = provider.send(&requests)?;
