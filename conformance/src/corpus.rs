@@ -56,7 +56,6 @@ pub fn reproduce_command(path: &Path, options: &Options) -> String {
 /// Replays one corpus file in both modes; a failure carries the reproduce command.
 pub fn check_file(path: &Path, worker_exe: Option<PathBuf>) -> Result<Vec<ReplayReport>, Error> {
     let trace = load(path)?;
-    crate::harness::runnable(trace.config.strategy)?;
     let mut reports = Vec::new();
     for mode in [Mode::InProcess, Mode::Process] {
         let options = Options { worker_exe: worker_exe.clone(), ..Options::new(mode) };
@@ -72,9 +71,7 @@ pub fn check_file(path: &Path, worker_exe: Option<PathBuf>) -> Result<Vec<Replay
 
 /// Rewrites `dir`: every counterexample and every example (the witness of each reached
 /// `sometimes` property) of the default `model check`, and every scenario of `scenarios::all`.
-/// Old `*.json` files are removed first so none is left stale. The rows of
-/// `harness::AWAITING_CONSUMER` are skipped, each with a line through `progress`: the corpus
-/// holds only traces the real consumer can replay.
+/// Old `*.json` files are removed first so none is left stale.
 pub fn regenerate(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<usize, Error> {
     std::fs::create_dir_all(dir).map_err(Error::io(dir, "create"))?;
     for old in expand(&[dir.to_path_buf()])? {
@@ -82,10 +79,6 @@ pub fn regenerate(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<usize, E
     }
     let mut traces: Vec<(String, Trace)> = Vec::new();
     for strategy in Strategy::ALL {
-        if let Err(awaiting) = crate::harness::runnable(strategy) {
-            progress(&format!("skipping {strategy}, no traces written: {awaiting}"));
-            continue;
-        }
         progress(&format!("checking {strategy}"));
         let report = run(&ConsumerModel::new(Config::new(strategy)), &CheckOptions::default(), &mut |_| {});
         traces.extend(Trace::counterexamples(&report).into_iter().map(|t| (t.file_name(), t)));

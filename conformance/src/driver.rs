@@ -243,6 +243,8 @@ pub fn parse_outcome(reply: &str) -> Option<Outcome> {
         ["ok", "recorded"] => Some(Outcome::Recorded),
         ["ok", "committed"] => Some(Outcome::Committed),
         ["ok", "produced", _, _] => Some(Outcome::Produced { first: number(2)?, end: number(3)? }),
+        ["ok", "emailed", _] => Some(Outcome::Emailed { delivered: number(2)? }),
+        ["ok", "indexed", _] => Some(Outcome::Indexed { written: number(2)? }),
         ["ok", "fenced", held, current] => {
             Some(Outcome::Fenced { held: held.parse().ok()?, current: current.parse().ok()? })
         }
@@ -262,6 +264,7 @@ pub fn mutation_name(mutation: Mutation) -> &'static str {
     match mutation {
         Mutation::NoFence => "no-fence",
         Mutation::NoCas => "no-cas",
+        Mutation::NoEmailKey => "no-email-key",
     }
 }
 
@@ -296,6 +299,8 @@ mod tests {
             Outcome::Recorded,
             Outcome::Committed,
             Outcome::Produced { first: 3, end: 4 },
+            Outcome::Emailed { delivered: 2 },
+            Outcome::Indexed { written: 1 },
             Outcome::Fenced { held: 1, current: 2 },
             Outcome::Failed { attempts: 2 },
             Outcome::Exhausted,
@@ -311,6 +316,8 @@ mod tests {
                 | Outcome::Recorded
                 | Outcome::Committed
                 | Outcome::Produced { .. }
+                | Outcome::Emailed { .. }
+                | Outcome::Indexed { .. }
                 | Outcome::Fenced { .. }
                 | Outcome::Failed { .. }
                 | Outcome::Exhausted

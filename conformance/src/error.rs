@@ -7,6 +7,7 @@
 //! repeat each cause.
 
 use crate::replay::ReplayFailure;
+use consumer::external::ExternalError;
 use consumer::log::{LogError, ReplicationError};
 use consumer::owner::OwnerError;
 use consumer::store::StoreError;
@@ -36,6 +37,9 @@ pub enum Error {
     /// The harness's own store: creating it, a rebalance's claim, or reading it back. (Boxed,
     /// as `Owner`'s source: they are the largest errors, and every `Result` here carries one.)
     Store(Box<StoreError>),
+    /// The email provider's or the index's file (spec.md §10, external effects) failed; the
+    /// error carries the file and the SQL.
+    External(Box<ExternalError>),
     /// The harness's own log: the producer's appends, retention, or reading it back.
     Log(LogError),
     /// The harness's own replicated log (the acks rows): an append, an acknowledgement or a
@@ -71,9 +75,6 @@ pub enum Error {
     Unobservable(Unobservable),
     /// The model took a step the harness cannot make happen in the real system.
     Unsupported(&'static str),
-    /// A row of `harness::AWAITING_CONSUMER`: the model has it, the consumer does not yet, so
-    /// nothing of it is replayed (bad input, exit 2: never a silent conformance).
-    AwaitingConsumer(model::Strategy),
 }
 
 impl Error {
@@ -95,6 +96,7 @@ impl fmt::Display for Error {
                 write!(f, "{}: {failure}\nreproduce: {reproduce}", path.display())
             }
             Error::Store(source) => write!(f, "{source}"),
+            Error::External(source) => write!(f, "{source}"),
             Error::Log(source) => write!(f, "{source}"),
             Error::Replication(source) => write!(f, "{source}"),
             Error::Txn(source) => write!(f, "{source}"),
@@ -119,10 +121,6 @@ impl fmt::Display for Error {
                 write!(f, "the owner {group}/{owner} holds no lease on partition {partition}")
             }
             Error::Unsupported(what) => write!(f, "the harness cannot perform {what} on the real system"),
-            Error::AwaitingConsumer(strategy) => write!(
-                f,
-                "strategy {strategy} is not yet implemented by the consumer (conformance::harness::AWAITING_CONSUMER)"
-            ),
             Error::NothingToRetry { partition } => {
                 write!(f, "no unacknowledged send to partition {partition} to retry")
             }
@@ -140,6 +138,7 @@ impl StdError for Error {
             Error::Scenario { source, .. } => Some(source),
             Error::Replay { failure, .. } => Some(failure.as_ref()),
             Error::Store(source) => Some(source.as_ref()),
+            Error::External(source) => Some(source.as_ref()),
             Error::Log(source) => Some(source),
             Error::Replication(source) => Some(source.as_ref()),
             Error::Txn(source) => Some(source.as_ref()),
@@ -155,9 +154,14 @@ impl StdError for Error {
             | Error::AckWaiting { .. }
             | Error::NothingInFlight { .. }
             | Error::Reader { .. }
-            | Error::Unsupported(_)
-            | Error::AwaitingConsumer(_) => None,
+            | Error::Unsupported(_) => None,
         }
+    }
+}
+
+impl From<ExternalError> for Error {
+    fn from(error: ExternalError) -> Error {
+        Error::External(Box::new(error))
     }
 }
 
@@ -414,6 +418,12 @@ mod tests {
                 Error::NotRunning { group: "g0".to_string(), owner: "o1".to_string() },
                 "the owner g0/o1 is not running",
                 false,
+            ),
+            (
+                consumer::external::ExternalError::Missing { path: PathBuf::from("/d/index.db") }.into(),
+                "/d/index.db does not exist: the data directory has no external systems (run `consumer init` on a \
+                 new directory)",
+                true,
             ),
             (
                 Unobservable::TooWide { what: "epoch", value: 300 }.into(),

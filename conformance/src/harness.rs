@@ -5,10 +5,11 @@ mod replicated;
 mod rows;
 mod transactional;
 
-pub use rows::{real_row, runnable, ProducerRetry, RealRow, ReplicaSettings, AWAITING_CONSUMER};
+pub use rows::{real_row, ProducerRetry, RealRow, ReplicaSettings};
 
 use crate::driver::{self, Mode, OwnerHandle, OwnerSpec};
 use crate::error::{Error, Unobservable};
+use consumer::external::{EmailProvider, ExternalDir, Index, Relay};
 use consumer::log::{encode_delta, Log, LogError, Producer, ReplicatedLog, Storage};
 use consumer::owner::{Mutation, Outcome, Settings};
 use consumer::store::{Journal, Location, Store, StoreOptions};
@@ -63,6 +64,12 @@ pub struct Harness {
     replicated: Option<Replicated>,
     /// The txn rows: the output log and the downstream reader.
     transactional: Option<Transactional>,
+    /// The external systems beside the log (spec.md §3.4, §10), read by `observe` for every row:
+    /// an email or a fact of a row that sends or writes none is a divergence like any other.
+    provider: EmailProvider,
+    index: Index,
+    /// The outbox row: the relay (its own store connection, as `consumer relay` has).
+    relay: Option<Relay>,
     /// Per group, the owner slots as the model numbers them: each owner's current
     /// incarnation, then the paused slots (`None`: crashed, or a free paused slot).
     owners: Vec<Vec<Option<Box<dyn OwnerHandle>>>>,
@@ -131,7 +138,7 @@ impl Harness {
     /// Creates the data directory, the store and the log, and starts every owner alive in the
     /// model's initial state (owner 0 of each group holds every partition at epoch 1).
     pub fn new(config: &Config, options: &Options) -> Result<Harness, Error> {
-        let row = real_row(config.strategy)?;
+        let row = real_row(config.strategy);
         let mut dir = ScratchDir::new(&options.tmp_root)?;
         let partitions = u32::from(config.partitions);
         let store_options = StoreOptions { journal: Journal::Delete, ..StoreOptions::default() };
@@ -165,7 +172,26 @@ impl Harness {
         } else {
             None
         };
+        // As `consumer init` does: the external systems before the store.
+        let external = ExternalDir::new(&dir.path);
+        external.create()?;
         let mut store = Store::create_at(&location, identity, store_options)?;
+        let relay = match rules.sequence {
+            Sequence::AtomicWithOutbox => {
+                Some(Relay::new(Store::open_at(&location, store_options)?, external.open_index()?))
+            }
+            Sequence::CommitThenEffect
+            | Sequence::EffectThenCommit
+            | Sequence::Effect
+            | Sequence::EffectRecordCommit
+            | Sequence::Stamped
+            | Sequence::DedupedThenCommit
+            | Sequence::Atomic
+            | Sequence::Transactional
+            | Sequence::AtomicThenEmail
+            | Sequence::EmailThenAtomic { .. }
+            | Sequence::AtomicThenIndex => None,
+        };
         for group in 0..config.groups {
             store.ensure_group(&group_name(group), &owner_name(0))?;
         }
@@ -179,6 +205,9 @@ impl Harness {
             store,
             replicated,
             transactional,
+            provider: external.open_provider()?,
+            index: external.open_index()?,
+            relay,
             owners: Vec::new(),
             ghosts: vec![ghost; usize::from(config.groups)],
             crashes_used: 0,
@@ -429,10 +458,24 @@ impl Harness {
                     transactional.ok_or(Error::Unsupported("a read of the output of a row without one"))?;
                 transactional.read_output(partition, entries)
             }
-            // `real_row` refuses these rows (AWAITING_CONSUMER): no harness reaches these steps.
-            Action::SendEmail { .. } => Err(Error::Unsupported("send-email (issue 14's consumer)")),
-            Action::WriteIndex { .. } => Err(Error::Unsupported("write-index (issue 14's consumer)")),
-            Action::Relay { .. } => Err(Error::Unsupported("relay (issue 14's consumer)")),
+            Action::SendEmail { group, owner, partition, offset } => {
+                self.owner_step(group, owner, Kind::SendEmail, partition, offset.into())
+            }
+            Action::WriteIndex { group, owner, partition, offset } => {
+                self.owner_step(group, owner, Kind::WriteIndex, partition, offset.into())
+            }
+            Action::Relay { group } => self.relay(group),
+        }
+    }
+
+    /// The outbox's relay, one step (`consumer relay --once --group G`): the group's first
+    /// outbox row copied to the index and deleted. The model enables it only on a row left in
+    /// the outbox, so a relay finding none did not do the model's step.
+    fn relay(&mut self, group: u8) -> Result<(), Error> {
+        let relay = self.relay.as_mut().ok_or(Error::Unsupported("a relay step of a row without an outbox"))?;
+        match relay.relay_one(&group_name(group))? {
+            Some(_) => Ok(()),
+            None => Err(Error::Unsupported("a relay step on an empty outbox")),
         }
     }
 
@@ -681,11 +724,15 @@ impl Harness {
             }
             Outcome::OutOfRange { .. } => self.witness(Witness::OutOfRange),
             Outcome::Refused { .. } => self.witness(Witness::Refused),
-            // What these did shows in the store and the leases, observed after the step.
+            // What these did shows in the store, the leases, the provider's inbox and the index,
+            // observed after the step (an email or an index write is no application: the
+            // model's ghost counts the store's effect only).
             Outcome::Fetched { .. }
             | Outcome::Recorded
             | Outcome::Committed
             | Outcome::Produced { .. }
+            | Outcome::Emailed { .. }
+            | Outcome::Indexed { .. }
             | Outcome::Exhausted => {}
         }
         Ok(())
@@ -759,8 +806,7 @@ impl Harness {
                 paused.push(slot);
             }
             let ghost = self.ghosts[usize::from(group)].clone();
-            // The external stores of issue 14's rows: no row the harness runs has them.
-            let (inbox, index) = (BTreeMap::new(), BTreeSet::new());
+            let (inbox, index) = self.observe_externals(group)?;
             groups.push(Group { store, inbox, index, owners, paused, ghost });
         }
         let (leader_failures_used, isr_shrinks_used) =
@@ -890,9 +936,28 @@ impl Harness {
             .into_iter()
             .map(|r| Ok((narrow(r.partition, "partition")?, narrow(r.from, "offset")?, narrow(r.to, "offset")?)))
             .collect::<Result<BTreeSet<_>, Unobservable>>()?;
-        // The set value, facts and outbox of issue 14's rows: no row the harness runs has them.
-        let (value, facts, outbox) = (None, BTreeSet::new(), BTreeSet::new());
+        // Issue 14's rows (spec.md §3.4): the set value `v(o) = o + 1`, and the facts and
+        // outbox rows of the dual-write rows, as (partition, offset).
+        let value = self.store.value(&name)?.map(|value| narrow(value, "value")).transpose()?;
+        let facts = fact_set(self.store.facts(Some(&name))?)?;
+        let outbox = fact_set(self.store.outbox(Some(&name))?)?;
         Ok(ModelStore { total, partitions, processed, attempts, dead_letters, resets, value, facts, outbox })
+    }
+
+    /// A group's records in the external systems: the provider's inbox, the times each record's
+    /// email was delivered (a request dropped for its key is no delivery), and the index's facts.
+    /// The model counts a delivery 0, 1 or "more than once" (2, saturating), so a count above
+    /// 2 is observed as 2: the property `external-exactly-once` reads no more.
+    fn observe_externals(&self, group: u8) -> Result<(Inbox, BTreeSet<(u8, u8)>), Error> {
+        let name = group_name(group);
+        let mut inbox = BTreeMap::new();
+        for request in self.provider.received(Some(&name))?.into_iter().filter(|r| r.delivered) {
+            let record = (narrow(request.partition, "partition")?, narrow(request.offset, "offset")?);
+            let count: &mut u8 = inbox.entry(record).or_default();
+            *count = count.saturating_add(1).min(INBOX_COUNT_MAX);
+        }
+        let index = fact_set(self.index.facts(Some(&name))?)?;
+        Ok((inbox, index))
     }
 
     fn observe_owner(&mut self, group: u8, owner: u8) -> Result<Owner, Error> {
@@ -927,6 +992,8 @@ fn model_lease(lease: &consumer::owner::Lease, group: &str, owner: &str) -> Resu
             consumer::owner::Stage::Recorded => Stage::Recorded,
             consumer::owner::Stage::Exhausted => Stage::Exhausted,
             consumer::owner::Stage::Produced => Stage::Produced,
+            consumer::owner::Stage::Stored => Stage::Stored,
+            consumer::owner::Stage::Emailed => Stage::Emailed,
         };
         records.insert(narrow(offset, "offset")?, stage);
     }
@@ -953,6 +1020,17 @@ fn retry_locked<T>(mut take: impl FnMut() -> Result<T, LogError>) -> Result<T, L
         }
     }
     take()
+}
+
+/// A group's inbox as the model's: per (partition, offset), the times its email was delivered.
+type Inbox = BTreeMap<(u8, u8), u8>;
+
+/// The model's count of a record's deliveries saturates here: "more than once" (spec.md §3.4).
+const INBOX_COUNT_MAX: u8 = 2;
+
+/// Facts (of the store, its outbox or the index) as the model's (partition, offset) pairs.
+fn fact_set(facts: Vec<consumer::store::Fact>) -> Result<BTreeSet<(u8, u8)>, Unobservable> {
+    facts.into_iter().map(|fact| Ok((narrow(fact.partition, "partition")?, narrow(fact.offset, "offset")?))).collect()
 }
 
 /// One partition of the observed log: its records' deltas, its retained start, its damage.

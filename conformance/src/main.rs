@@ -316,9 +316,6 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let files = corpus::expand(&args.paths)?;
     let traces: Vec<(PathBuf, Trace)> =
         files.into_iter().map(|path| corpus::load(&path).map(|t| (path, t))).collect::<Result<_, _>>()?;
-    for (_, trace) in &traces {
-        conformance::harness::runnable(trace.config.strategy)?;
-    }
     println!("{TOOL} (model: {})", model::TOOL);
     let started = Instant::now();
     let (mut failures, mut steps) = (0, 0);
@@ -356,7 +353,6 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
 fn run_test(args: TestArgs) -> anyhow::Result<ExitCode> {
     let config = args.config()?;
     config.validate().map_err(anyhow::Error::msg)?;
-    conformance::harness::runnable(config.strategy)?;
     let options = args.run.options()?;
     let generated = match (args.depth, args.walks, args.seed) {
         (Some(depth), None, _) => Generated::Paths { depth, paths_max: args.paths_max },

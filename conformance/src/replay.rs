@@ -179,11 +179,34 @@ fn evidence(property: &str, state: &State) -> String {
             .zip(&group.ghost.applied)
             .flat_map(|(log, counts)| log.iter().zip(counts).map(|(&delta, &count)| delta * i64::from(count.min(1))))
             .sum();
-        lines.push(format!(
+        let mut line = format!(
             "g{g}: total {} (each applied record once would be {applied}); {}",
             group.store.total,
             rows.join(", ")
-        ));
+        );
+        line.push_str(&external_evidence(group));
+        lines.push(line);
     }
     format!("{property}: {}", lines.join("; "))
+}
+
+/// The evidence of spec.md §3.4's rows, where a group has it: the set value, the emails
+/// delivered per record, and the store's facts beside its outbox and the index.
+fn external_evidence(group: &model::state::Group) -> String {
+    let mut text = String::new();
+    if let Some(value) = group.store.value {
+        text.push_str(&format!("; value {value}"));
+    }
+    if !group.inbox.is_empty() {
+        let emails: Vec<String> = group.inbox.iter().map(|((p, o), n)| format!("p{p}/{o} x{n}")).collect();
+        text.push_str(&format!("; emails delivered {}", emails.join(", ")));
+    }
+    if !group.store.facts.is_empty() || !group.index.is_empty() {
+        let list = |facts: &std::collections::BTreeSet<(u8, u8)>| {
+            facts.iter().map(|(p, o)| format!("p{p}/{o}")).collect::<Vec<_>>().join(" ")
+        };
+        let (facts, outbox, index) = (list(&group.store.facts), list(&group.store.outbox), list(&group.index));
+        text.push_str(&format!("; facts [{facts}], outbox [{outbox}], index [{index}]"));
+    }
+    text
 }

@@ -1,8 +1,9 @@
 //! The mission's scenarios written as traces: the four SQLite crash outcomes, two independent
-//! groups, the periodic-commit replay of 49/39 (110 vs 100), and the zombie owner; and the
+//! groups, the periodic-commit replay of 49/39 (110 vs 100), and the zombie owner; the
 //! delivery lab's schedules (issue 13): the acks=1 loss after failover and its acks=all
 //! counterpart, the exact retry after `NotEnoughReplicasAfterAppend`, and a zombie
-//! transactional producer fenced or, without producer identity, duplicating output.
+//! transactional producer fenced or, without producer identity, duplicating output; and the
+//! counterexamples of spec.md §3.4's traps run against the rows that defend against them.
 
 use model::check::Verdict;
 use model::trace::Trace;
@@ -85,6 +86,7 @@ pub fn all() -> Vec<(String, Trace)> {
     scenarios.push(("scenario--two-groups-independent".to_string(), two_groups()));
     scenarios.extend(mechanism_cases());
     scenarios.extend(lab_cases());
+    scenarios.extend(defence_cases());
     scenarios
 }
 
@@ -420,6 +422,73 @@ fn lab_cases() -> Vec<(String, Trace)> {
                 Verdict::Violated,
                 "no producer identity (MiniKafka): nothing is aborted or fenced, and both incarnations commit an \
                  output for input 0",
+            ),
+        ),
+    ]
+}
+
+/// Spec.md §3.4's traps, each counterexample's steps run against the row that defends against
+/// it: the model says the property holds there, and the real defence must show it (a repeated
+/// email dropped for its key, an older set skipped by the stamp, p1's record applied under its
+/// own id, the relay copying the fact a crash left unindexed). The corpus's witnesses of these
+/// rows need none of these steps, so without them no corpus trace would exercise the defences.
+fn defence_cases() -> Vec<(String, Trace)> {
+    let email = |owner| Action::SendEmail { group: 0, owner, partition: 0, offset: 0 };
+    let mut keyed = Script::new(Strategy::EmailIdempotencyKey, |_| {});
+    keyed.append(1).push(fetch(0, 0, 0)).push(email(0)).push(Action::Pause { group: 0, owner: 0 });
+    keyed.push(fetch(0, 0, 0)).push(email(0));
+    let mut newer = Script::new(Strategy::SetIfNewer, |_| {});
+    newer.append(2).push(fetch(0, 0, 0)).push(Action::Pause { group: 0, owner: 0 });
+    newer.push(fetch(0, 0, 0)).push(apply_stamped(0, 0, 0)).push(fetch(0, 0, 1)).push(apply_stamped(0, 0, 1));
+    newer.push(apply_stamped(0, 2, 0));
+    let mut scoped = Script::new(Strategy::DedupAtomic, |c| {
+        c.groups = 1;
+        c.partitions = 2;
+    });
+    scoped.push(Action::Append { partition: 0, delta: 5 }).push(Action::Append { partition: 1, delta: 5 });
+    for partition in 0..2 {
+        scoped.push(Action::Fetch { group: 0, owner: 0, partition, offset: 0 });
+        scoped.push(Action::ApplyDeduped { group: 0, owner: 0, partition, offset: 0 });
+    }
+    scoped.push(Action::CommitOffset { group: 0, owner: 0, partition: 1, next_offset: 1 });
+    let mut outbox = Script::new(Strategy::Outbox, |_| {});
+    outbox.append(1).push(fetch(0, 0, 0)).push(atomic(0, 0, 0)).push(crash(0, 0));
+    outbox.push(Action::Relay { group: 0 });
+    vec![
+        (
+            "scenario--email-key-drops-the-repeat".to_string(),
+            keyed.trace(
+                "external-exactly-once",
+                Verdict::Holds,
+                "email-no-key's counterexample with the key: the second incarnation emails record 0 again \
+                 and the provider drops the repeat (delivered once)",
+            ),
+        ),
+        (
+            "scenario--set-if-newer-skips-the-older-set".to_string(),
+            newer.trace(
+                "latest-wins",
+                Verdict::Holds,
+                "blind-set's zombie with the stamp: the earlier incarnation's set of offset 0 after its \
+                 successor set offset 1 is skipped (the value stays 2)",
+            ),
+        ),
+        (
+            "scenario--dedup-atomic-keys-by-partition".to_string(),
+            scoped.trace(
+                "no-silent-skip",
+                Verdict::Holds,
+                "dedup-offset-only's counterexample keyed by (partition, offset): p1's record 0 is applied, \
+                 not skipped as p0's",
+            ),
+        ),
+        (
+            "scenario--outbox-relays-after-a-crash".to_string(),
+            outbox.trace(
+                "stores-agree",
+                Verdict::Holds,
+                "dual-write's crash after the store's commit, with the outbox: the relay copies the fact the \
+                 owner never indexed",
             ),
         ),
     ]

@@ -176,7 +176,6 @@ fn bad_trace_files() -> Vec<(&'static str, Vec<u8>)> {
                 v["tool"] = json!("onceproof-model 2.0.0");
             }),
         ),
-        ("awaiting-consumer.json", edit(|v| v["config"]["strategy"] = json!("blind-set"))),
         ("not-json.json", b"{ nope".to_vec()),
         ("not-utf8.json", b"{\"format\": \"\xff\"}".to_vec()),
     ]

@@ -44,7 +44,8 @@ pub struct Settings {
 
 /// Deliberate bugs in the real code path, selected only by tests (the hidden `--mutation`
 /// flag), so that the conformance harness can be shown to detect a broken consumer. Each one
-/// weakens the guard the strategy's rules give `apply-atomic`.
+/// weakens the guard the strategy's rules give `apply-atomic`, or the idempotency key of
+/// email-idempotency-key's `send-email`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mutation {
@@ -53,6 +54,8 @@ pub enum Mutation {
     NoFence,
     /// A CAS `apply-atomic` does not compare with the stored next offset (it writes blindly).
     NoCas,
+    /// `send-email` carries no idempotency key (email-idempotency-key becomes email-no-key).
+    NoEmailKey,
 }
 
 impl Mutation {
@@ -61,7 +64,8 @@ impl Mutation {
         match (self, guard) {
             (Mutation::NoFence, GuardKind::Fenced) | (Mutation::NoCas, GuardKind::Cas) => GuardKind::Blind,
             (Mutation::NoFence, GuardKind::Blind | GuardKind::Cas)
-            | (Mutation::NoCas, GuardKind::Blind | GuardKind::Fenced) => guard,
+            | (Mutation::NoCas, GuardKind::Blind | GuardKind::Fenced)
+            | (Mutation::NoEmailKey, _) => guard,
         }
     }
 }
@@ -73,9 +77,11 @@ impl std::str::FromStr for Mutation {
         match text {
             "no-fence" => Ok(Mutation::NoFence),
             "no-cas" => Ok(Mutation::NoCas),
-            other => {
-                Err(format!("unknown mutation '{}' (expected no-fence or no-cas)", crate::strategy::printable(other)))
-            }
+            "no-email-key" => Ok(Mutation::NoEmailKey),
+            other => Err(format!(
+                "unknown mutation '{}' (expected no-fence, no-cas or no-email-key)",
+                crate::strategy::printable(other)
+            )),
         }
     }
 }
@@ -318,7 +324,8 @@ pub enum OwnerError {
     Txn(TxnError),
     /// The email provider or the index (spec.md §3.4's rows).
     External(ExternalError),
-    /// The step is not what the strategy allows now (the worker protocol's guard).
+    /// The step is not what the strategy allows now (the worker protocol's guard); `enabled`:
+    /// the steps allowed on the step's partition.
     NotEnabled {
         step: Step,
         enabled: Vec<Step>,
@@ -607,38 +614,46 @@ impl Owner {
     /// below it, and a loss may have moved the end below the group's checkpoint.
     pub fn enabled_steps(&mut self) -> Result<Vec<Step>, OwnerError> {
         let mut steps = Vec::new();
-        let leases: Vec<(u32, u64, bool, bool)> = self
-            .leases
-            .iter()
-            .map(|(&p, lease)| (p, lease.position, needs_log_start(&self.settings, lease), lease.records.is_empty()))
-            .collect();
-        for (partition, position, needs_view, idle) in leases {
-            // A partition with no leader (a replicated log after an election found none) can be
-            // neither read nor judged: its lease fetches nothing (its end is taken to be its
-            // position) and refuses nothing, but writes what it holds, and the owner's other
-            // partitions go on, as in the model, where an unavailable partition enables no
-            // fetch. `run_to_end` refuses it once nothing else is left to do.
-            let (bounds, refuse) = if needs_view {
-                match self.log.view(partition) {
-                    Ok(view) => {
-                        self.log_ends.insert(partition, view.end);
-                        let refuse = idle && self.refuses(partition, position, &view)?;
-                        ((view.start, view.end), refuse)
-                    }
-                    Err(LogError::Unavailable { .. }) => ((0, position), false),
-                    Err(error) => return Err(error.into()),
-                }
-            } else {
-                // Without a fetch, a policy step or a refusal to decide, the log is not read.
-                match self.log_end(partition, position) {
-                    Ok(end) => ((0, end), false),
-                    Err(OwnerError::Log(LogError::Unavailable { .. })) => ((0, position), false),
-                    Err(error) => return Err(error),
-                }
-            };
-            lease_steps(&self.settings, partition, &self.leases[&partition], bounds, refuse, &mut steps);
+        let partitions: Vec<u32> = self.leases.keys().copied().collect();
+        for partition in partitions {
+            self.partition_steps(partition, &mut steps)?;
         }
         Ok(steps)
+    }
+
+    /// The steps the strategy allows now on one leased partition (none on a partition the
+    /// owner holds no lease on). Only that partition's log is read: a partition that cannot be
+    /// read (a replicated one without a leader) refuses its own steps, not the other
+    /// partitions' (the model's steps on one partition do not look at another's leader).
+    fn partition_steps(&mut self, partition: u32, steps: &mut Vec<Step>) -> Result<(), OwnerError> {
+        let Some(lease) = self.leases.get(&partition) else { return Ok(()) };
+        let (position, needs_view, idle) =
+            (lease.position, needs_log_start(&self.settings, lease), lease.records.is_empty());
+        // A partition with no leader (a replicated log after an election found none) can be
+        // neither read nor judged: its lease fetches nothing (its end is taken to be its
+        // position) and refuses nothing, but writes what it holds, and the owner's other
+        // partitions go on, as in the model, where an unavailable partition enables no fetch.
+        // `run_to_end` refuses it once nothing else is left to do.
+        let (bounds, refuse) = if needs_view {
+            match self.log.view(partition) {
+                Ok(view) => {
+                    self.log_ends.insert(partition, view.end);
+                    let refuse = idle && self.refuses(partition, position, &view)?;
+                    ((view.start, view.end), refuse)
+                }
+                Err(LogError::Unavailable { .. }) => ((0, position), false),
+                Err(error) => return Err(error.into()),
+            }
+        } else {
+            // Without a fetch, a policy step or a refusal to decide, the log is not read.
+            match self.log_end(partition, position) {
+                Ok(end) => ((0, end), false),
+                Err(OwnerError::Log(LogError::Unavailable { .. })) => ((0, position), false),
+                Err(error) => return Err(error),
+            }
+        };
+        lease_steps(&self.settings, partition, &self.leases[&partition], bounds, refuse, steps);
+        Ok(())
     }
 
     /// Whether a lease with nothing in flight at `position` refuses the partition (`refuses`).
@@ -662,7 +677,9 @@ impl Owner {
     /// Performs one step if the strategy allows it now; each step but `fetch` is one durable
     /// write. Crash points named in the plan end the process before, inside or after it.
     pub fn perform(&mut self, step: Step) -> Result<Outcome, OwnerError> {
-        let enabled = self.enabled_steps()?;
+        // Only the step's partition decides whether it is enabled (`partition_steps`).
+        let mut enabled = Vec::new();
+        self.partition_steps(step.partition, &mut enabled)?;
         if !enabled.contains(&step) {
             return Err(OwnerError::NotEnabled { step, enabled });
         }
@@ -1047,11 +1064,12 @@ impl Owner {
         let (partition, offset) = (step.partition, step.offset);
         let (strategy, sequence) = (self.settings.strategy, self.settings.rules().sequence);
         let keyed = sequence.email_key().unwrap_or_else(|| panic!("invariant: {strategy} sends no email"));
+        let unkeyed = self.settings.mutation == Some(Mutation::NoEmailKey);
         let group = self.group.clone();
         let requests: Vec<EmailRequest> = self
             .items(partition, offset)
             .iter()
-            .map(|item| EmailRequest::for_record(&group, partition, item.offset, item.delta, keyed))
+            .map(|item| EmailRequest::for_record(&group, partition, item.offset, item.delta, keyed && !unkeyed))
             .collect();
         let provider = self.email.as_mut().unwrap_or_else(|| panic!("invariant: {strategy} opened its provider"));
         let delivered = provider.send(&requests)?;

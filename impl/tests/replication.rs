@@ -380,3 +380,28 @@ fn every_strategy_consumes_the_committed_prefix_of_a_replicated_log() {
         assert_eq!(found, expected, "{strategy}: (total, value, next offset) below the high watermark 2");
     }
 }
+
+/// A partition without a leader refuses its own steps, not the other partitions': a worker
+/// holding both fetches and applies partition 1 while partition 0 has none, as the model's
+/// steps on one partition never look at another's leader (the acks rows' walks diverged here
+/// when every step read every leased partition's log first).
+#[test]
+fn a_partition_without_a_leader_refuses_only_its_own_steps() {
+    let case = "a leaderless partition";
+    let dir = common::DataDir::uninitialised(case);
+    expect_code(case, "init", &dir.run("init", &["--partitions", "2", "--replicas", "2"]), 0);
+    for partition in ["0", "1"] {
+        expect_code(case, "append", &dir.run("append", &[DELTA, "--acks", "1", "--partition", partition]), 0);
+    }
+    expect_code(case, "replicate p1", &dir.run("replicate", &["--once", "--partition", "1"]), 0);
+    expect_code(case, "shrink-isr p0", &dir.run("shrink-isr", &["--partition", "0"]), 0);
+    let failed = dir.run("fail-leader", &["--partition", "0"]);
+    expect_code(case, "fail-leader p0", &failed, 0);
+    assert!(describe(&failed).contains("has no leader"), "case '{case}': {}", describe(&failed));
+    let mut worker = dir.worker(case, "g", "o0", "atomic-fenced");
+    worker.expect("fetch 1 0", "ok fetched 1");
+    worker.expect("apply-atomic 1 0", "ok applied 1 skipped 0");
+    let refused = worker.send("fetch 0 0");
+    assert!(refused.contains("partition 0 is unavailable"), "case '{case}': fetch 0 0 answered {refused}");
+    worker.quit();
+}

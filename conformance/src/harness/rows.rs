@@ -1,7 +1,5 @@
-//! The real system of each model row: `real_row`, one arm per model strategy, and the rows
-//! whose consumer is not built yet (`AWAITING_CONSUMER`).
+//! The real system of each model row: `real_row`, one arm per model strategy.
 
-use crate::error::Error;
 use consumer::log::{Acks, WriterMode};
 use consumer::strategy::{Isolation, LogCheck, OutOfRange, StartPolicy, Strategy as RealStrategy};
 use model::Strategy;
@@ -49,40 +47,15 @@ pub struct RealRow {
     pub isolation: Isolation,
 }
 
-/// The model rows whose real consumer is not built yet (issue 14's seeds: external effects,
-/// sets, dedup scope, dual writes; another branch builds it). `real_row` refuses them with
-/// `Error::AwaitingConsumer` (`replay` and `test` exit 2 naming the row), `regenerate` writes
-/// none of their traces and says so, and the walks test skips them with a printed line, never
-/// silently; a test checks it is exactly the rows `real_row` refuses. Removing a row from this
-/// list (once its consumer is built) is all it takes for all of that to cover it.
-pub const AWAITING_CONSUMER: [Strategy; 8] = [
-    Strategy::AtomicPlusEmail,
-    Strategy::EmailIdempotencyKey,
-    Strategy::EmailNoKey,
-    Strategy::BlindSet,
-    Strategy::SetIfNewer,
-    Strategy::DedupOffsetOnly,
-    Strategy::DualWrite,
-    Strategy::Outbox,
-];
-
-/// `Err(AwaitingConsumer)` for a row of `AWAITING_CONSUMER`: checked before anything real is
-/// made for a trace, so the refusal is one line naming the row.
-pub fn runnable(strategy: Strategy) -> Result<(), Error> {
-    if AWAITING_CONSUMER.contains(&strategy) {
-        return Err(Error::AwaitingConsumer(strategy));
-    }
-    Ok(())
-}
-
 /// The real system for each model row, one arm per model strategy and no catch-all: a new
 /// model strategy does not compile until it is mapped here. The crates spell the strategies
 /// independently; the producer, retention and acks rows run atomic-fenced consumers and differ
 /// in the producer, the out-of-range policy or the log; txn-read-uncommitted is txn-fenced
-/// read by a read_uncommitted reader. (Only the producer rows lose acks by default; every
-/// other row's producer is idempotent, as the model's rules say.) `Err(AwaitingConsumer)`: a
-/// row of `AWAITING_CONSUMER`.
-pub fn real_row(strategy: Strategy) -> Result<RealRow, Error> {
+/// read by a read_uncommitted reader; issue 14's rows (spec.md §3.4) run their own consumer
+/// strategies, whose external systems every harness creates (`external.db`, `index.db`).
+/// (Only the producer rows lose acks by default; every other row's producer is idempotent, as
+/// the model's rules say.)
+pub fn real_row(strategy: Strategy) -> RealRow {
     use OutOfRange::{Earliest, EarliestSilent, Fail};
     use ProducerRetry::{NewSequence, SameSequence};
     use RealStrategy as Real;
@@ -102,7 +75,7 @@ pub fn real_row(strategy: Strategy) -> Result<RealRow, Error> {
         replication: Some(ReplicaSettings { acks, min_insync, unclean }),
         ..fenced
     };
-    Ok(match strategy {
+    match strategy {
         Model::CommitFirst => row(Real::CommitFirst, Fail, SameSequence),
         Model::EffectFirst => row(Real::EffectFirst, Fail, SameSequence),
         Model::PeriodicCommit => row(Real::PeriodicCommit, Fail, SameSequence),
@@ -135,46 +108,24 @@ pub fn real_row(strategy: Strategy) -> Result<RealRow, Error> {
         Model::TxnReadUncommitted => {
             RealRow { isolation: Isolation::ReadUncommitted, ..row(Real::TxnFenced, Fail, SameSequence) }
         }
-        Model::AtomicPlusEmail
-        | Model::EmailIdempotencyKey
-        | Model::EmailNoKey
-        | Model::BlindSet
-        | Model::SetIfNewer
-        | Model::DedupOffsetOnly
-        | Model::DualWrite
-        | Model::Outbox => return Err(Error::AwaitingConsumer(strategy)),
-    })
+        Model::AtomicPlusEmail => row(Real::AtomicPlusEmail, Fail, SameSequence),
+        Model::EmailIdempotencyKey => row(Real::EmailIdempotencyKey, Fail, SameSequence),
+        Model::EmailNoKey => row(Real::EmailNoKey, Fail, SameSequence),
+        Model::BlindSet => row(Real::BlindSet, Fail, SameSequence),
+        Model::SetIfNewer => row(Real::SetIfNewer, Fail, SameSequence),
+        Model::DedupOffsetOnly => row(Real::DedupOffsetOnly, Fail, SameSequence),
+        Model::DualWrite => row(Real::DualWrite, Fail, SameSequence),
+        Model::Outbox => row(Real::Outbox, Fail, SameSequence),
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{real_row, runnable, ProducerRetry, ReplicaSettings, AWAITING_CONSUMER};
-    use crate::error::Error;
+    use super::{real_row, ProducerRetry, ReplicaSettings};
     use consumer::log::{Acks, WriterMode};
     use consumer::strategy::{Isolation, LogCheck, OutOfRange, StartPolicy};
     use model::strategy::{Replication, Rules};
     use model::Strategy;
-
-    /// The rows `real_row` refuses are exactly `AWAITING_CONSUMER`, each with a typed
-    /// `AwaitingConsumer` naming it (never a panic), as `runnable` says; every other row has a
-    /// real system.
-    #[test]
-    fn the_rows_awaiting_their_consumer_are_exactly_those_real_row_refuses() {
-        for strategy in Strategy::ALL {
-            let awaiting = AWAITING_CONSUMER.contains(&strategy);
-            assert_eq!(runnable(strategy).is_err(), awaiting, "{strategy}");
-            match real_row(strategy) {
-                Err(Error::AwaitingConsumer(refused)) => {
-                    assert!(awaiting, "{strategy} is refused but not listed in AWAITING_CONSUMER");
-                    assert_eq!(refused, strategy);
-                    let line = Error::AwaitingConsumer(refused).to_string();
-                    assert!(!line.contains('\n') && line.contains(strategy.name()), "{line}");
-                }
-                Err(other) => panic!("{strategy}: real_row fails with {other} instead of AwaitingConsumer"),
-                Ok(_) => assert!(!awaiting, "{strategy} has a real system: remove it from AWAITING_CONSUMER"),
-            }
-        }
-    }
 
     /// The consumer rules a row's owners follow: what a real consumer strategy must match.
     fn consumer_rules(rules: &Rules) -> impl PartialEq + std::fmt::Debug {
@@ -190,8 +141,8 @@ mod tests {
     #[test]
     fn every_model_row_runs_the_real_system_its_rules_describe() {
         use model::strategy::{OutOfRangePolicy, ProducerRetry as ModelRetry};
-        for strategy in Strategy::ALL.into_iter().filter(|s| !AWAITING_CONSUMER.contains(s)) {
-            let (row, rules) = (real_row(strategy).expect("a row with a consumer"), strategy.rules());
+        for strategy in Strategy::ALL {
+            let (row, rules) = (real_row(strategy), strategy.rules());
             let policy = match rules.out_of_range {
                 OutOfRangePolicy::Fail => OutOfRange::Fail,
                 OutOfRangePolicy::Earliest => OutOfRange::Earliest,
@@ -239,6 +190,52 @@ mod tests {
                 consumer_rules(&rules),
                 "{strategy} runs {consumer} consumers, so its consumer rules are {consumer}'s"
             );
+        }
+    }
+
+    /// The consumer strategy each row runs writes what the model's row writes, spelled by the
+    /// consumer's own table (`consumer::strategy::Strategy::rules`): the same sequence of durable
+    /// writes (the email before or after the store's commit, with or without a key; the index
+    /// written apart or through the outbox), the same guard, the same effect (an add or issue
+    /// 14's set) and the same dedup scope. Each enum is matched whole, so a new sequence, guard,
+    /// effect or scope on either side does not compile until it is mapped here.
+    #[test]
+    fn every_row_runs_a_consumer_with_the_models_writes_effect_and_dedup_scope() {
+        use consumer::strategy as real;
+        use model::strategy as spec;
+        for strategy in Strategy::ALL {
+            let (model_rules, real_rules) = (strategy.rules(), real_row(strategy).strategy.rules());
+            let sequence = match model_rules.sequence {
+                spec::Sequence::CommitThenEffect => real::Sequence::CommitThenEffect,
+                spec::Sequence::EffectThenCommit => real::Sequence::EffectThenCommit,
+                spec::Sequence::Effect => real::Sequence::EffectOnly,
+                spec::Sequence::EffectRecordCommit => real::Sequence::EffectRecordCommit,
+                spec::Sequence::Stamped => real::Sequence::Stamped,
+                spec::Sequence::DedupedThenCommit => real::Sequence::DedupedThenCommit,
+                spec::Sequence::Atomic => real::Sequence::Atomic,
+                spec::Sequence::Transactional => real::Sequence::Transactional,
+                spec::Sequence::AtomicThenEmail => real::Sequence::AtomicThenEmail,
+                spec::Sequence::EmailThenAtomic { key } => real::Sequence::EmailThenAtomic { key },
+                spec::Sequence::AtomicThenIndex => real::Sequence::AtomicThenIndex,
+                spec::Sequence::AtomicWithOutbox => real::Sequence::AtomicWithOutbox,
+            };
+            let guard = match model_rules.guard {
+                spec::Guard::Blind => real::GuardKind::Blind,
+                spec::Guard::Fenced => real::GuardKind::Fenced,
+                spec::Guard::Cas => real::GuardKind::Cas,
+            };
+            let effect = match model_rules.effect {
+                spec::EffectKind::Add => real::EffectKind::Add,
+                spec::EffectKind::Set => real::EffectKind::Set,
+            };
+            let dedup_key = match model_rules.dedup_key {
+                spec::DedupKey::PartitionOffset => real::DedupKey::PartitionOffset,
+                spec::DedupKey::OffsetOnly => real::DedupKey::OffsetOnly,
+            };
+            assert_eq!(real_rules.sequence, sequence, "{strategy}");
+            assert_eq!(real_rules.guard, guard, "{strategy}");
+            assert_eq!(real_rules.effect, effect, "{strategy}");
+            assert_eq!(real_rules.dedup_key, dedup_key, "{strategy}");
         }
     }
 }
