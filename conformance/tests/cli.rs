@@ -29,9 +29,13 @@ fn replay_exit_codes() {
     let not_json = dir.join("not-json.json");
     std::fs::write(&not_json, "{ nope").expect("write");
     let (wrong_version, not_json) = (wrong_version.display().to_string(), not_json.display().to_string());
+    let (duplicate, older_set) = (corpus("atomic--no-duplicate.json"), corpus("blind-set--latest-wins.json"));
     // (case, arguments, exit code, a line the output must contain)
-    let table: [(&str, Vec<&str>, i32, &str); 5] = [
+    let table: [(&str, Vec<&str>, i32, &str); 7] = [
         ("conforms", vec!["replay", &fenced], 0, "1 passed, 0 failed"),
+        // The real store's evidence in its own terms: a total, or a set row's value.
+        ("evidence, total", vec!["replay", &duplicate], 0, "g0: total 10 (each applied record once would be 5)"),
+        ("evidence, value", vec!["replay", &older_set], 0, "g0: value 1 (the highest applied offset's would be 2)"),
         (
             "diverges",
             vec!["replay", "--mutation", "no-fence", &fenced],
