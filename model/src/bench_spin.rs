@@ -1,0 +1,505 @@
+//! `model bench --vs-spin` (issue 16): SPIN's verifier on the peer's Promela model
+//! (model/bench/spin), then our `model check`, on the same protocol and bounds, one right after
+//! the other on one machine; both unique-state counts, wall times and peak memories, and the
+//! ratios ours / SPIN.
+
+use crate::bench::{run_check_child, Measurement};
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use model::config::defaults;
+use model::{Config, Strategy};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+/// The peer's model, compiled in so that any copy of the binary has the exact file.
+const CONSUMER_PML: &str = include_str!("../bench/spin/consumer.pml");
+
+/// pan's settings, the peer's run.sh's `perf()`: exhaustive DFS with every property asserted,
+/// `-c0` so pan does not stop at an error (the whole reachable graph), an 8 GiB memory cap.
+const GCC_FLAGS: [&str; 3] = ["-O2", "-DSAFETY", "-DMEMLIM=8192"];
+const PAN_FLAGS: [&str; 3] = ["-m100000", "-c0", "-n"];
+
+/// `--spin-hash-bits`: pan's table of 2^bits slots (8 bytes each) is allocated before the
+/// search, so 2^29 slots (4 GiB) is the most that leaves room for states under `MEMLIM`.
+const HASH_BITS_MIN: u8 = 10;
+const HASH_BITS_MAX: u8 = 29;
+
+#[derive(Args)]
+pub struct SpinArgs {
+    /// One of issue 16's configurations (default fenced-3g); --strategy and the bounds below
+    /// override its values.
+    #[arg(long, value_enum, requires = "vs_spin")]
+    preset: Option<Preset>,
+    /// Consumer groups (both sides).
+    #[arg(long, requires = "vs_spin")]
+    groups: Option<u8>,
+    /// Owners per group (both sides).
+    #[arg(long, requires = "vs_spin")]
+    owners: Option<u8>,
+    /// Records appended to the one partition (both sides).
+    #[arg(long, requires = "vs_spin")]
+    records: Option<u8>,
+    /// Crashes in a run (SPIN's K).
+    #[arg(long, requires = "vs_spin")]
+    crashes: Option<u8>,
+    /// Rebalances in a run (SPIN's B).
+    #[arg(long, requires = "vs_spin")]
+    rebalances: Option<u8>,
+    /// offset-stamp's checkpoint interval (SPIN's K2).
+    #[arg(long, requires = "vs_spin")]
+    commit_every: Option<u8>,
+    /// log2 of the slots of pan's hash table (-w; 10..=29; default: the preset's, about its
+    /// state count). It matters both ways: the table (8 bytes a slot) is allocated up front and
+    /// counted in SPIN's peak memory, and one far smaller than the state count makes long hash
+    /// chains that slow pan down.
+    #[arg(long, requires = "vs_spin", value_parser = clap::value_parser!(u8).range(HASH_BITS_MIN as i64..=HASH_BITS_MAX as i64))]
+    spin_hash_bits: Option<u8>,
+}
+
+/// Issue 16's three target configurations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    /// atomic-fenced, 3 groups x 2 owners, 4 records, 2 crashes, 2 rebalances (SPIN: 2.42 M
+    /// states, -w22).
+    #[value(name = "fenced-3g")]
+    Fenced3g,
+    /// effect-first, 2 groups x 2 owners, 4 records, 2 crashes, 2 rebalances (SPIN: 24.6 M
+    /// states, -w25).
+    #[value(name = "effect-first-2g")]
+    EffectFirst2g,
+    /// atomic-fenced, 3 groups x 2 owners, 5 records, 3 crashes, 3 rebalances (SPIN: 40.3 M
+    /// states, -w26).
+    #[value(name = "fenced-3g-large")]
+    Fenced3gLarge,
+}
+
+/// The bounds both checkers run with: one partition, crashes and rebalances the only faults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpinBounds {
+    pub strategy: Strategy,
+    pub groups: u8,
+    pub owners: u8,
+    pub records: u8,
+    pub crashes: u8,
+    pub rebalances: u8,
+    pub commit_every: u8,
+}
+
+impl Preset {
+    /// The preset's bounds and pan's -w (the peer's run.sh sized it to about the state count).
+    fn bounds(self) -> (SpinBounds, u8) {
+        let fenced = SpinBounds {
+            strategy: Strategy::AtomicFenced,
+            groups: 3,
+            owners: 2,
+            records: 4,
+            crashes: 2,
+            rebalances: 2,
+            commit_every: defaults::COMMIT_EVERY,
+        };
+        match self {
+            Preset::Fenced3g => (fenced, 22),
+            Preset::EffectFirst2g => (SpinBounds { strategy: Strategy::EffectFirst, groups: 2, ..fenced }, 25),
+            Preset::Fenced3gLarge => (SpinBounds { records: 5, crashes: 3, rebalances: 3, ..fenced }, 26),
+        }
+    }
+}
+
+/// How consumer.pml models one of our rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpinPeer {
+    /// consumer.pml's `STRAT`.
+    pub strat: u8,
+    /// Printed under the table: which of our rows has SPIN's semantics.
+    pub note: Option<&'static str>,
+}
+
+/// consumer.pml's model of a row, `None` for the rows it does not have. Both fenced rows map
+/// to its atomic-fenced: its restart keeps the stored epoch, as fenced-stored-epoch's does,
+/// while our atomic-fenced claims a new epoch at every restart (issue 11).
+pub fn spin_peer(strategy: Strategy) -> Option<SpinPeer> {
+    let plain = |strat| Some(SpinPeer { strat, note: None });
+    match strategy {
+        Strategy::EffectFirst => plain(1),
+        Strategy::CommitFirst => plain(2),
+        Strategy::Atomic => plain(3),
+        Strategy::AtomicFenced => Some(SpinPeer {
+            strat: 4,
+            note: Some(
+                "note: our atomic-fenced claims a new epoch at every restart (issue 11); SPIN's restart keeps the \
+                 stored epoch, as our fenced-stored-epoch does (--strategy fenced-stored-epoch compares those)",
+            ),
+        }),
+        Strategy::FencedStoredEpoch => Some(SpinPeer {
+            strat: 4,
+            note: Some(
+                "note: fenced-stored-epoch restarts with the stored epoch, as SPIN's atomic-fenced (STRAT 4) does",
+            ),
+        }),
+        Strategy::AtomicCas => plain(5),
+        Strategy::OffsetStamp => plain(6),
+        Strategy::PeriodicCommit
+        | Strategy::DedupSeparate
+        | Strategy::DedupAtomic
+        | Strategy::ParallelMax
+        | Strategy::ParallelWatermark
+        | Strategy::AtomicDlq
+        | Strategy::SkipPoison
+        | Strategy::RetryForever
+        | Strategy::ProducerIdempotent
+        | Strategy::ProducerNewSequence
+        | Strategy::ResetEarliest
+        | Strategy::ResetSilent
+        | Strategy::ResetFail
+        | Strategy::LogLossRefuse
+        | Strategy::LogLossUnchecked
+        | Strategy::LogLossRefuseAll
+        | Strategy::AcksLeader
+        | Strategy::AcksAll
+        | Strategy::AcksAllMinIsr1
+        | Strategy::AcksAllMinIsr1Clean
+        | Strategy::TxnFenced
+        | Strategy::TxnUnfenced
+        | Strategy::TxnReadUncommitted
+        | Strategy::AtomicPlusEmail
+        | Strategy::EmailIdempotencyKey
+        | Strategy::EmailNoKey
+        | Strategy::BlindSet
+        | Strategy::SetIfNewer
+        | Strategy::DedupOffsetOnly
+        | Strategy::DualWrite
+        | Strategy::Outbox => None,
+    }
+}
+
+/// Both sides of one comparison.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// `spin -D...` flags for consumer.pml.
+    pub spin_defines: Vec<String>,
+    /// Our `model check` arguments: every bound and every other fault budget explicit.
+    pub check_args: Vec<String>,
+}
+
+/// Maps the bounds to both checkers, refusing (one line) what SPIN's model does not have and
+/// what `model check` refuses.
+pub fn plan(bounds: &SpinBounds) -> Result<Plan, String> {
+    let strategy = bounds.strategy;
+    let Some(peer) = spin_peer(strategy) else {
+        let modelled: Vec<&str> = Strategy::ALL.iter().filter(|s| spin_peer(**s).is_some()).map(|s| s.name()).collect();
+        return Err(format!(
+            "--vs-spin compares only the strategies SPIN's consumer.pml models ({}), not {strategy}",
+            modelled.join(", ")
+        ));
+    };
+    // Every field written out (no `..`): a new fault budget must be decided here, never default
+    // to a row's non-zero value. SPIN has one partition and no fault but crashes and rebalances.
+    let config = Config {
+        strategy,
+        groups: bounds.groups,
+        owners: bounds.owners,
+        partitions: 1,
+        records: bounds.records,
+        crashes: bounds.crashes,
+        rebalances: bounds.rebalances,
+        commit_every: bounds.commit_every,
+        inflight: defaults::INFLIGHT.min(bounds.records),
+        delta: defaults::DELTA,
+        poison: None,
+        max_attempts: defaults::MAX_ATTEMPTS,
+        ack_losses: 0,
+        retentions: 0,
+        pauses: 0,
+        log_losses: 0,
+        leader_failures: 0,
+        isr_shrinks: 0,
+    };
+    config.validate()?;
+    if strategy == Strategy::CommitFirst && bounds.owners != 2 {
+        return Err(format!(
+            "--owners {} is out of range for commit-first against SPIN: consumer.pml's PENDING is written for 2 owners",
+            bounds.owners
+        ));
+    }
+    let spin_defines = [
+        ("STRAT", peer.strat),
+        ("R", bounds.records),
+        ("K", bounds.crashes),
+        ("B", bounds.rebalances),
+        ("G", bounds.groups),
+        ("C", bounds.owners),
+        ("K2", bounds.commit_every),
+    ]
+    .iter()
+    .map(|(name, value)| format!("-D{name}={value}"))
+    .collect();
+    let mut check_args: Vec<String> = vec!["check".into(), "--json".into()];
+    check_args.extend(config.flags().split_whitespace().map(String::from));
+    Ok(Plan { spin_defines, check_args })
+}
+
+/// The bounds of the command line: the preset's (default fenced-3g), each overridden by its
+/// flag; and pan's -w.
+fn resolve(args: &SpinArgs, strategies: &[Strategy]) -> anyhow::Result<(SpinBounds, u8)> {
+    let (preset, hash_bits) = args.preset.unwrap_or(Preset::Fenced3g).bounds();
+    let strategy = match strategies {
+        [] => preset.strategy,
+        [one] => *one,
+        [_, _, ..] => bail!("--vs-spin compares one strategy at a time ({} given)", strategies.len()),
+    };
+    let bounds = SpinBounds {
+        strategy,
+        groups: args.groups.unwrap_or(preset.groups),
+        owners: args.owners.unwrap_or(preset.owners),
+        records: args.records.unwrap_or(preset.records),
+        crashes: args.crashes.unwrap_or(preset.crashes),
+        rebalances: args.rebalances.unwrap_or(preset.rebalances),
+        commit_every: args.commit_every.unwrap_or(preset.commit_every),
+    };
+    Ok((bounds, args.spin_hash_bits.unwrap_or(hash_bits)))
+}
+
+pub fn run(args: &SpinArgs, strategies: &[Strategy], timeout: Duration) -> anyhow::Result<ExitCode> {
+    let (bounds, hash_bits) = resolve(args, strategies)?;
+    let plan = plan(&bounds).map_err(anyhow::Error::msg)?;
+    require_tools()?;
+    let dir = WorkDir::create()?;
+    let spin = run_spin(&dir.0, &plan.spin_defines, hash_bits, timeout)?;
+    drop(dir);
+    let mut check_args = plan.check_args.clone();
+    check_args.extend(["--timeout".to_string(), timeout.as_secs_f64().to_string()]);
+    let ours = run_check_child(&check_args)?;
+    print!("{}", report(&bounds, &plan, hash_bits, &spin, &ours));
+    // A ratio of an unfinished search says nothing: exit 3, as an incomplete `check` does.
+    Ok(if spin.complete && ours.complete { ExitCode::SUCCESS } else { ExitCode::from(3) })
+}
+
+/// The programs `--vs-spin` runs, and the Debian package of each.
+const TOOLS: [(&str, &str); 4] =
+    [("spin", "spin"), ("gcc", "gcc"), ("/usr/bin/time", "time"), ("timeout", "coreutils")];
+
+/// One line naming every missing program and the command that installs them.
+fn require_tools() -> anyhow::Result<()> {
+    let missing: Vec<(&str, &str)> = TOOLS.into_iter().filter(|(program, _)| !installed(program)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let programs: Vec<&str> = missing.iter().map(|(program, _)| *program).collect();
+    let packages: Vec<&str> = missing.iter().map(|(_, package)| *package).collect();
+    bail!("--vs-spin needs {} (not found; install with: apt-get install {})", programs.join(", "), packages.join(" "))
+}
+
+fn installed(program: &str) -> bool {
+    if program.contains('/') {
+        return Path::new(program).is_file();
+    }
+    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+/// pan's build directory under the system's temporary directory, removed when dropped.
+struct WorkDir(PathBuf);
+
+impl WorkDir {
+    fn create() -> anyhow::Result<WorkDir> {
+        // The process id keeps concurrent runs apart; a leftover of a killed run is replaced.
+        let path = std::env::temp_dir().join(format!("onceproof-vs-spin-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        let dir = WorkDir(path);
+        std::fs::write(dir.0.join("consumer.pml"), CONSUMER_PML)
+            .with_context(|| format!("cannot write {}", dir.0.display()))?;
+        Ok(dir)
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One pan run.
+#[derive(Debug, PartialEq)]
+pub struct SpinRun {
+    pub pan: PanReport,
+    pub peak_rss_kib: u64,
+    /// Wall time of pan alone, measured around it.
+    pub wall_seconds: f64,
+    /// spin -a and gcc (not counted in the comparison).
+    pub build_seconds: f64,
+    pub complete: bool,
+}
+
+fn run_spin(dir: &Path, defines: &[String], hash_bits: u8, timeout: Duration) -> anyhow::Result<SpinRun> {
+    let build = Instant::now();
+    run_quietly(dir, "spin", &[defines, &["-a".to_string(), "consumer.pml".to_string()]].concat())?;
+    run_quietly(dir, "gcc", &[&GCC_FLAGS[..], &["-o", "pan", "pan.c"]].concat())?;
+    let build_seconds = build.elapsed().as_secs_f64();
+    let pan_out = File::create(dir.join("pan.out")).context("cannot create pan.out")?;
+    let started = Instant::now();
+    // /usr/bin/time reports the peak RSS of the process tree it waits for; timeout kills pan
+    // at --timeout (and 5 s later for good), exiting 124 or 137.
+    let status = Command::new("/usr/bin/time")
+        .current_dir(dir)
+        .args(["-v", "-o", "time.txt", "timeout", "--kill-after=5"])
+        .arg(format!("{}", timeout.as_secs_f64()))
+        .arg("./pan")
+        .args(PAN_FLAGS)
+        .arg(format!("-w{hash_bits}"))
+        .stdout(pan_out)
+        .stderr(Stdio::null())
+        .status()
+        .context("cannot run /usr/bin/time ./pan")?;
+    let wall_seconds = started.elapsed().as_secs_f64();
+    let read =
+        |name: &str| std::fs::read_to_string(dir.join(name)).with_context(|| format!("cannot read pan's {name}"));
+    let timed_out = matches!(status.code(), Some(124 | 137));
+    let pan = parse_pan(&read("pan.out")?).map_err(anyhow::Error::msg)?;
+    let peak_rss_kib = parse_peak_rss_kib(&read("time.txt")?).map_err(anyhow::Error::msg)?;
+    let complete = !timed_out && !pan.out_of_memory && status.success();
+    Ok(SpinRun { pan, peak_rss_kib, wall_seconds, build_seconds, complete })
+}
+
+/// Runs a build step in `dir`; a failure is one line with the last line it printed.
+fn run_quietly(dir: &Path, program: &str, args: &[impl AsRef<std::ffi::OsStr>]) -> anyhow::Result<()> {
+    let output =
+        Command::new(program).current_dir(dir).args(args).output().with_context(|| format!("cannot run {program}"))?;
+    if !output.status.success() {
+        let text = [output.stdout, output.stderr].concat();
+        let text = String::from_utf8_lossy(&text);
+        bail!("{program} failed: {}", text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("").trim());
+    }
+    Ok(())
+}
+
+/// What pan printed at the end of its search.
+#[derive(Debug, PartialEq)]
+pub struct PanReport {
+    /// `states, stored`: the protocol's states plus 1 (pan's state before `init`).
+    pub states_stored: u64,
+    /// False when pan printed the count rounded (`%9.8g`: from 10^8 on).
+    pub states_exact: bool,
+    pub errors: u64,
+    /// pan's own `elapsed time`.
+    pub elapsed_seconds: f64,
+    pub out_of_memory: bool,
+}
+
+/// Parses pan's summary; an error names the line that is missing.
+pub fn parse_pan(text: &str) -> Result<PanReport, String> {
+    let before = |suffix: &str| -> Option<&str> {
+        text.lines().find_map(|line| line.trim().strip_suffix(suffix)).map(str::trim)
+    };
+    let after = |prefix: &str| -> Option<&str> {
+        text.lines()
+            .find_map(|line| line.split_once(prefix))
+            .map(|(_, rest)| rest.split_whitespace().next().unwrap_or(""))
+    };
+    let out_of_memory = text.contains("out of memory");
+    let Some(stored) = before("states, stored") else {
+        let last = text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("(nothing)");
+        return Err(format!("pan printed no 'states, stored' line; its last line: {}", last.trim()));
+    };
+    let states: f64 = stored.parse().map_err(|_| format!("pan's state count '{stored}' is not a number"))?;
+    let errors = after("errors: ").and_then(|n| n.parse().ok()).ok_or("pan printed no 'errors:' count")?;
+    let elapsed_seconds =
+        after("pan: elapsed time ").and_then(|s| s.parse().ok()).ok_or("pan printed no 'elapsed time' line")?;
+    Ok(PanReport {
+        states_stored: states.round() as u64,
+        states_exact: !stored.contains(['e', 'E']),
+        errors,
+        elapsed_seconds,
+        out_of_memory,
+    })
+}
+
+/// `/usr/bin/time -v`'s `Maximum resident set size (kbytes): N`.
+pub fn parse_peak_rss_kib(text: &str) -> Result<u64, String> {
+    text.lines()
+        .find_map(|line| line.trim().strip_prefix("Maximum resident set size (kbytes):"))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| "/usr/bin/time -v printed no 'Maximum resident set size' line".to_string())
+}
+
+fn ratio(ours: f64, spin: f64) -> String {
+    if spin > 0.0 {
+        format!("{:.2}", ours / spin)
+    } else {
+        "-".to_string()
+    }
+}
+
+/// The comparison table and the notes that say what each number is.
+pub fn report(bounds: &SpinBounds, plan: &Plan, hash_bits: u8, spin: &SpinRun, ours: &Measurement) -> String {
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let approximate = if spin.pan.states_exact { "" } else { "~" };
+    let spin_states = format!("{approximate}{}", spin.pan.states_stored);
+    let rows = [
+        (
+            "unique states",
+            spin_states,
+            ours.unique_states.to_string(),
+            ratio(ours.unique_states as f64, spin.pan.states_stored as f64),
+        ),
+        (
+            "seconds",
+            format!("{:.2}", spin.wall_seconds),
+            format!("{:.2}", ours.wall_seconds),
+            ratio(ours.wall_seconds, spin.wall_seconds),
+        ),
+        (
+            "peak MiB",
+            format!("{:.1}", mib(spin.peak_rss_kib)),
+            format!("{:.1}", mib(ours.peak_rss_kib)),
+            ratio(mib(ours.peak_rss_kib), mib(spin.peak_rss_kib)),
+        ),
+    ];
+    let mut out = format!(
+        "vs SPIN: {}; groups {} owners {} partitions 1 records {} crashes {} rebalances {} commit-every {}; no other \
+         fault\n",
+        bounds.strategy,
+        bounds.groups,
+        bounds.owners,
+        bounds.records,
+        bounds.crashes,
+        bounds.rebalances,
+        bounds.commit_every
+    );
+    out += &format!(
+        "SPIN: spin {} -a consumer.pml; gcc {}; ./pan {} -w{hash_bits}\n",
+        plan.spin_defines.join(" "),
+        GCC_FLAGS.join(" "),
+        PAN_FLAGS.join(" ")
+    );
+    out += &format!("ours: model {}\n\n", plan.check_args.join(" "));
+    out += &format!("{:<14} {:>12} {:>12} {:>10}\n", "", "SPIN", "onceproof", "ours/SPIN");
+    for (label, spin_cell, ours_cell, ratio_cell) in rows {
+        out += &format!("{label:<14} {spin_cell:>12} {ours_cell:>12} {ratio_cell:>10}\n");
+    }
+    out += &format!(
+        "\nSPIN: pan's states stored (the protocol's states + 1, its state before init{}), {} errors{}; seconds = pan's \
+         wall time (its own: {:.2}; spin -a and gcc took {:.2} more, not counted); -w{hash_bits}: a {:.1} MiB hash table, \
+         in its peak\n",
+        if spin.pan.states_exact { "" } else { "; pan printed it rounded" },
+        spin.pan.errors,
+        if spin.complete { "" } else { "; INCOMPLETE (timeout or out of memory)" },
+        spin.pan.elapsed_seconds,
+        spin.build_seconds,
+        ((1u64 << hash_bits) * 8) as f64 / (1024.0 * 1024.0),
+    );
+    out += &format!(
+        "ours: unique states of a bfs, 1 thread; seconds = the whole `model check` (explore {:.2} + counterexamples \
+         {:.2}), exit {}{}\n",
+        ours.seconds,
+        ours.counterexample_seconds,
+        ours.exit_code.map_or("(killed)".to_string(), |code| code.to_string()),
+        if ours.complete { "" } else { "; INCOMPLETE (timeout)" },
+    );
+    if let Some(note) = spin_peer(bounds.strategy).and_then(|peer| peer.note) {
+        out += note;
+        out += "\n";
+    }
+    out
+}
