@@ -503,3 +503,169 @@ pub fn report(bounds: &SpinBounds, plan: &Plan, hash_bits: u8, spin: &SpinRun, o
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bounds(strategy: Strategy, [groups, owners, records, crashes, rebalances, commit_every]: [u8; 6]) -> SpinBounds {
+        SpinBounds { strategy, groups, owners, records, crashes, rebalances, commit_every }
+    }
+
+    /// Bounds in; consumer.pml's -D flags and our check's arguments out.
+    #[test]
+    fn bounds_map_to_spins_defines_and_our_check_arguments() {
+        let rows: [(SpinBounds, &str, &str); 4] = [
+            (
+                bounds(Strategy::AtomicFenced, [3, 2, 4, 2, 2, 2]),
+                "-DSTRAT=4 -DR=4 -DK=2 -DB=2 -DG=3 -DC=2 -DK2=2",
+                "check --json --strategy atomic-fenced --groups 3 --owners 2 --partitions 1 --records 4 --crashes 2 \
+                 --rebalances 2 --commit-every 2 --inflight 2 --delta 5 --poison none --max-attempts 2 --ack-losses 0 \
+                 --retentions 0 --pauses 0 --log-losses 0 --leader-failures 0 --isr-shrinks 0",
+            ),
+            (
+                bounds(Strategy::EffectFirst, [2, 2, 4, 2, 2, 2]),
+                "-DSTRAT=1 -DR=4 -DK=2 -DB=2 -DG=2 -DC=2 -DK2=2",
+                "check --json --strategy effect-first --groups 2 --owners 2 --partitions 1 --records 4 --crashes 2 \
+                 --rebalances 2 --commit-every 2 --inflight 2 --delta 5 --poison none --max-attempts 2 --ack-losses 0 \
+                 --retentions 0 --pauses 0 --log-losses 0 --leader-failures 0 --isr-shrinks 0",
+            ),
+            (
+                bounds(Strategy::OffsetStamp, [1, 3, 5, 0, 3, 3]),
+                "-DSTRAT=6 -DR=5 -DK=0 -DB=3 -DG=1 -DC=3 -DK2=3",
+                "check --json --strategy offset-stamp --groups 1 --owners 3 --partitions 1 --records 5 --crashes 0 \
+                 --rebalances 3 --commit-every 3 --inflight 2 --delta 5 --poison none --max-attempts 2 --ack-losses 0 \
+                 --retentions 0 --pauses 0 --log-losses 0 --leader-failures 0 --isr-shrinks 0",
+            ),
+            (
+                // One record: --inflight must stay within --records.
+                bounds(Strategy::FencedStoredEpoch, [1, 2, 1, 1, 1, 1]),
+                "-DSTRAT=4 -DR=1 -DK=1 -DB=1 -DG=1 -DC=2 -DK2=1",
+                "check --json --strategy fenced-stored-epoch --groups 1 --owners 2 --partitions 1 --records 1 \
+                 --crashes 1 --rebalances 1 --commit-every 1 --inflight 1 --delta 5 --poison none --max-attempts 2 \
+                 --ack-losses 0 --retentions 0 --pauses 0 --log-losses 0 --leader-failures 0 --isr-shrinks 0",
+            ),
+        ];
+        for (bounds, defines, check) in rows {
+            let plan = plan(&bounds).unwrap_or_else(|e| panic!("{bounds:?}: {e}"));
+            assert_eq!(plan.spin_defines.join(" "), defines, "{bounds:?}");
+            assert_eq!(plan.check_args.join(" "), check, "{bounds:?}");
+        }
+    }
+
+    /// consumer.pml's six strategies, and our two fenced rows both on its atomic-fenced.
+    #[test]
+    fn the_six_spin_strategies_are_mapped_and_every_other_row_is_refused() {
+        let mapped: Vec<(&str, u8)> =
+            Strategy::ALL.iter().filter_map(|s| spin_peer(*s).map(|peer| (s.name(), peer.strat))).collect();
+        let mut expected = vec![
+            ("commit-first", 2),
+            ("effect-first", 1),
+            ("offset-stamp", 6),
+            ("atomic", 3),
+            ("atomic-fenced", 4),
+            ("atomic-cas", 5),
+            ("fenced-stored-epoch", 4),
+        ];
+        expected.sort();
+        let mut sorted = mapped.clone();
+        sorted.sort();
+        assert_eq!(sorted, expected);
+        for strategy in Strategy::ALL.iter().filter(|s| spin_peer(**s).is_none()) {
+            let error = plan(&bounds(*strategy, [1, 2, 2, 1, 1, 2])).expect_err(strategy.name());
+            assert!(error.ends_with(&format!("not {strategy}")), "{error}");
+            assert!(!error.contains('\n'), "{error}");
+        }
+        // Both fenced rows print which one has SPIN's restart semantics.
+        for strategy in [Strategy::AtomicFenced, Strategy::FencedStoredEpoch] {
+            let note = spin_peer(strategy).and_then(|peer| peer.note).expect("a fenced row has a note");
+            assert!(note.contains("fenced-stored-epoch"), "{note}");
+        }
+    }
+
+    #[test]
+    fn bounds_that_model_check_or_consumer_pml_refuses_are_one_line() {
+        let rows = [
+            (bounds(Strategy::AtomicFenced, [4, 2, 4, 2, 2, 2]), "--groups 4 is out of range"),
+            (bounds(Strategy::AtomicFenced, [1, 2, 9, 2, 2, 2]), "--records 9 is out of range"),
+            (bounds(Strategy::Atomic, [1, 2, 2, 5, 2, 2]), "--crashes 5 is out of range"),
+            (bounds(Strategy::OffsetStamp, [1, 2, 2, 1, 1, 3]), "--commit-every 3 is out of range"),
+            (bounds(Strategy::CommitFirst, [1, 3, 2, 1, 1, 2]), "--owners 3 is out of range for commit-first"),
+        ];
+        for (bounds, start) in rows {
+            let error = plan(&bounds).expect_err(start);
+            assert!(error.starts_with(start), "{error}");
+        }
+    }
+
+    #[test]
+    fn presets_are_issue_16s_configurations_and_flags_override_them() {
+        let none = SpinArgs {
+            preset: None,
+            groups: None,
+            owners: None,
+            records: None,
+            crashes: None,
+            rebalances: None,
+            commit_every: None,
+            spin_hash_bits: None,
+        };
+        let rows = [
+            (None, bounds(Strategy::AtomicFenced, [3, 2, 4, 2, 2, 2]), 22),
+            (Some(Preset::Fenced3g), bounds(Strategy::AtomicFenced, [3, 2, 4, 2, 2, 2]), 22),
+            (Some(Preset::EffectFirst2g), bounds(Strategy::EffectFirst, [2, 2, 4, 2, 2, 2]), 25),
+            (Some(Preset::Fenced3gLarge), bounds(Strategy::AtomicFenced, [3, 2, 5, 3, 3, 2]), 26),
+        ];
+        for (preset, expected, bits) in rows {
+            let args = SpinArgs { preset, ..none };
+            assert_eq!(resolve(&args, &[]).expect("one strategy"), (expected, bits), "{preset:?}");
+        }
+        let args = SpinArgs { records: Some(2), spin_hash_bits: Some(16), ..none };
+        let (resolved, bits) = resolve(&args, &[Strategy::FencedStoredEpoch]).expect("one strategy");
+        assert_eq!((resolved, bits), (bounds(Strategy::FencedStoredEpoch, [3, 2, 2, 2, 2, 2]), 16));
+        assert!(resolve(&none, &[Strategy::Atomic, Strategy::AtomicCas]).is_err());
+    }
+
+    /// pan's summary as SPIN 6.5.2 prints it (the first from the fenced-3g preset).
+    #[test]
+    fn pans_summary_and_times_peak_are_parsed() {
+        let exact = "State-vector 124 byte, depth reached 65, errors: 0\n  2421058 states, stored\n 14867779 states, \
+                     matched\n\npan: elapsed time 17.8 seconds\npan: rate 135938.12 states/second\n";
+        let rounded = "State-vector 92 byte, depth reached 90, errors: 7\n1.2345679e+08 states, stored\npan: out of \
+                       memory\npan: elapsed time 1.5e+02 seconds\n";
+        let rows: [(&str, Result<PanReport, &str>); 4] = [
+            (
+                exact,
+                Ok(PanReport {
+                    states_stored: 2_421_058,
+                    states_exact: true,
+                    errors: 0,
+                    elapsed_seconds: 17.8,
+                    out_of_memory: false,
+                }),
+            ),
+            (
+                rounded,
+                Ok(PanReport {
+                    states_stored: 123_456_790,
+                    states_exact: false,
+                    errors: 7,
+                    elapsed_seconds: 150.0,
+                    out_of_memory: true,
+                }),
+            ),
+            (
+                "pan: too many processes\n",
+                Err("pan printed no 'states, stored' line; its last line: pan: too many processes"),
+            ),
+            ("errors: 0\n12 states, stored\n", Err("pan printed no 'elapsed time' line")),
+        ];
+        for (text, expected) in rows {
+            assert_eq!(parse_pan(text), expected.map_err(String::from), "{text}");
+        }
+        let time =
+            "\tElapsed (wall clock) time (h:mm:ss or m:ss): 0:17.94\n\tMaximum resident set size (kbytes): 285840\n";
+        assert_eq!(parse_peak_rss_kib(time), Ok(285_840));
+        assert!(parse_peak_rss_kib("Command terminated by signal 9\n").is_err());
+    }
+}
