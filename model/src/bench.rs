@@ -16,7 +16,8 @@ pub struct BenchArgs {
     /// Run SPIN's verifier on its peer model (model/bench/spin/consumer.pml), then `model check`,
     /// on one strategy and the same bounds; print both state counts, wall times and peak
     /// memories and the ratios. Needs spin, gcc and /usr/bin/time (`apt-get install spin`);
-    /// exit 3 when either search did not finish within --timeout.
+    /// exit 3 when either search did not finish within --timeout (our check is killed at twice
+    /// it: the timeout stops its exploration, not its counterexample search).
     #[arg(long)]
     vs_spin: bool,
     #[command(flatten)]
@@ -101,10 +102,20 @@ pub fn run_check_child(args: &[String]) -> anyhow::Result<Measurement> {
     let started = Instant::now();
     let output = Command::new(exe).args(args).output().context("cannot run model check")?;
     let wall_seconds = started.elapsed().as_secs_f64();
-    if output.status.code() == Some(2) {
-        bail!("model check failed: {}", String::from_utf8_lossy(&output.stderr).lines().last().unwrap_or(""));
+    read_check_report(&output.stdout, &output.stderr, output.status.code(), wall_seconds)
+}
+
+/// A finished `check --json` child's report (exit 2, bad input, is an error with its line).
+pub fn read_check_report(
+    stdout: &[u8],
+    stderr: &[u8],
+    exit_code: Option<i32>,
+    wall_seconds: f64,
+) -> anyhow::Result<Measurement> {
+    if exit_code == Some(2) {
+        bail!("model check failed: {}", String::from_utf8_lossy(stderr).lines().last().unwrap_or(""));
     }
-    let document: serde_json::Value = serde_json::from_slice(&output.stdout).context("model check printed no JSON")?;
+    let document: serde_json::Value = serde_json::from_slice(stdout).context("model check printed no JSON")?;
     let report = &document["reports"][0];
     let number = |value: &serde_json::Value| value.as_u64().unwrap_or(0);
     Ok(Measurement {
@@ -115,6 +126,6 @@ pub fn run_check_child(args: &[String]) -> anyhow::Result<Measurement> {
         wall_seconds,
         peak_rss_kib: number(&document["peak_rss_kib"]),
         complete: report["complete"].as_bool().unwrap_or(false),
-        exit_code: output.status.code(),
+        exit_code,
     })
 }

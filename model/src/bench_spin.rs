@@ -3,7 +3,7 @@
 //! the other on one machine; both unique-state counts, wall times and peak memories, and the
 //! ratios ours / SPIN.
 
-use crate::bench::{run_check_child, Measurement};
+use crate::bench::{read_check_report, Measurement};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use model::config::defaults;
@@ -267,13 +267,78 @@ pub fn run(args: &SpinArgs, strategies: &[Strategy], timeout: Duration) -> anyho
     require_tools()?;
     let dir = WorkDir::create()?;
     let spin = run_spin(&dir.0, &plan.spin_defines, hash_bits, timeout)?;
-    drop(dir);
+    eprintln!(
+        "SPIN: {} states stored, {:.2} s, peak {:.1} MiB{}; now model check",
+        spin.pan.states_stored,
+        spin.wall_seconds,
+        spin.peak_rss_kib as f64 / 1024.0,
+        if spin.complete { "" } else { " (incomplete)" }
+    );
     let mut check_args = plan.check_args.clone();
     check_args.extend(["--timeout".to_string(), timeout.as_secs_f64().to_string()]);
-    let ours = run_check_child(&check_args)?;
+    let ours = run_ours(&dir.0, &check_args, timeout * OURS_DEADLINE_TIMEOUTS)?;
+    drop(dir);
     print!("{}", report(&bounds, &plan, hash_bits, &spin, &ours));
     // A ratio of an unfinished search says nothing: exit 3, as an incomplete `check` does.
     Ok(if spin.complete && ours.complete { ExitCode::SUCCESS } else { ExitCode::from(3) })
+}
+
+/// Our check is killed at this many times --timeout: the timeout stops its exploration, not the
+/// shortest-counterexample search after it, which can outgrow the machine's memory.
+const OURS_DEADLINE_TIMEOUTS: u32 = 2;
+
+/// Our `check --json` as a child process, killed at `deadline`. A killed run reports the
+/// unique states of its last progress line (a lower bound) and the peak RSS seen in /proc.
+fn run_ours(dir: &Path, args: &[String], deadline: Duration) -> anyhow::Result<Measurement> {
+    let exe = std::env::current_exe().context("cannot find the model binary")?;
+    let (out_path, err_path) = (dir.join("check.json"), dir.join("check.err"));
+    let stdout = File::create(&out_path).context("cannot create check.json")?;
+    let stderr = File::create(&err_path).context("cannot create check.err")?;
+    let started = Instant::now();
+    let mut child =
+        Command::new(exe).args(args).stdout(stdout).stderr(stderr).spawn().context("cannot run model check")?;
+    let mut peak_rss_kib = 0;
+    let status = loop {
+        if let Some(status) = child.try_wait().context("cannot wait for model check")? {
+            break Some(status);
+        }
+        peak_rss_kib = peak_rss_kib.max(vm_hwm_kib(child.id()).unwrap_or(0));
+        if started.elapsed() >= deadline {
+            child.kill().context("cannot stop model check")?;
+            child.wait().context("cannot wait for model check")?;
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let wall_seconds = started.elapsed().as_secs_f64();
+    let read = |path: &Path| std::fs::read(path).with_context(|| format!("cannot read {}", path.display()));
+    match status {
+        Some(status) => read_check_report(&read(&out_path)?, &read(&err_path)?, status.code(), wall_seconds),
+        None => Ok(Measurement {
+            unique_states: last_progress_unique(&String::from_utf8_lossy(&read(&err_path)?)).unwrap_or(0),
+            states: 0,
+            seconds: wall_seconds,
+            counterexample_seconds: 0.0,
+            wall_seconds,
+            peak_rss_kib,
+            complete: false,
+            exit_code: None,
+        }),
+    }
+}
+
+/// A live process's peak RSS (`VmHWM` in /proc/PID/status).
+fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| line.strip_prefix("VmHWM:"))?.split_whitespace().next()?.parse().ok()
+}
+
+/// The unique states of `check`'s last progress line (`  S: N states, M unique, depth D, ...`).
+pub fn last_progress_unique(stderr: &str) -> Option<u64> {
+    stderr.lines().rev().find_map(|line| {
+        let (_, counts) = line.split_once(" states, ")?;
+        counts.split(" unique").next()?.trim().parse().ok()
+    })
 }
 
 /// The programs `--vs-spin` runs, and the Debian package of each.
@@ -440,7 +505,8 @@ pub fn report(bounds: &SpinBounds, plan: &Plan, hash_bits: u8, spin: &SpinRun, o
         (
             "unique states",
             spin_states,
-            ours.unique_states.to_string(),
+            // An unfinished search's count is a lower bound.
+            format!("{}{}", if ours.complete { "" } else { ">" }, ours.unique_states),
             ratio(ours.unique_states as f64, spin.pan.states_stored as f64),
         ),
         (
@@ -495,7 +561,11 @@ pub fn report(bounds: &SpinBounds, plan: &Plan, hash_bits: u8, spin: &SpinRun, o
         ours.seconds,
         ours.counterexample_seconds,
         ours.exit_code.map_or("(killed)".to_string(), |code| code.to_string()),
-        if ours.complete { "" } else { "; INCOMPLETE (timeout)" },
+        if ours.complete {
+            ""
+        } else {
+            "; INCOMPLETE (timeout; killed at twice --timeout: unique states of its last progress line)"
+        },
     );
     if let Some(note) = spin_peer(bounds.strategy).and_then(|peer| peer.note) {
         out += note;
@@ -624,6 +694,23 @@ mod tests {
         let (resolved, bits) = resolve(&args, &[Strategy::FencedStoredEpoch]).expect("one strategy");
         assert_eq!((resolved, bits), (bounds(Strategy::FencedStoredEpoch, [3, 2, 2, 2, 2, 2]), 16));
         assert!(resolve(&none, &[Strategy::Atomic, Strategy::AtomicCas]).is_err());
+    }
+
+    /// `check`'s progress lines on stderr; the last one counts.
+    #[test]
+    fn a_killed_checks_unique_states_come_from_its_last_progress_line() {
+        let rows = [
+            (
+                "checking effect-first (9 properties)\n  effect-first: 100 states, 40 unique, depth 3, 50 states/s\n  \
+                 effect-first: 2500 states, 1234 unique, depth 9, 1250 states/s\n",
+                Some(1234),
+            ),
+            ("checking effect-first (9 properties)\n", None),
+            ("", None),
+        ];
+        for (stderr, unique) in rows {
+            assert_eq!(last_progress_unique(stderr), unique, "{stderr}");
+        }
     }
 
     /// pan's summary as SPIN 6.5.2 prints it (the first from the fenced-3g preset).
