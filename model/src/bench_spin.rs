@@ -421,7 +421,13 @@ fn run_spin(dir: &Path, defines: &[String], hash_bits: u8, timeout: Duration) ->
     let read =
         |name: &str| std::fs::read_to_string(dir.join(name)).with_context(|| format!("cannot read pan's {name}"));
     let timed_out = matches!(status.code(), Some(124 | 137));
-    let pan = parse_pan(&read("pan.out")?).map_err(anyhow::Error::msg)?;
+    let pan_text = read("pan.out")?;
+    let pan = match parse_pan(&pan_text) {
+        Ok(pan) => pan,
+        // A pan stopped by timeout prints no summary, only its progress lines.
+        Err(_) if timed_out => parse_pan_progress(&pan_text),
+        Err(error) => bail!(error),
+    };
     let peak_rss_kib = parse_peak_rss_kib(&read("time.txt")?).map_err(anyhow::Error::msg)?;
     let complete = !timed_out && !pan.out_of_memory && status.success();
     Ok(SpinRun { pan, peak_rss_kib, wall_seconds, build_seconds, complete })
@@ -478,6 +484,25 @@ pub fn parse_pan(text: &str) -> Result<PanReport, String> {
         elapsed_seconds,
         out_of_memory,
     })
+}
+
+/// An interrupted pan's last progress line (`Depth= D States= 2e+06 ... t= 13.7 ...`): its
+/// state count is rounded and a lower bound.
+pub fn parse_pan_progress(text: &str) -> PanReport {
+    let last = text.lines().rev().find(|line| line.starts_with("Depth=")).unwrap_or("");
+    let field = |name: &str| -> f64 {
+        last.split_once(name)
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    PanReport {
+        states_stored: field("States=").round() as u64,
+        states_exact: false,
+        errors: text.lines().filter(|line| line.contains("assertion violated")).count() as u64,
+        elapsed_seconds: field("t="),
+        out_of_memory: text.contains("out of memory"),
+    }
 }
 
 /// `/usr/bin/time -v`'s `Maximum resident set size (kbytes): N`.
@@ -750,6 +775,18 @@ mod tests {
         for (text, expected) in rows {
             assert_eq!(parse_pan(text), expected.map_err(String::from), "{text}");
         }
+        let interrupted =
+            "Depth=      65 States=    1e+06 Transitions= 6.27e+06 Memory=   136.755\tt=     6.11 R=   2e+05\n\
+                           pan:1: assertion violated (applied[0] <= 1)\nDepth=      65 States=    2e+06 Transitions= \
+                           1.39e+07 Memory=   235.974\tt=     13.7 R=   1e+05\n";
+        let expected = PanReport {
+            states_stored: 2_000_000,
+            states_exact: false,
+            errors: 1,
+            elapsed_seconds: 13.7,
+            out_of_memory: false,
+        };
+        assert_eq!(parse_pan_progress(interrupted), expected);
         let time =
             "\tElapsed (wall clock) time (h:mm:ss or m:ss): 0:17.94\n\tMaximum resident set size (kbytes): 285840\n";
         assert_eq!(parse_peak_rss_kib(time), Ok(285_840));
