@@ -54,8 +54,12 @@ pub struct SpinArgs {
     /// state count). It matters both ways: the table (8 bytes a slot) is allocated up front and
     /// counted in SPIN's peak memory, and one far smaller than the state count makes long hash
     /// chains that slow pan down.
-    #[arg(long, requires = "vs_spin", value_parser = clap::value_parser!(u8).range(HASH_BITS_MIN as i64..=HASH_BITS_MAX as i64))]
+    #[arg(long, requires = "vs_spin", value_parser = hash_bits_parser())]
     spin_hash_bits: Option<u8>,
+}
+
+fn hash_bits_parser() -> clap::builder::RangedI64ValueParser<u8> {
+    clap::value_parser!(u8).range(i64::from(HASH_BITS_MIN)..=i64::from(HASH_BITS_MAX))
 }
 
 /// Issue 16's three target configurations.
@@ -570,9 +574,9 @@ pub fn report(bounds: &SpinBounds, plan: &Plan, hash_bits: u8, spin: &SpinRun, o
         out += &format!("{label:<14} {spin_cell:>12} {ours_cell:>12} {ratio_cell:>10}\n");
     }
     out += &format!(
-        "\nSPIN: pan's states stored (the protocol's states + 1, its state before init{}), {} errors{}; seconds = pan's \
-         wall time (its own: {:.2}; spin -a and gcc took {:.2} more, not counted); -w{hash_bits}: a {:.1} MiB hash table, \
-         in its peak\n",
+        "\nSPIN: pan's states stored (the protocol's states + 1, its state before init{}), {} errors{}; seconds = \
+         pan's wall time (its own: {:.2}; spin -a and gcc took {:.2} more, not counted); -w{hash_bits}: a {:.1} MiB \
+         hash table, in its peak\n",
         if spin.pan.states_exact { "" } else { "; pan printed it rounded" },
         spin.pan.errors,
         if spin.complete { "" } else { "; INCOMPLETE (timeout or out of memory)" },
@@ -580,18 +584,18 @@ pub fn report(bounds: &SpinBounds, plan: &Plan, hash_bits: u8, spin: &SpinRun, o
         spin.build_seconds,
         ((1u64 << hash_bits) * 8) as f64 / (1024.0 * 1024.0),
     );
-    out += &format!(
-        "ours: unique states of a bfs, 1 thread; seconds = the whole `model check` (explore {:.2} + counterexamples \
-         {:.2}), exit {}{}\n",
-        ours.seconds,
-        ours.counterexample_seconds,
-        ours.exit_code.map_or("(killed)".to_string(), |code| code.to_string()),
-        if ours.complete {
-            ""
-        } else {
-            "; INCOMPLETE (timeout; killed at twice --timeout: unique states of its last progress line)"
-        },
-    );
+    let ours_seconds = match ours.exit_code {
+        Some(code) => format!(
+            "the whole `model check` (explore {:.2} + counterexamples {:.2}), exit {code}{}",
+            ours.seconds,
+            ours.counterexample_seconds,
+            if ours.complete { "" } else { "; INCOMPLETE (its exploration stopped at --timeout)" }
+        ),
+        None => "`model check` until it was killed at twice --timeout; INCOMPLETE (unique states of its last \
+                 progress line)"
+            .to_string(),
+    };
+    out += &format!("ours: unique states of a bfs, 1 thread; seconds = {ours_seconds}\n");
     if let Some(note) = spin_peer(bounds.strategy).and_then(|peer| peer.note) {
         out += note;
         out += "\n";
