@@ -1,6 +1,7 @@
 //! The `model` command line: `check` verdicts against spec.md, `explore` in a browser, `bench`.
 
 mod bench;
+mod bench_spin;
 mod report;
 
 use anyhow::Context;

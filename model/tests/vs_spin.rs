@@ -1,0 +1,70 @@
+//! `model bench --vs-spin` end to end: SPIN's pan on the peer model, then `model check`, as
+//! child processes. Runs when spin is installed (.ci/run installs it); skips with a printed
+//! reason when it is not, and fails instead of skipping when `CI` is set. (The refusals that
+//! need no spin are rows of README's bad-input table, run by cli.rs.)
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The whole run's cap, so that a hung pan or check cannot hang CI: the bench's own
+/// `--timeout` stops each search at 60 s, and this kills the bench itself past 120 s.
+const TEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// pan's `states, stored` for atomic-fenced, 1 group x 2 owners, 2 records, 1 crash, 1
+/// rebalance. Obtained once by hand with SPIN 6.5.2 and gcc 12:
+/// `spin -DSTRAT=4 -DR=2 -DK=1 -DB=1 -DG=1 -DC=2 -a consumer.pml; gcc -O2 -DSAFETY -o pan pan.c;
+/// ./pan -m100000 -c0 -n -w16` printed `132 states, stored`; the peer's independent
+/// ref_count.py (`4 R=2 K=1 B=1 G=1`) counts 131 protocol states, and pan adds its pre-init state.
+const SPIN_STATES_TINY: u64 = 132;
+
+fn spin_installed() -> bool {
+    Command::new("spin").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// The cells of the table row that starts with `label`: SPIN's, ours and the ratio.
+fn row<'a>(stdout: &'a str, label: &str) -> Vec<&'a str> {
+    let line =
+        stdout.lines().find(|line| line.starts_with(label)).unwrap_or_else(|| panic!("no '{label}' row in:\n{stdout}"));
+    line[label.len()..].split_whitespace().collect()
+}
+
+#[test]
+fn vs_spin_prints_pans_state_count_and_ours_for_a_tiny_configuration() {
+    if !spin_installed() {
+        assert!(std::env::var_os("CI").is_none(), "spin is not installed, and CI must not skip this test");
+        eprintln!("skipped: spin is not installed (apt-get install spin)");
+        return;
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_model"))
+        .args(["bench", "--vs-spin", "--strategy", "atomic-fenced", "--groups", "1", "--records", "2"])
+        .args(["--crashes", "1", "--rebalances", "1", "--spin-hash-bits", "16", "--timeout", "60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the model binary runs");
+    let started = Instant::now();
+    while child.try_wait().expect("the bench can be waited for").is_none() {
+        if started.elapsed() > TEST_TIMEOUT {
+            let _ = child.kill();
+            panic!("model bench --vs-spin ran longer than {TEST_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let output = child.wait_with_output().expect("the bench's output is read");
+    let stdout = String::from_utf8(output.stdout).expect("stdout is UTF-8");
+    let stderr = String::from_utf8(output.stderr).expect("stderr is UTF-8");
+    assert_eq!(output.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let states = row(&stdout, "unique states");
+    assert_eq!(states.len(), 3, "{stdout}");
+    assert_eq!(states[0], SPIN_STATES_TINY.to_string(), "{stdout}");
+    let ours: u64 = states[1].parse().unwrap_or_else(|_| panic!("our count is a number: {stdout}"));
+    assert!(ours > 0, "{stdout}");
+    for label in ["seconds", "peak MiB"] {
+        let cells = row(&stdout, label);
+        assert_eq!(cells.len(), 3, "{stdout}");
+        for cell in &cells[..2] {
+            assert!(cell.parse::<f64>().is_ok_and(|value| value >= 0.0), "{label}: {cell}\n{stdout}");
+        }
+    }
+    assert!(stdout.contains("fenced-stored-epoch"), "atomic-fenced prints the semantics note:\n{stdout}");
+}
