@@ -45,9 +45,10 @@ pub struct Measurement {
     pub exit_code: Option<i32>,
 }
 
-const MODES: [(&str, &[&str]); 4] = [
+const MODES: [(&str, &[&str]); 5] = [
     ("bfs 1 thread", &["--search", "bfs", "--threads", "1"]),
     ("bfs 2 threads", &["--search", "bfs", "--threads", "2"]),
+    ("bfs + symmetry", &["--search", "bfs", "--threads", "2", "--symmetry"]),
     ("dfs 1 thread", &["--search", "dfs", "--threads", "1"]),
     ("dfs + symmetry", &["--search", "dfs", "--threads", "1", "--symmetry"]),
 ];

@@ -56,6 +56,13 @@ pub struct SpinArgs {
     /// chains that slow pan down.
     #[arg(long, requires = "vs_spin", value_parser = hash_bits_parser())]
     spin_hash_bits: Option<u8>,
+    /// Our side with symmetry reduction (one state per class of owners and groups; SPIN's side
+    /// has none).
+    #[arg(long, requires = "vs_spin")]
+    symmetry: bool,
+    /// Our side's checker threads (1..=64; default 1).
+    #[arg(long, requires = "vs_spin", value_parser = clap::value_parser!(u8).range(1..=64))]
+    threads: Option<u8>,
 }
 
 fn hash_bits_parser() -> clap::builder::RangedI64ValueParser<u8> {
@@ -267,7 +274,11 @@ fn resolve(args: &SpinArgs, strategies: &[Strategy]) -> anyhow::Result<(SpinBoun
 
 pub fn run(args: &SpinArgs, strategies: &[Strategy], timeout: Duration) -> anyhow::Result<ExitCode> {
     let (bounds, hash_bits) = resolve(args, strategies)?;
-    let plan = plan(&bounds).map_err(anyhow::Error::msg)?;
+    let mut plan = plan(&bounds).map_err(anyhow::Error::msg)?;
+    plan.check_args.extend(["--threads".to_string(), args.threads.unwrap_or(1).to_string()]);
+    if args.symmetry {
+        plan.check_args.push("--symmetry".to_string());
+    }
     require_tools()?;
     let dir = WorkDir::create()?;
     let spin = run_spin(&dir.0, &plan.spin_defines, hash_bits, timeout)?;
@@ -595,7 +606,16 @@ pub fn report(bounds: &SpinBounds, plan: &Plan, hash_bits: u8, spin: &SpinRun, o
                  progress line)"
             .to_string(),
     };
-    out += &format!("ours: unique states of a bfs, 1 thread; seconds = {ours_seconds}\n");
+    let threads = plan.check_args.iter().position(|arg| arg == "--threads").and_then(|i| plan.check_args.get(i + 1));
+    let symmetry = if plan.check_args.iter().any(|arg| arg == "--symmetry") {
+        ", with symmetry (one state per class)"
+    } else {
+        ""
+    };
+    out += &format!(
+        "ours: unique states of a bfs, {} thread(s){symmetry}; seconds = {ours_seconds}\n",
+        threads.map_or("1", String::as_str)
+    );
     if let Some(note) = spin_peer(bounds.strategy).and_then(|peer| peer.note) {
         out += note;
         out += "\n";
@@ -708,6 +728,8 @@ mod tests {
             rebalances: None,
             commit_every: None,
             spin_hash_bits: None,
+            symmetry: false,
+            threads: None,
         };
         let rows = [
             (None, bounds(Strategy::AtomicFenced, [3, 2, 4, 2, 2, 2]), 22),
