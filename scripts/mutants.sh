@@ -66,7 +66,8 @@ record="mutants/$group/$name"
 mkdir -p "$out" "$record"
 listed=$(nice -n 19 cargo mutants --list "${excludes[@]}" | wc -l)
 started=$(date -u +%FT%TZ)
-echo "$group shard $k/$n of $listed mutants, $(cargo mutants --version), commit $(git rev-parse --short HEAD)"
+commit=$(git rev-parse HEAD)
+echo "$group shard $k/$n of $listed mutants, $(cargo mutants --version), commit ${commit:0:7}"
 
 status=0
 nice -n 19 cargo mutants "${args[@]}" -o "$out" 2>&1 | tee "$out/console.txt" || status=$?
@@ -90,7 +91,7 @@ done
 {
     echo "group: $group"
     echo "shard: $k/$n of $listed mutants in the group"
-    echo "commit: $(git rev-parse HEAD)"
+    echo "commit: $commit"
     echo "tool: $(cargo mutants --version)"
     echo "started: $started"
     echo "finished: $finished"
