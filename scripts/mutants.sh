@@ -95,7 +95,7 @@ done
     echo "tool: $(cargo mutants --version)"
     echo "started: $started"
     echo "finished: $finished"
-    echo "timeout: $timeout s"
+    echo "test timeout: $timeout s"
     echo "exit: $status"
     for list in caught missed timeout unviable; do
         echo "$list: $(wc -l <"$record/$list.txt")"
