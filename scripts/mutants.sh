@@ -19,8 +19,9 @@
 #   CARGO_BUILD_JOBS=J     build jobs (default 1)
 #
 # Results: target/mutants/GROUP/KofN/mutants.out (cargo-mutants' output with every log, not
-# committed) and mutants/GROUP/KofN/ (caught, missed, timeout and unviable lists and a summary:
-# commit, dates, counts; committed). Exit status 0 when the shard ran to its end, whatever it
+# committed) and mutants/GROUP/KofN/ (caught, missed, timeout and unviable lists, times.tsv:
+# each mutant's outcome, build and test seconds, and a summary: commit, dates, counts;
+# committed). Exit status 0 when the shard ran to its end, whatever it
 # found (missed mutants are results, not failures); non-zero when it could not run.
 set -euo pipefail
 
@@ -88,6 +89,17 @@ for list in caught missed timeout unviable; do
         : >"$record/$list.txt"
     fi
 done
+# Per mutant: its outcome and build and test seconds, for the estimates of MUTANTS.md.
+if [[ -f $results/outcomes.json ]]; then
+    python3 -c '
+import json, sys
+for o in json.load(open(sys.argv[1]))["outcomes"]:
+    s = o["scenario"]
+    name = s["Mutant"]["name"] if isinstance(s, dict) else s
+    t = {p["phase"]: p["duration"] for p in o["phase_results"]}
+    print("%s\t%.1f\t%.1f\t%s" % (o["summary"], t.get("Build", 0), t.get("Test", 0), name))
+' "$results/outcomes.json" >"$record/times.tsv"
+fi
 {
     echo "group: $group"
     echo "shard: $k/$n of $listed mutants in the group"
