@@ -6,6 +6,7 @@ use crate::harness::{Harness, Options};
 use model::check::{replay as model_replay, Verdict};
 use model::properties::properties_for;
 use model::state::State;
+use model::strategy::EffectKind;
 use model::trace::Trace;
 use model::{Action, ConsumerModel};
 use std::fmt;
@@ -158,12 +159,15 @@ fn verdicts(
         }
     }
     let last = observed.last().expect("at least the initial state");
-    let evidence = trace.property.as_deref().map(|property| evidence(property, last));
+    let effect = trace.config.strategy.rules().effect;
+    let evidence = trace.property.as_deref().map(|property| evidence(property, last, effect));
     Ok(ReplayReport { steps: trace.actions.len(), violated, evidence })
 }
 
-/// What the real store shows for a property, in the store's own terms.
-fn evidence(property: &str, state: &State) -> String {
+/// What the real store shows for a property, in the store's own terms: the total beside what
+/// each applied record once would make it, or (the set rows, whose total stays 0) the value
+/// beside the highest applied offset's.
+fn evidence(property: &str, state: &State, effect: EffectKind) -> String {
     let mut lines = Vec::new();
     for (g, group) in state.groups.iter().enumerate() {
         let rows: Vec<String> = group
@@ -173,18 +177,27 @@ fn evidence(property: &str, state: &State) -> String {
             .enumerate()
             .map(|(p, row)| format!("p{p} next offset {} epoch {}", row.next_offset, row.epoch))
             .collect();
-        let applied: i64 = state
-            .log
-            .iter()
-            .zip(&group.ghost.applied)
-            .flat_map(|(log, counts)| log.iter().zip(counts).map(|(&delta, &count)| delta * i64::from(count.min(1))))
-            .sum();
-        let mut line = format!(
-            "g{g}: total {} (each applied record once would be {applied}); {}",
-            group.store.total,
-            rows.join(", ")
-        );
-        line.push_str(&external_evidence(group));
+        let effect_text = match effect {
+            EffectKind::Add => {
+                let applied: i64 = state
+                    .log
+                    .iter()
+                    .zip(&group.ghost.applied)
+                    .flat_map(|(log, counts)| {
+                        log.iter().zip(counts).map(|(&delta, &count)| delta * i64::from(count.min(1)))
+                    })
+                    .sum();
+                format!("total {} (each applied record once would be {applied})", group.store.total)
+            }
+            EffectKind::Set => {
+                let newest = group.ghost.applied.iter().flat_map(|counts| counts.iter().rposition(|&count| count > 0));
+                let shown = |value: Option<usize>| value.map_or_else(|| "none".to_string(), |value| value.to_string());
+                let stored = shown(group.store.value.map(usize::from));
+                format!("value {stored} (the highest applied offset's would be {})", shown(newest.max().map(|o| o + 1)))
+            }
+        };
+        let mut line = format!("g{g}: {effect_text}; {}", rows.join(", "));
+        line.push_str(&external_evidence(group, effect));
         lines.push(line);
     }
     format!("{property}: {}", lines.join("; "))
@@ -192,10 +205,12 @@ fn evidence(property: &str, state: &State) -> String {
 
 /// The evidence of spec.md §3.4's rows, where a group has it: the set value, the emails
 /// delivered per record, and the store's facts beside its outbox and the index.
-fn external_evidence(group: &model::state::Group) -> String {
+fn external_evidence(group: &model::state::Group, effect: EffectKind) -> String {
     let mut text = String::new();
-    if let Some(value) = group.store.value {
-        text.push_str(&format!("; value {value}"));
+    match (effect, group.store.value) {
+        // The set rows' value is in the line already.
+        (EffectKind::Set, _) | (EffectKind::Add, None) => {}
+        (EffectKind::Add, Some(value)) => text.push_str(&format!("; value {value}")),
     }
     if !group.inbox.is_empty() {
         let emails: Vec<String> = group.inbox.iter().map(|((p, o), n)| format!("p{p}/{o} x{n}")).collect();

@@ -5,6 +5,10 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "../../tests/support/readme_bad_input.rs"]
+mod readme_bad_input;
+use readme_bad_input::readme_bad_input_rows;
+
 fn conformance(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_conformance")).args(args).output().expect("the conformance binary runs")
 }
@@ -29,9 +33,13 @@ fn replay_exit_codes() {
     let not_json = dir.join("not-json.json");
     std::fs::write(&not_json, "{ nope").expect("write");
     let (wrong_version, not_json) = (wrong_version.display().to_string(), not_json.display().to_string());
+    let (duplicate, older_set) = (corpus("atomic--no-duplicate.json"), corpus("blind-set--latest-wins.json"));
     // (case, arguments, exit code, a line the output must contain)
-    let table: [(&str, Vec<&str>, i32, &str); 5] = [
+    let table: [(&str, Vec<&str>, i32, &str); 7] = [
         ("conforms", vec!["replay", &fenced], 0, "1 passed, 0 failed"),
+        // The real store's evidence in its own terms: a total, or a set row's value.
+        ("evidence, total", vec!["replay", &duplicate], 0, "g0: total 10 (each applied record once would be 5)"),
+        ("evidence, value", vec!["replay", &older_set], 0, "g0: value 1 (the highest applied offset's would be 2)"),
         (
             "diverges",
             vec!["replay", "--mutation", "no-fence", &fenced],
@@ -179,50 +187,6 @@ fn bad_trace_files() -> Vec<(&'static str, Vec<u8>)> {
         ("not-json.json", b"{ nope".to_vec()),
         ("not-utf8.json", b"{\"format\": \"\xff\"}".to_vec()),
     ]
-}
-
-/// A row of README's "Bad input and the one line it gets": the command, its exit code and the
-/// exact line it prints on stderr.
-struct BadInputRow {
-    command: Vec<String>,
-    exit: i32,
-    line: String,
-}
-
-/// The text of a Markdown code span: without its backtick run, and without the one space each
-/// side that a span starting or ending with a backtick needs.
-fn code_span(cell: &str) -> &str {
-    let ticks = cell.chars().take_while(|&c| c == '`').count();
-    let inner = &cell[ticks..cell.len() - ticks];
-    match (inner.strip_prefix(' '), inner.ends_with(' ')) {
-        (Some(rest), true) => &rest[..rest.len() - 1],
-        _ => inner,
-    }
-}
-
-/// The README's rows whose command starts with `tool`: the table is the test's table.
-fn readme_bad_input_rows(tool: &str) -> Vec<BadInputRow> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    let readme = std::fs::read_to_string(&path).expect("README.md is readable");
-    let section = readme
-        .split("\n## ")
-        .find(|section| section.starts_with("Bad input and the one line it gets"))
-        .expect("README.md has the section 'Bad input and the one line it gets'");
-    let mut rows = Vec::new();
-    for line in section.lines().filter(|line| line.starts_with("| ")) {
-        let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
-        let [_, command, exit, printed] = cells[..] else { continue };
-        let command = code_span(command);
-        if !command.starts_with(&format!("{tool} ")) && command != tool {
-            continue;
-        }
-        rows.push(BadInputRow {
-            command: command.split_whitespace().map(str::to_string).collect(),
-            exit: exit.parse().unwrap_or_else(|_| panic!("README row '{line}': exit '{exit}' is not a number")),
-            line: code_span(printed).to_string(),
-        });
-    }
-    rows
 }
 
 /// Every `conformance` row of README's bad-input table, as a child process in a directory

@@ -4,7 +4,8 @@
 
 mod common;
 
-use common::{describe, readme_bad_input_rows, run_bad_input_row, snapshot, stderr, stdout, DataDir, FAILED};
+use common::readme_bad_input::readme_bad_input_rows;
+use common::{describe, run_bad_input_row, snapshot, stderr, stdout, DataDir, FAILED};
 use std::path::Path;
 use std::process::Command;
 

@@ -6,7 +6,8 @@
 
 mod common;
 
-use common::{pg, readme_bad_input_rows, run_bad_input_row, BadInputRow};
+use common::readme_bad_input::{readme_bad_input_rows, BadInputRow};
+use common::{pg, run_bad_input_row};
 use std::path::Path;
 use std::process::Command;
 

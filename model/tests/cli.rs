@@ -7,6 +7,10 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "../../tests/support/readme_bad_input.rs"]
+mod readme_bad_input;
+use readme_bad_input::readme_bad_input_rows;
+
 /// The bounds every run here uses: small enough for the debug binary to check all strategies
 /// in about a second. The default bounds take minutes in debug mode.
 const SMALL: [&str; 4] = ["--groups", "1", "--records", "2"];
@@ -272,50 +276,6 @@ fn safe_crash_only_runs_exit_0_with_their_unobserved_outcomes_reported() {
         assert!(text.contains("OK: every verdict as expected, every fault witness reached"), "{text}");
         assert!(!text.contains("MISMATCH"), "{text}");
     }
-}
-
-/// A row of README's "Bad input and the one line it gets": the command, its exit code and the
-/// exact line it prints on stderr.
-struct BadInputRow {
-    command: Vec<String>,
-    exit: i32,
-    line: String,
-}
-
-/// The text of a Markdown code span: without its backtick run, and without the one space each
-/// side that a span starting or ending with a backtick needs.
-fn code_span(cell: &str) -> &str {
-    let ticks = cell.chars().take_while(|&c| c == '`').count();
-    let inner = &cell[ticks..cell.len() - ticks];
-    match (inner.strip_prefix(' '), inner.ends_with(' ')) {
-        (Some(rest), true) => &rest[..rest.len() - 1],
-        _ => inner,
-    }
-}
-
-/// The README's rows whose command starts with `tool`: the table is the test's table.
-fn readme_bad_input_rows(tool: &str) -> Vec<BadInputRow> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    let readme = std::fs::read_to_string(&path).expect("README.md is readable");
-    let section = readme
-        .split("\n## ")
-        .find(|section| section.starts_with("Bad input and the one line it gets"))
-        .expect("README.md has the section 'Bad input and the one line it gets'");
-    let mut rows = Vec::new();
-    for line in section.lines().filter(|line| line.starts_with("| ")) {
-        let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
-        let [_, command, exit, printed] = cells[..] else { continue };
-        let command = code_span(command);
-        if !command.starts_with(&format!("{tool} ")) && command != tool {
-            continue;
-        }
-        rows.push(BadInputRow {
-            command: command.split_whitespace().map(str::to_string).collect(),
-            exit: exit.parse().unwrap_or_else(|_| panic!("README row '{line}': exit '{exit}' is not a number")),
-            line: code_span(printed).to_string(),
-        });
-    }
-    rows
 }
 
 /// Every `model` row of README's bad-input table, as a child process: the row's exit code, the

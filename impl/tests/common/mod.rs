@@ -11,6 +11,10 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Output, Stdio};
 
+#[path = "../../../tests/support/readme_bad_input.rs"]
+pub mod readme_bad_input;
+use readme_bad_input::BadInputRow;
+
 /// The binary under test, built by Cargo for the integration tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_consumer");
 
@@ -321,14 +325,6 @@ pub fn snapshot(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     files
 }
 
-/// A row of README's "Bad input and the one line it gets": the command, its exit code and the
-/// exact line it prints on stderr.
-pub struct BadInputRow {
-    pub command: Vec<String>,
-    pub exit: i32,
-    pub line: String,
-}
-
 impl BadInputRow {
     /// The data directory the row names (`--dir NAME`), if any.
     pub fn dir(&self) -> Option<&str> {
@@ -340,44 +336,6 @@ impl BadInputRow {
     pub fn is_postgres(&self) -> bool {
         self.command.iter().any(|arg| arg.contains("$PG"))
     }
-}
-
-/// The text of a Markdown code span: without its backtick run, and without the one space each
-/// side that a span starting or ending with a backtick needs.
-fn code_span(cell: &str) -> &str {
-    let ticks = cell.chars().take_while(|&c| c == '`').count();
-    let inner = &cell[ticks..cell.len() - ticks];
-    match (inner.strip_prefix(' '), inner.ends_with(' ')) {
-        (Some(rest), true) => &rest[..rest.len() - 1],
-        _ => inner,
-    }
-}
-
-/// The README's rows whose command starts with `tool`, as the model's and the conformance
-/// binary's CLI tests read them: the table is the test's table. `\n` in a command stands for a
-/// newline inside that argument.
-pub fn readme_bad_input_rows(tool: &str) -> Vec<BadInputRow> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    let readme = std::fs::read_to_string(&path).expect("README.md is readable");
-    let section = readme
-        .split("\n## ")
-        .find(|section| section.starts_with("Bad input and the one line it gets"))
-        .expect("README.md has the section 'Bad input and the one line it gets'");
-    let mut rows = Vec::new();
-    for line in section.lines().filter(|line| line.starts_with("| ")) {
-        let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
-        let [_, command, exit, printed] = cells[..] else { continue };
-        let command = code_span(command);
-        if !command.starts_with(&format!("{tool} ")) && command != tool {
-            continue;
-        }
-        rows.push(BadInputRow {
-            command: command.split_whitespace().map(|arg| arg.replace("\\n", "\n")).collect(),
-            exit: exit.parse().unwrap_or_else(|_| panic!("README row '{line}': exit '{exit}' is not a number")),
-            line: code_span(printed).to_string(),
-        });
-    }
-    rows
 }
 
 /// Runs one README row (`consumer` and its arguments) in `cwd`, with each `(from, to)` of
