@@ -3,17 +3,19 @@
 use crate::action::Action;
 pub use crate::properties::is_discovery;
 use crate::properties::{is_safety, properties_for, role_of, Role};
+use crate::search;
 use crate::state::State;
 use crate::ConsumerModel;
 use serde::{Deserialize, Serialize};
 use stateright::{Checker, Model, Property, UniformChooser};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// How the state space is searched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Search {
-    /// Breadth-first: complete. Ignores symmetry.
+    /// Breadth-first (our own, `search.rs`): complete, shortest discoveries; honours symmetry.
     Bfs,
     /// Depth-first: complete; honours symmetry reduction.
     Dfs,
@@ -28,7 +30,7 @@ pub struct CheckOptions {
     pub seed: u64,
     /// Stop after this long; unfinished properties are then `unknown`.
     pub timeout: Option<Duration>,
-    /// Owners within a group are interchangeable (DFS and simulation only).
+    /// Owners within a group, and groups, are interchangeable: one state per class.
     pub symmetry: bool,
 }
 
@@ -140,36 +142,34 @@ impl CheckReport {
 /// Checks `model` to completion (or until the timeout) and computes every property's verdict.
 pub fn run(model: &ConsumerModel, options: &CheckOptions, progress: &mut dyn FnMut(Progress)) -> CheckReport {
     let started = Instant::now();
-    let mut builder = model.clone().checker().threads(options.threads.max(1));
-    if let Some(timeout) = options.timeout {
-        builder = builder.timeout(timeout);
-    }
-    if options.symmetry {
-        builder = builder.symmetry();
-    }
-    let (complete, states, unique_states, max_depth, discoveries) = match options.search {
-        Search::Bfs => finish(builder.spawn_bfs(), started, options, progress),
-        Search::Dfs => finish(builder.spawn_dfs(), started, options, progress),
+    let properties = model.properties();
+    let (complete, states, unique_states, max_depth, found) = match options.search {
+        // Our own BFS: its discoveries are already shortest (`search.rs`).
+        Search::Bfs => {
+            let search_options = search::Options {
+                threads: options.threads.max(1),
+                symmetry: options.symmetry,
+                deadline: options.timeout.map(|timeout| started + timeout),
+            };
+            let found = search::bfs(model, &properties, &search_options, &mut |counts| {
+                let search::Counts { states, unique_states, depth } = counts;
+                progress(Progress { states, unique_states, depth, elapsed: started.elapsed() })
+            });
+            (found.complete, found.states, found.unique_states, found.max_depth, found.discoveries)
+        }
+        Search::Dfs => {
+            let checker = stateright_builder(model, options).spawn_dfs();
+            with_shortest(model, finish(checker, started, options, progress))
+        }
         Search::Simulation => {
-            finish(builder.spawn_simulation(options.seed, UniformChooser), started, options, progress)
+            let checker = stateright_builder(model, options).spawn_simulation(options.seed, UniformChooser);
+            with_shortest(model, finish(checker, started, options, progress))
         }
     };
     let search_seconds = started.elapsed().as_secs_f64();
-    let properties = model.properties();
-    let discovered: Vec<Property<ConsumerModel>> =
-        properties.iter().filter(|p| discoveries.iter().any(|(name, _)| *name == p.name)).cloned().collect();
-    let depth_max = discoveries.iter().map(|(_, path)| path.len()).max().unwrap_or(0);
-    let shortest = crate::shortest::shortest_discoveries(model, &discovered, depth_max);
     let properties = properties
         .iter()
-        .map(|property| {
-            // Prefer the shortest path; keep the checker's own if the bounded search gave up.
-            let found = shortest
-                .get(property.name)
-                .cloned()
-                .or_else(|| discoveries.iter().find(|(name, _)| *name == property.name).map(|(_, path)| path.clone()));
-            outcome(model, property, found, complete)
-        })
+        .map(|property| outcome(model, property, found.get(property.name).cloned(), complete))
         .collect();
     CheckReport {
         config: model.config.clone(),
@@ -184,6 +184,35 @@ pub fn run(model: &ConsumerModel, options: &CheckOptions, progress: &mut dyn FnM
         counterexample_seconds: started.elapsed().as_secs_f64() - search_seconds,
         properties,
     }
+}
+
+/// stateright's checker for DFS and simulation, with the run's threads, timeout and symmetry.
+fn stateright_builder(model: &ConsumerModel, options: &CheckOptions) -> stateright::CheckerBuilder<ConsumerModel> {
+    let mut builder = model.clone().checker().threads(options.threads.max(1));
+    if let Some(timeout) = options.timeout {
+        builder = builder.timeout(timeout);
+    }
+    if options.symmetry {
+        builder = builder.symmetry();
+    }
+    builder
+}
+
+/// stateright's discoveries are not shortest: a bounded BFS of `shortest.rs` looks for
+/// shortest ones, keeping stateright's path where it gives up.
+fn with_shortest(
+    model: &ConsumerModel,
+    (complete, states, unique_states, max_depth, discoveries): (bool, usize, usize, usize, Discoveries),
+) -> (bool, usize, usize, usize, BTreeMap<&'static str, Vec<Action>>) {
+    let properties = model.properties();
+    let discovered: Vec<Property<ConsumerModel>> =
+        properties.iter().filter(|p| discoveries.iter().any(|(name, _)| *name == p.name)).cloned().collect();
+    let depth_max = discoveries.iter().map(|(_, path)| path.len()).max().unwrap_or(0);
+    let mut shortest = crate::shortest::shortest_discoveries(model, &discovered, depth_max);
+    for (name, path) in discoveries {
+        shortest.entry(name).or_insert(path);
+    }
+    (complete, states, unique_states, max_depth, shortest)
 }
 
 type Discoveries = Vec<(&'static str, Vec<Action>)>;
@@ -289,7 +318,9 @@ pub fn minimize(model: &ConsumerModel, property: &Property<ConsumerModel>, actio
         states.iter().position(|state| is_discovery(model, property, state))
     };
     let mut best = actions;
-    let end = discovery_end(&best).expect("a checker discovery replays to a discovering state");
+    let end = discovery_end(&best).unwrap_or_else(|| {
+        panic!("a checker discovery of {} replays to a discovering state: {:?}", property.name, best)
+    });
     best.truncate(end);
     'shrink: loop {
         for run in (1..=best.len()).rev() {

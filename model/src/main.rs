@@ -3,7 +3,7 @@
 mod bench;
 mod report;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use model::check::{self, CheckOptions, CheckReport, Search};
 use model::config::defaults;
@@ -320,9 +320,6 @@ fn check_options(args: &CheckArgs) -> anyhow::Result<CheckOptions> {
         (None, Search::Simulation) => Some(Duration::from_secs(10)),
         (None, _) => None,
     };
-    if args.symmetry && search == Search::Bfs {
-        bail!("--symmetry is honoured only by --search dfs or simulation (stateright's BFS ignores it)");
-    }
     Ok(CheckOptions { search, threads: args.threads, seed: args.seed, timeout, symmetry: args.symmetry })
 }
 

@@ -200,11 +200,6 @@ fn bad_input_exits_2_with_an_error_line_and_no_output() {
             "0 is out of range: accepted values are 0 < SECONDS",
         ),
         (vec!["--groups", "1", "--records", "2", "--timeout", "soon"], "'soon' is not a number of seconds"),
-        (
-            vec!["--groups", "1", "--records", "2", "--symmetry"],
-            "--symmetry is honoured only by --search dfs or simulation",
-        ),
-        (vec!["--groups", "1", "--records", "2", "--search", "bfs", "--symmetry"], "--symmetry is honoured only by"),
         (vec!["--groups", "1", "--records", "2", "--traces", under_file], "cannot create traces directory"),
     ];
     for (args, expected) in cases {
