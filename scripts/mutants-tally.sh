@@ -13,6 +13,8 @@ if [[ ${#lists[@]} -eq 0 ]]; then
     exit 2
 fi
 for dir in "${lists[@]}"; do
+    # A shard still running (or interrupted) has no summary yet: it is not a result.
+    [[ -f $dir/summary.txt ]] || continue
     for outcome in caught missed timeout unviable; do
         # A mutant's name starts with its file: impl/src/owner.rs:183:84: replace ...
         sed -n "s|^\([^:]*\):.*|\1 $outcome|p" "$dir/$outcome.txt"
