@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Tallies the committed shard results (mutants/GROUP/KofN/*.txt) per file, as MUTANTS.md's
+# table: `scripts/mutants-tally.sh [GROUP]`. Score = caught / (caught + missed + timeout);
+# unviable mutants (they do not build) are not counted. Reads only; prints Markdown.
+set -euo pipefail
+root=$(git rev-parse --show-toplevel)
+cd "$root"
+group=${1:-*}
+shopt -s nullglob
+lists=(mutants/$group/*/)
+if [[ ${#lists[@]} -eq 0 ]]; then
+    echo "no shard results under mutants/$group/" >&2
+    exit 2
+fi
+for dir in "${lists[@]}"; do
+    # A shard still running (or interrupted) has no summary yet: it is not a result.
+    [[ -f $dir/summary.txt ]] || continue
+    for outcome in caught missed timeout unviable; do
+        # A mutant's name starts with its file: impl/src/owner.rs:183:84: replace ...
+        sed -n "s|^\([^:]*\):.*|\1 $outcome|p" "$dir/$outcome.txt"
+    done
+done | sort | uniq -c | awk '
+    # Input: "COUNT FILE OUTCOME", sorted by file.
+    function row(f) {
+        c = count["caught"] + 0; m = count["missed"] + 0; t = count["timeout"] + 0; u = count["unviable"] + 0
+        v = c + m + t
+        printf "| `%s` | %d | %d | %d | %d | %s |\n", f, c, m, t, u, v ? sprintf("%.1f %%", 100 * c / v) : "-"
+        C += c; M += m; T += t; U += u
+        split("", count)
+    }
+    BEGIN {
+        print "| file | caught | missed | timeout | unviable | score |"
+        print "|---|---|---|---|---|---|"
+    }
+    $2 != file && file != "" { row(file) }
+    { file = $2; count[$3] = $1 }
+    END {
+        row(file)
+        V = C + M + T
+        printf "| all | %d | %d | %d | %d | %s |\n", C, M, T, U, V ? sprintf("%.1f %%", 100 * C / V) : "-"
+    }'
