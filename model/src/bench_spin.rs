@@ -192,6 +192,20 @@ pub struct Plan {
     pub spin_defines: Vec<String>,
     /// Our `model check` arguments: every bound and every other fault budget explicit.
     pub check_args: Vec<String>,
+    /// Our side's BFS: its threads and whether it reduces by symmetry (in `check_args` too).
+    pub threads: u8,
+    pub symmetry: bool,
+}
+
+impl Plan {
+    /// The plan with our side's search settings, in its fields and its arguments alike.
+    fn with_search(mut self, threads: u8, symmetry: bool) -> Plan {
+        self.check_args.extend(["--threads".to_string(), threads.to_string()]);
+        if symmetry {
+            self.check_args.push("--symmetry".to_string());
+        }
+        Plan { threads, symmetry, ..self }
+    }
 }
 
 /// Maps the bounds to both checkers, refusing (one line) what SPIN's model does not have and
@@ -248,7 +262,7 @@ pub fn plan(bounds: &SpinBounds) -> Result<Plan, String> {
     .collect();
     let mut check_args: Vec<String> = vec!["check".into(), "--json".into()];
     check_args.extend(config.flags().split_whitespace().map(String::from));
-    Ok(Plan { spin_defines, check_args })
+    Ok(Plan { spin_defines, check_args, threads: 1, symmetry: false })
 }
 
 /// The bounds of the command line: the preset's (default fenced-3g), each overridden by its
@@ -274,11 +288,7 @@ fn resolve(args: &SpinArgs, strategies: &[Strategy]) -> anyhow::Result<(SpinBoun
 
 pub fn run(args: &SpinArgs, strategies: &[Strategy], timeout: Duration) -> anyhow::Result<ExitCode> {
     let (bounds, hash_bits) = resolve(args, strategies)?;
-    let mut plan = plan(&bounds).map_err(anyhow::Error::msg)?;
-    plan.check_args.extend(["--threads".to_string(), args.threads.unwrap_or(1).to_string()]);
-    if args.symmetry {
-        plan.check_args.push("--symmetry".to_string());
-    }
+    let plan = plan(&bounds).map_err(anyhow::Error::msg)?.with_search(args.threads.unwrap_or(1), args.symmetry);
     require_tools()?;
     let dir = WorkDir::create()?;
     let spin = run_spin(&dir.0, &plan.spin_defines, hash_bits, timeout)?;
@@ -606,16 +616,8 @@ pub fn report(bounds: &SpinBounds, plan: &Plan, hash_bits: u8, spin: &SpinRun, o
                  progress line)"
             .to_string(),
     };
-    let threads = plan.check_args.iter().position(|arg| arg == "--threads").and_then(|i| plan.check_args.get(i + 1));
-    let symmetry = if plan.check_args.iter().any(|arg| arg == "--symmetry") {
-        ", with symmetry (one state per class)"
-    } else {
-        ""
-    };
-    out += &format!(
-        "ours: unique states of a bfs, {} thread(s){symmetry}; seconds = {ours_seconds}\n",
-        threads.map_or("1", String::as_str)
-    );
+    let symmetry = if plan.symmetry { ", with symmetry (one state per class)" } else { "" };
+    out += &format!("ours: unique states of a bfs, {} thread(s){symmetry}; seconds = {ours_seconds}\n", plan.threads);
     if let Some(note) = spin_peer(bounds.strategy).and_then(|peer| peer.note) {
         out += note;
         out += "\n";

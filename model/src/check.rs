@@ -159,11 +159,11 @@ pub fn run(model: &ConsumerModel, options: &CheckOptions, progress: &mut dyn FnM
         }
         Search::Dfs => {
             let checker = stateright_builder(model, options).spawn_dfs();
-            with_shortest(model, finish(checker, started, options, progress))
+            with_shortest(model, &properties, finish(checker, started, options, progress))
         }
         Search::Simulation => {
             let checker = stateright_builder(model, options).spawn_simulation(options.seed, UniformChooser);
-            with_shortest(model, finish(checker, started, options, progress))
+            with_shortest(model, &properties, finish(checker, started, options, progress))
         }
     };
     let search_seconds = started.elapsed().as_secs_f64();
@@ -202,9 +202,9 @@ fn stateright_builder(model: &ConsumerModel, options: &CheckOptions) -> staterig
 /// shortest ones, keeping stateright's path where it gives up.
 fn with_shortest(
     model: &ConsumerModel,
+    properties: &[Property<ConsumerModel>],
     (complete, states, unique_states, max_depth, discoveries): (bool, usize, usize, usize, Discoveries),
 ) -> (bool, usize, usize, usize, BTreeMap<&'static str, Vec<Action>>) {
-    let properties = model.properties();
     let discovered: Vec<Property<ConsumerModel>> =
         properties.iter().filter(|p| discoveries.iter().any(|(name, _)| *name == p.name)).cloned().collect();
     let depth_max = discoveries.iter().map(|(_, path)| path.len()).max().unwrap_or(0);

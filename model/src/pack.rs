@@ -133,14 +133,23 @@ fn unpack_length(input: &mut &[u8]) -> usize {
     usize::try_from(unpack_varint(input)).expect("invariant: a packed length fits")
 }
 
+/// A collection: its length, then its items in iteration order.
+fn pack_items<'a, T: Pack + 'a>(items: impl ExactSizeIterator<Item = &'a T>, out: &mut Vec<u8>) {
+    pack_length(items.len(), out);
+    items.for_each(|item| item.pack(out));
+}
+
+fn unpack_items<T: Pack, C: FromIterator<T>>(input: &mut &[u8]) -> C {
+    let length = unpack_length(input);
+    (0..length).map(|_| T::unpack(input)).collect()
+}
+
 impl<T: Pack> Pack for Vec<T> {
     fn pack(&self, out: &mut Vec<u8>) {
-        pack_length(self.len(), out);
-        self.iter().for_each(|value| value.pack(out));
+        pack_items(self.iter(), out);
     }
     fn unpack(input: &mut &[u8]) -> Self {
-        let length = unpack_length(input);
-        (0..length).map(|_| T::unpack(input)).collect()
+        unpack_items(input)
     }
 }
 
@@ -155,26 +164,23 @@ impl<T: Pack> Pack for [T; 2] {
 
 impl<T: Pack + Ord> Pack for BTreeSet<T> {
     fn pack(&self, out: &mut Vec<u8>) {
-        pack_length(self.len(), out);
-        self.iter().for_each(|value| value.pack(out));
+        pack_items(self.iter(), out);
     }
     fn unpack(input: &mut &[u8]) -> Self {
-        let length = unpack_length(input);
-        (0..length).map(|_| T::unpack(input)).collect()
+        unpack_items(input)
     }
 }
 
 impl<K: Pack + Ord, V: Pack> Pack for BTreeMap<K, V> {
     fn pack(&self, out: &mut Vec<u8>) {
         pack_length(self.len(), out);
-        self.iter().for_each(|entry| {
-            entry.0.pack(out);
-            entry.1.pack(out);
+        self.iter().for_each(|(key, value)| {
+            key.pack(out);
+            value.pack(out);
         });
     }
     fn unpack(input: &mut &[u8]) -> Self {
-        let length = unpack_length(input);
-        (0..length).map(|_| (K::unpack(input), V::unpack(input))).collect()
+        unpack_items::<(K, V), _>(input)
     }
 }
 
@@ -310,14 +316,10 @@ mod tests {
             value.pack(&mut out);
             assert_eq!(i64::unpack(&mut out.as_slice()), value);
         }
-        for value in [0u32, 127, 128, 16_383, 16_384, u32::MAX] {
+        for (value, bytes) in [(0u32, 1), (127, 1), (128, 2), (16_383, 2), (16_384, 3), (u32::MAX, 5)] {
             let mut out = Vec::new();
             value.pack(&mut out);
-            assert_eq!(
-                out.len(),
-                [1, 1, 2, 2, 3, 5]
-                    [[0u32, 127, 128, 16_383, 16_384, u32::MAX].iter().position(|v| *v == value).expect("listed")]
-            );
+            assert_eq!(out.len(), bytes, "{value}");
             assert_eq!(u32::unpack(&mut out.as_slice()), value);
         }
     }

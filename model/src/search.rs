@@ -91,11 +91,11 @@ impl Arena {
         get_of(&self.bytes, &self.starts, index)
     }
 
-    /// Adds `encoded` unless an equal state is present; true when it was new.
-    fn insert(&mut self, encoded: &[u8], hash: u64, parent: u32) -> bool {
+    /// Adds `encoded` (numbered next) unless an equal state is present.
+    fn insert(&mut self, encoded: &[u8], hash: u64, parent: u32) {
         let Arena { bytes, starts, parents, table } = self;
         let slot = match table.find(hash, |index| get_of(bytes, starts, index) == encoded) {
-            Slot::Present => return false,
+            Slot::Present => return,
             Slot::Vacant(slot) => slot,
         };
         let index = parents.len();
@@ -107,7 +107,6 @@ impl Arena {
         if table.is_crowded() {
             table.grow(|index| hash_bytes(get_of(bytes, starts, index)));
         }
-        true
     }
 }
 

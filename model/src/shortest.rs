@@ -1,5 +1,6 @@
-//! Shortest discoveries: a level-by-level BFS of our own, because stateright 0.31's BFS keeps
-//! the last discovery it makes for a property rather than the shallowest one.
+//! Shortest discoveries after stateright's DFS or simulation, whose discoveries are whatever
+//! path the search happened to take: a level-by-level BFS bounded by the deepest of them. (Our
+//! own BFS, `search.rs`, finds shortest discoveries in its single pass and needs none of this.)
 
 use crate::action::Action;
 use crate::properties::is_discovery;
