@@ -431,3 +431,34 @@ fn a_missing_or_foreign_output_log_is_refused() {
     expect_code("bad isolation", "read-output --isolation read-dirty", &bad, FAILED);
     assert_eq!(common::stderr(&bad).lines().count(), 1, "one line: {}", describe(&bad));
 }
+
+/// An output append a crash interrupted (bytes past the output partition's acknowledged
+/// length) is cut by the next transactional section, reported on one line naming the file, the
+/// records kept and the bytes dropped, and the read_committed output stays exactly once.
+#[test]
+fn an_interrupted_output_append_is_cut_and_reported_by_the_next_owner() {
+    let case = "interrupted output append";
+    let dir = data_dir(Backend::Sqlite, case, 2).expect("SQLite runs everywhere");
+    let consume = ["--group", "g", "--strategy", "txn-fenced"];
+    dir.consume(case, &consume, 0);
+    let (inputs, _, kept) = sees(&dir, case, "read-committed");
+    assert_eq!(inputs, [0, 1], "case '{case}': the first run's output");
+    let file = dir.path.join("output").join("partition-0.log");
+    let tail = b"partial";
+    let mut bytes = std::fs::read(&file).expect("read the output partition");
+    bytes.extend_from_slice(tail);
+    std::fs::write(&file, &bytes).expect("leave an unacknowledged tail");
+    dir.append(case, 0, DELTA, 1);
+    let output = dir.consume(case, &consume, 0);
+    let expected = format!(
+        "repaired: {} had an unacknowledged tail (an append a crash interrupted); kept {kept} record(s), \
+         dropped {} byte(s)",
+        file.display(),
+        tail.len()
+    );
+    let printed = common::stderr(&output);
+    let reported: Vec<&str> = printed.lines().filter(|line| line.starts_with("repaired: ")).collect();
+    assert_eq!(reported, [expected], "case '{case}': the cut is reported once\n{}", describe(&output));
+    assert_eq!(sees(&dir, case, "read-committed").0, [0, 1, 2], "case '{case}': the output after the cut");
+    assert_eq!(dir.state(case, "g"), (3 * DELTA, 3), "case '{case}': (total, next offset)");
+}
