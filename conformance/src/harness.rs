@@ -15,13 +15,13 @@ use consumer::owner::{Mutation, Outcome, Settings};
 use consumer::store::{Journal, Location, Store, StoreOptions};
 use consumer::strategy::{StartPolicy, Step, StepKind};
 use consumer::txn::OutputLog;
+use model::collections::{SortedMap, SortedSet};
 use model::state::{
     Ghost, Group, Lease, Owner, PartitionRow, ProducerState, Replicas, Stage, State, Store as ModelStore, Witness,
 };
 use model::strategy::{OutOfRangePolicy, Sequence};
 use model::{Action, Config};
 use replicated::{Answered, Replicated, Sent};
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use transactional::Transactional;
 
@@ -909,8 +909,8 @@ impl Harness {
             .processed(&name)?
             .into_iter()
             .map(|(p, o)| Ok((narrow(p, "partition")?, narrow(o, "offset")?)))
-            .collect::<Result<BTreeSet<_>, Unobservable>>()?;
-        let mut attempts = BTreeMap::new();
+            .collect::<Result<SortedSet<_>, Unobservable>>()?;
+        let mut attempts = SortedMap::new();
         for (partition, records) in (0..).zip(log) {
             for offset in 0..records.len() as u64 {
                 let count = self.store.attempts(&name, partition, offset)?;
@@ -929,13 +929,13 @@ impl Harness {
             .map(|d| {
                 Ok((narrow(d.partition, "partition")?, narrow(d.offset, "offset")?, narrow(d.attempts, "attempts")?))
             })
-            .collect::<Result<BTreeSet<_>, Unobservable>>()?;
+            .collect::<Result<SortedSet<_>, Unobservable>>()?;
         let resets = self
             .store
             .resets(Some(&name))?
             .into_iter()
             .map(|r| Ok((narrow(r.partition, "partition")?, narrow(r.from, "offset")?, narrow(r.to, "offset")?)))
-            .collect::<Result<BTreeSet<_>, Unobservable>>()?;
+            .collect::<Result<SortedSet<_>, Unobservable>>()?;
         // Issue 14's rows (spec.md §3.4): the set value `v(o) = o + 1`, and the facts and
         // outbox rows of the dual-write rows, as (partition, offset).
         let value = self.store.value(&name)?.map(|value| narrow(value, "value")).transpose()?;
@@ -948,12 +948,12 @@ impl Harness {
     /// email was delivered (a request dropped for its key is no delivery), and the index's facts.
     /// The model counts a delivery 0, 1 or "more than once" (2, saturating), so a count above
     /// 2 is observed as 2: the property `external-exactly-once` reads no more.
-    fn observe_externals(&self, group: u8) -> Result<(Inbox, BTreeSet<(u8, u8)>), Error> {
+    fn observe_externals(&self, group: u8) -> Result<(Inbox, SortedSet<(u8, u8)>), Error> {
         let name = group_name(group);
-        let mut inbox = BTreeMap::new();
+        let mut inbox = SortedMap::new();
         for request in self.provider.received(Some(&name))?.into_iter().filter(|r| r.delivered) {
             let record = (narrow(request.partition, "partition")?, narrow(request.offset, "offset")?);
-            let count: &mut u8 = inbox.entry(record).or_default();
+            let count: &mut u8 = inbox.get_or_insert(record, 0);
             *count = count.saturating_add(1).min(INBOX_COUNT_MAX);
         }
         let index = fact_set(self.index.facts(Some(&name))?)?;
@@ -979,7 +979,7 @@ impl Harness {
 
 /// A consumer lease as the model's: batch-1 records keyed by offset with their stage.
 fn model_lease(lease: &consumer::owner::Lease, group: &str, owner: &str) -> Result<Lease, Unobservable> {
-    let mut records = BTreeMap::new();
+    let mut records = SortedMap::new();
     for (&offset, record) in &lease.records {
         if record.end != offset + 1 {
             let (group, owner) = (group.to_string(), owner.to_string());
@@ -1023,13 +1023,13 @@ fn retry_locked<T>(mut take: impl FnMut() -> Result<T, LogError>) -> Result<T, L
 }
 
 /// A group's inbox as the model's: per (partition, offset), the times its email was delivered.
-type Inbox = BTreeMap<(u8, u8), u8>;
+type Inbox = SortedMap<(u8, u8), u8>;
 
 /// The model's count of a record's deliveries saturates here: "more than once" (spec.md §3.4).
 const INBOX_COUNT_MAX: u8 = 2;
 
 /// Facts (of the store, its outbox or the index) as the model's (partition, offset) pairs.
-fn fact_set(facts: Vec<consumer::store::Fact>) -> Result<BTreeSet<(u8, u8)>, Unobservable> {
+fn fact_set(facts: Vec<consumer::store::Fact>) -> Result<SortedSet<(u8, u8)>, Unobservable> {
     facts.into_iter().map(|fact| Ok((narrow(fact.partition, "partition")?, narrow(fact.offset, "offset")?))).collect()
 }
 

@@ -217,7 +217,7 @@ fn external_evidence(group: &model::state::Group, effect: EffectKind) -> String 
         text.push_str(&format!("; emails delivered {}", emails.join(", ")));
     }
     if !group.store.facts.is_empty() || !group.index.is_empty() {
-        let list = |facts: &std::collections::BTreeSet<(u8, u8)>| {
+        let list = |facts: &model::collections::SortedSet<(u8, u8)>| {
             facts.iter().map(|(p, o)| format!("p{p}/{o}")).collect::<Vec<_>>().join(" ")
         };
         let (facts, outbox, index) = (list(&group.store.facts), list(&group.store.outbox), list(&group.index));

@@ -7,6 +7,7 @@
 
 pub mod action;
 pub mod check;
+pub mod collections;
 pub mod config;
 pub mod expected;
 pub mod pack;
@@ -43,6 +44,13 @@ pub struct ConsumerModel {
 }
 
 impl ConsumerModel {
+    /// `Model::next_state` into a reused state (`step::next_state_into`): the checker's hot
+    /// path, allocation-free once `next`'s buffers have grown.
+    pub fn next_state_into(&self, state: &State, action: Action, next: &mut State) {
+        step::next_state_into(&self.config, state, action, next);
+        next.witnessed &= self.witness_mask;
+    }
+
     pub fn new(config: Config) -> ConsumerModel {
         let properties = properties::properties_for(&config);
         let witness_mask = [

@@ -9,8 +9,8 @@
 //! Every struct is packed through a destructuring `let` without `..`: a field added to the
 //! state is a compile error here until it is packed.
 
+use crate::collections::{SortedMap, SortedSet};
 use crate::state::{Ghost, Group, Lease, OutEntry, Owner, PartitionRow, ProducerState, Replicas, Stage, State, Store};
-use std::collections::{BTreeMap, BTreeSet};
 
 /// A value with an exact byte encoding.
 pub trait Pack: Sized {
@@ -18,12 +18,23 @@ pub trait Pack: Sized {
     /// Reads one value from the front of `input` and advances it. `input` must come from
     /// `pack` (the checker never unpacks anything else): malformed bytes are a bug and panic.
     fn unpack(input: &mut &[u8]) -> Self;
+    /// `unpack` into an existing value, reusing its buffers (the checker unpacks every state
+    /// it expands into one reused state).
+    fn unpack_into(&mut self, input: &mut &[u8]) {
+        *self = Self::unpack(input);
+    }
 }
 
 /// Packs a state into `out` (cleared first).
 pub fn pack_state(state: &State, out: &mut Vec<u8>) {
     out.clear();
     state.pack(out);
+}
+
+/// Unpacks a whole encoding made by `pack_state` into `state`, reusing its buffers.
+pub fn unpack_state_into(mut bytes: &[u8], state: &mut State) {
+    state.unpack_into(&mut bytes);
+    assert!(bytes.is_empty(), "invariant: a packed state has no trailing bytes");
 }
 
 /// Unpacks a whole encoding made by `pack_state`.
@@ -123,6 +134,13 @@ impl<T: Pack> Pack for Option<T> {
     fn unpack(input: &mut &[u8]) -> Self {
         bool::unpack(input).then(|| T::unpack(input))
     }
+    fn unpack_into(&mut self, input: &mut &[u8]) {
+        match (bool::unpack(input), self.as_mut()) {
+            (true, Some(value)) => value.unpack_into(input),
+            (true, None) => *self = Some(T::unpack(input)),
+            (false, _) => *self = None,
+        }
+    }
 }
 
 fn pack_length(length: usize, out: &mut Vec<u8>) {
@@ -151,6 +169,14 @@ impl<T: Pack> Pack for Vec<T> {
     fn unpack(input: &mut &[u8]) -> Self {
         unpack_items(input)
     }
+    fn unpack_into(&mut self, input: &mut &[u8]) {
+        let length = unpack_length(input);
+        self.truncate(length);
+        self.iter_mut().for_each(|item| item.unpack_into(input));
+        while self.len() < length {
+            self.push(T::unpack(input));
+        }
+    }
 }
 
 impl<T: Pack> Pack for [T; 2] {
@@ -160,18 +186,25 @@ impl<T: Pack> Pack for [T; 2] {
     fn unpack(input: &mut &[u8]) -> Self {
         [T::unpack(input), T::unpack(input)]
     }
+    fn unpack_into(&mut self, input: &mut &[u8]) {
+        self.iter_mut().for_each(|value| value.unpack_into(input));
+    }
 }
 
-impl<T: Pack + Ord> Pack for BTreeSet<T> {
+impl<T: Pack + Ord> Pack for SortedSet<T> {
     fn pack(&self, out: &mut Vec<u8>) {
         pack_items(self.iter(), out);
     }
     fn unpack(input: &mut &[u8]) -> Self {
         unpack_items(input)
     }
+    fn unpack_into(&mut self, input: &mut &[u8]) {
+        let length = unpack_length(input);
+        self.refill((0..length).map(|_| T::unpack(input)));
+    }
 }
 
-impl<K: Pack + Ord, V: Pack> Pack for BTreeMap<K, V> {
+impl<K: Pack + Ord, V: Pack> Pack for SortedMap<K, V> {
     fn pack(&self, out: &mut Vec<u8>) {
         pack_length(self.len(), out);
         self.iter().for_each(|(key, value)| {
@@ -181,6 +214,10 @@ impl<K: Pack + Ord, V: Pack> Pack for BTreeMap<K, V> {
     }
     fn unpack(input: &mut &[u8]) -> Self {
         unpack_items::<(K, V), _>(input)
+    }
+    fn unpack_into(&mut self, input: &mut &[u8]) {
+        let length = unpack_length(input);
+        self.refill((0..length).map(|_| <(K, V)>::unpack(input)));
     }
 }
 
@@ -217,6 +254,10 @@ macro_rules! pack_struct {
             fn unpack(input: &mut &[u8]) -> Self {
                 $(let $field = Pack::unpack(input);)*
                 $type { $($field),* }
+            }
+            fn unpack_into(&mut self, input: &mut &[u8]) {
+                let $type { $($field),* } = self;
+                $($field.unpack_into(input);)*
             }
         }
     };

@@ -196,13 +196,17 @@ fn recompute_high_watermark(replicas: &mut Replicas) {
 /// the partition has no leader: nothing can be read), with the ghost bookkeeping of
 /// `account_visible`.
 pub fn sync_visible(config: &Config, state: &mut State, partition: usize) {
-    let replicas = &state.replicas[partition];
+    // Disjoint fields, borrowed apart so that the visible sends are copied in place.
+    let State { replicas, groups, sends, log, .. } = state;
+    let replicas = &replicas[partition];
     let Some(leader) = replicas.leader else { return };
-    let visible: Vec<u8> = replicas.logs[usize::from(leader)][..usize::from(replicas.hw)].to_vec();
-    let ghosts = state.groups.iter_mut().map(|group| &mut group.ghost);
-    account_visible(ghosts, partition, &state.sends[partition], &visible, config.delta);
-    state.log[partition] = vec![config.delta; visible.len()];
-    state.sends[partition] = visible;
+    let visible = &replicas.logs[usize::from(leader)][..usize::from(replicas.hw)];
+    let ghosts = groups.iter_mut().map(|group| &mut group.ghost);
+    account_visible(ghosts, partition, &sends[partition], visible, config.delta);
+    log[partition].clear();
+    log[partition].resize(visible.len(), config.delta);
+    sends[partition].clear();
+    sends[partition].extend_from_slice(visible);
 }
 
 /// The ghost history of a partition whose consumer-visible sends change from `old` to

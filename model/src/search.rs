@@ -22,7 +22,7 @@
 //! of hash table.
 
 use crate::action::Action;
-use crate::pack::{pack_state, unpack_state};
+use crate::pack::{pack_state, unpack_state_into};
 use crate::properties::is_discovery;
 use crate::state::State;
 use crate::ConsumerModel;
@@ -310,8 +310,12 @@ fn expand_chunk(
     let mut out = ChunkOut::default();
     let mut discovered = vec![false; properties.len()];
     let (mut actions, mut encoded) = (Vec::new(), Vec::new());
+    // The parent and its successor are unpacked and built in reused states: once their
+    // buffers have grown, expanding allocates nothing but the chunk's output.
+    let mut state = model.init_states().swap_remove(0);
+    let mut next = state.clone();
     for index in chunk.clone() {
-        let state = unpack_state(arena.get(index));
+        unpack_state_into(arena.get(index), &mut state);
         for &property in wanted {
             if !discovered[property] && is_discovery(model, &properties[property], &state) {
                 discovered[property] = true;
@@ -321,8 +325,10 @@ fn expand_chunk(
         actions.clear();
         model.actions(&state, &mut actions);
         for &action in &actions {
-            let Some(next) = model.next_state(&state, action) else { continue };
-            let next = if symmetry { next.representative() } else { next };
+            model.next_state_into(&state, action, &mut next);
+            if symmetry {
+                next.canonicalize();
+            }
             pack_state(&next, &mut encoded);
             out.bytes.extend_from_slice(&encoded);
             out.successors.push((index as u32, encoded.len() as u32, hash_bytes(&encoded)));

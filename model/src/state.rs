@@ -1,15 +1,70 @@
 //! The model's state: the durable log and store, each owner's volatile state, and ghost history.
 
+use crate::collections::{SortedMap, SortedSet};
 use crate::config::Config;
 use crate::strategy::{Replication, Sequence};
 use stateright::Representative;
-use std::collections::{BTreeMap, BTreeSet};
 
 /// An offset in one partition. Bounds keep it far below 256.
 pub type Offset = u8;
 
+/// `Clone` for a struct, field by field, with a `clone_from` that reuses every field's buffers
+/// (the checker builds successors in a reused state, `step::next_state_into`). The
+/// destructuring has no `..`, so a new field fails to compile here until it is listed.
+macro_rules! clone_fields {
+    ($type:ident { $($field:ident),* $(,)? }) => {
+        impl Clone for $type {
+            fn clone(&self) -> Self {
+                let $type { $($field),* } = self;
+                $type { $($field: $field.clone()),* }
+            }
+            fn clone_from(&mut self, source: &Self) {
+                let $type { $($field),* } = self;
+                $($field.clone_from(&source.$field);)*
+            }
+        }
+    };
+}
+
+clone_fields!(State {
+    log,
+    sends,
+    producer,
+    ack_losses_used,
+    log_start,
+    retentions_used,
+    groups,
+    crashes_used,
+    rebalances_used,
+    pauses_used,
+    log_losses_used,
+    leader_failures_used,
+    isr_shrinks_used,
+    replicas,
+    output,
+    reader,
+    damaged,
+    witnessed,
+});
+clone_fields!(Replicas { logs, leader, hw, isr, alive, in_flight, acked });
+clone_fields!(Group { store, inbox, index, owners, paused, ghost });
+clone_fields!(Store { total, partitions, processed, attempts, dead_letters, resets, value, facts, outbox });
+clone_fields!(Owner { alive, leases, incarnation_of });
+clone_fields!(Lease { epoch, position, checkpoint, records, done });
+clone_fields!(Ghost {
+    applied,
+    high_water,
+    stale_write_landed,
+    foreign_write,
+    failures,
+    lost_sum,
+    unjustified_refusal,
+    read_truncated,
+    read_aborted,
+});
+
 /// The whole system: survives-a-crash parts (`log`, each group's `store`) and the rest.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct State {
     /// Durable: per partition, the delta of each appended record, indexed by offset.
     pub log: Vec<Vec<i64>>,
@@ -45,7 +100,7 @@ pub struct State {
 
 /// A replicated partition: two brokers' logs (of logical sends), the leader, the high
 /// watermark (records below it are on every ISR member), the ISR and which brokers are alive.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Replicas {
     pub logs: [Vec<u8>; 2],
     /// `None`: no leader could be elected; the partition is unavailable.
@@ -77,14 +132,14 @@ pub struct ProducerState {
     pub unacked: Option<u8>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Group {
     pub store: Store,
     /// Durable, outside the store: the email provider's count of requests per record (capped
     /// at 2: "more than once" is all a property needs).
-    pub inbox: BTreeMap<(u8, Offset), u8>,
+    pub inbox: SortedMap<(u8, Offset), u8>,
     /// Durable, outside the store: the index (a second store) of the dual-write rows' facts.
-    pub index: BTreeSet<(u8, Offset)>,
+    pub index: SortedSet<(u8, Offset)>,
     /// The owner slots: `owners[o]` is the current incarnation of owner `o`.
     pub owners: Vec<Owner>,
     /// One slot per `--pauses`: an earlier incarnation still running after its owner was
@@ -122,25 +177,25 @@ impl Group {
 }
 
 /// Durable per group: what the database holds. Never touched by a crash.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Store {
     /// The effect: the sum of the deltas the group applied.
     pub total: i64,
     pub partitions: Vec<PartitionRow>,
     /// Processed-id table of the dedup strategies: (partition, offset).
-    pub processed: BTreeSet<(u8, Offset)>,
+    pub processed: SortedSet<(u8, Offset)>,
     /// atomic-dlq: failed attempts per (partition, offset), counted durably.
-    pub attempts: BTreeMap<(u8, Offset), u8>,
+    pub attempts: SortedMap<(u8, Offset), u8>,
     /// The dead-letter table: (partition, offset, attempts); the real one also keeps the error.
-    pub dead_letters: BTreeSet<(u8, Offset, u8)>,
+    pub dead_letters: SortedSet<(u8, Offset, u8)>,
     /// Recorded resets after retention passed the checkpoint: (partition, from, to).
-    pub resets: BTreeSet<(u8, Offset, Offset)>,
+    pub resets: SortedSet<(u8, Offset, Offset)>,
     /// The set rows: the stored value (`v(o) = o + 1` of the record that set it).
     pub value: Option<u8>,
     /// The dual-write and outbox rows: one fact per applied record, written by `apply-atomic`.
-    pub facts: BTreeSet<(u8, Offset)>,
+    pub facts: SortedSet<(u8, Offset)>,
     /// The outbox row: facts still to relay to the index (same transaction as the fact).
-    pub outbox: BTreeSet<(u8, Offset)>,
+    pub outbox: SortedSet<(u8, Offset)>,
 }
 
 impl Store {
@@ -167,7 +222,7 @@ pub struct PartitionRow {
 }
 
 /// Volatile per owner process: lost by a crash.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Owner {
     pub alive: bool,
     /// Per partition, what the owner believes it owns (`None`: not its partition as far as it knows).
@@ -178,7 +233,7 @@ pub struct Owner {
 }
 
 /// An owner's in-memory view of one partition it believes it owns.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Lease {
     /// The epoch the owner was given; stale once a rebalance bumps the stored one.
     pub epoch: u8,
@@ -187,9 +242,9 @@ pub struct Lease {
     /// The next offset this owner last committed or loaded.
     pub checkpoint: Offset,
     /// Fetched but unfinished records and where each is inside its strategy.
-    pub records: BTreeMap<Offset, Stage>,
+    pub records: SortedMap<Offset, Stage>,
     /// Parallel strategies: offsets completed at or above `checkpoint`.
-    pub done: BTreeSet<Offset>,
+    pub done: SortedSet<Offset>,
 }
 
 /// Where a fetched record is inside its strategy's sequence of durable writes.
@@ -215,7 +270,7 @@ pub enum Stage {
 }
 
 /// Ghost history per group, used only by properties; the real system has no such data.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Ghost {
     /// Per partition and offset: how many times the record's effect was applied.
     pub applied: Vec<Vec<u8>>,
@@ -309,16 +364,16 @@ impl State {
             store: Store {
                 total: 0,
                 partitions: vec![PartitionRow { next_offset: 0, epoch: 1, owner: 0, stamp: None }; partitions],
-                processed: BTreeSet::new(),
-                attempts: BTreeMap::new(),
-                dead_letters: BTreeSet::new(),
-                resets: BTreeSet::new(),
+                processed: SortedSet::new(),
+                attempts: SortedMap::new(),
+                dead_letters: SortedSet::new(),
+                resets: SortedSet::new(),
                 value: None,
-                facts: BTreeSet::new(),
-                outbox: BTreeSet::new(),
+                facts: SortedSet::new(),
+                outbox: SortedSet::new(),
             },
-            inbox: BTreeMap::new(),
-            index: BTreeSet::new(),
+            inbox: SortedMap::new(),
+            index: SortedSet::new(),
             // Owner 0 starts with every partition; the others stand by until a rebalance.
             owners: (0..config.owners)
                 .map(|owner| Owner {
@@ -418,11 +473,26 @@ impl Owner {
     pub fn free_slot(partitions: usize) -> Owner {
         Owner { alive: false, leases: vec![None; partitions], incarnation_of: None }
     }
+
+    /// Makes this slot what `free_slot` makes (down, no lease, nobody's incarnation), in place:
+    /// the checker's successors keep their buffers.
+    pub fn free(&mut self) {
+        let Owner { alive, leases, incarnation_of } = self;
+        *alive = false;
+        leases.iter_mut().for_each(|lease| *lease = None);
+        *incarnation_of = None;
+    }
 }
 
 impl Lease {
     pub fn fresh(epoch: u8, next_offset: Offset) -> Lease {
-        Lease { epoch, position: next_offset, checkpoint: next_offset, records: BTreeMap::new(), done: BTreeSet::new() }
+        Lease {
+            epoch,
+            position: next_offset,
+            checkpoint: next_offset,
+            records: SortedMap::new(),
+            done: SortedSet::new(),
+        }
     }
 }
 
@@ -434,33 +504,69 @@ impl Lease {
 impl Representative for State {
     fn representative(&self) -> Self {
         let mut state = self.clone();
-        for group in &mut state.groups {
-            let partitions = group.store.partitions.len();
-            // The sort key includes which partitions the owner is assigned, so that ties are
-            // identical owners and the representative is canonical.
-            let key = |owner: usize| {
-                let assigned: Vec<bool> =
-                    (0..partitions).map(|p| usize::from(group.store.partitions[p].owner) == owner).collect();
-                (group.owners[owner].clone(), assigned)
-            };
-            let mut order: Vec<usize> = (0..group.owners.len()).collect();
-            order.sort_by_key(|&owner| key(owner));
-            let mut renamed = vec![0u8; order.len()];
-            for (new_index, &old_index) in order.iter().enumerate() {
-                renamed[old_index] = new_index as u8;
-            }
-            group.owners = order.iter().map(|&old| group.owners[old].clone()).collect();
-            for row in &mut group.store.partitions {
-                row.owner = renamed[usize::from(row.owner)];
-            }
-            // Paused slots run as a current owner: rename them alike, then sort them among
-            // themselves (they are interchangeable with each other, never with current slots).
-            for slot in &mut group.paused {
-                slot.incarnation_of = slot.incarnation_of.map(|of| renamed[usize::from(of)]);
-            }
-            group.paused.sort();
-        }
-        state.groups.sort();
+        state.canonicalize();
         state
     }
 }
+
+impl State {
+    /// Replaces the state by its class's representative, in place and without allocating:
+    /// within each group, owners sorted (with which partitions each is assigned) and renamed,
+    /// paused slots renamed and sorted; then the groups sorted.
+    pub fn canonicalize(&mut self) {
+        for group in &mut self.groups {
+            canonicalize_owners(group);
+        }
+        self.groups.sort();
+    }
+}
+
+/// The owners of a group sorted by (owner, assigned partitions), a stable sort as before, so
+/// that ties keep their order; the store's rows and the paused slots renamed to match.
+fn canonicalize_owners(group: &mut Group) {
+    let owners = group.owners.len();
+    assert!(owners <= OWNER_SLOTS_MAX, "invariant: at most {OWNER_SLOTS_MAX} owners per group");
+    // The sort key includes which partitions the owner is assigned (partition 0 the most
+    // significant, as the vector of flags it replaces compared), so that ties are identical
+    // owners and the representative is canonical.
+    let partitions = group.store.partitions.len();
+    let assigned = |owner: usize| {
+        let rows = group.store.partitions.iter().enumerate();
+        rows.filter(|(_, row)| usize::from(row.owner) == owner)
+            .fold(0u32, |mask, (p, _)| mask | 1 << (partitions - 1 - p))
+    };
+    let mut order = [0u8; OWNER_SLOTS_MAX];
+    for (slot, index) in order.iter_mut().zip(0..) {
+        *slot = index;
+    }
+    let order = &mut order[..owners];
+    order.sort_by(|&a, &b| {
+        let (a, b) = (usize::from(a), usize::from(b));
+        group.owners[a].cmp(&group.owners[b]).then_with(|| assigned(a).cmp(&assigned(b)))
+    });
+    let mut renamed = [0u8; OWNER_SLOTS_MAX];
+    for (new_index, &old_index) in order.iter().enumerate() {
+        renamed[usize::from(old_index)] = new_index as u8;
+    }
+    // Applies the permutation by swaps: the owner at position `i` moves to `renamed[i]`.
+    let mut at = renamed;
+    for i in 0..owners {
+        while usize::from(at[i]) != i {
+            let j = usize::from(at[i]);
+            group.owners.swap(i, j);
+            at.swap(i, j);
+        }
+    }
+    for row in &mut group.store.partitions {
+        row.owner = renamed[usize::from(row.owner)];
+    }
+    // Paused slots run as a current owner: rename them alike, then sort them among
+    // themselves (they are interchangeable with each other, never with current slots).
+    for slot in &mut group.paused {
+        slot.incarnation_of = slot.incarnation_of.map(|of| renamed[usize::from(of)]);
+    }
+    group.paused.sort();
+}
+
+/// The most owner slots of a group `canonicalize` sorts (`config::OWNERS_MAX`).
+const OWNER_SLOTS_MAX: usize = crate::config::OWNERS_MAX as usize;

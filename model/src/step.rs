@@ -1,8 +1,8 @@
 //! Which actions are enabled in a state, and what each one does: the transition relation.
 
 use crate::action::{Action, OwnerWrite};
-use crate::config::Config;
-use crate::state::{Lease, Offset, Stage, State, Witness};
+use crate::config::{Config, PARTITIONS_MAX};
+use crate::state::{Lease, Offset, Stage, State, Store, Witness};
 use crate::strategy::{
     Checkpointing, DedupKey, EffectKind, Guard, LogCheck, OutOfRangePolicy, PoisonPolicy, ProducerRetry, Sequence,
     StartPolicy, Write,
@@ -214,14 +214,27 @@ pub fn parallel_commit_target(checkpoint: Checkpointing, lease: &Lease) -> Optio
     (target > lease.checkpoint).then_some(target)
 }
 
-/// Applies `action` to a copy of `state`. Dispatches to one helper per kind of step.
+/// Applies `action` to a copy of `state`.
 pub fn next_state(config: &Config, state: &State, action: Action) -> State {
     let mut next = state.clone();
+    apply(config, state, action, &mut next);
+    next
+}
+
+/// Writes the successor of `state` by `action` into `next`, reusing its buffers: once they
+/// have grown, a successor allocates nothing (`collections.rs`). The checker's hot path.
+pub fn next_state_into(config: &Config, state: &State, action: Action, next: &mut State) {
+    next.clone_from(state);
+    apply(config, state, action, next);
+}
+
+/// Applies `action` to `next`, a copy of `state`. Dispatches to one helper per kind of step.
+fn apply(config: &Config, state: &State, action: Action, next: &mut State) {
     match action {
-        Action::Append { partition, delta } => produce(config, &mut next, Send::Acked, partition, delta),
-        Action::AppendAckLost { partition, delta } => produce(config, &mut next, Send::AckLost, partition, delta),
-        Action::RetryAppend { partition, delta } => produce(config, &mut next, Send::Retry, partition, delta),
-        Action::Fetch { group, owner, partition, offset } => fetch(&mut next, (group, owner, partition), offset),
+        Action::Append { partition, delta } => produce(config, next, Send::Acked, partition, delta),
+        Action::AppendAckLost { partition, delta } => produce(config, next, Send::AckLost, partition, delta),
+        Action::RetryAppend { partition, delta } => produce(config, next, Send::Retry, partition, delta),
+        Action::Fetch { group, owner, partition, offset } => fetch(next, (group, owner, partition), offset),
         Action::Retain { partition, before } => {
             next.log_start[usize::from(partition)] = before;
             next.retentions_used += 1;
@@ -230,18 +243,18 @@ pub fn next_state(config: &Config, state: &State, action: Action) -> State {
             next.witness(Witness::OutOfRange);
             next.groups[usize::from(group)].slot_mut(owner).leases[usize::from(partition)] = None;
         }
-        Action::Crash { group, owner } => crash(config, &mut next, group, owner),
-        Action::Restart { group, owner } => restart(config, &mut next, group, owner),
-        Action::Rebalance { group, partition, to_owner } => rebalance(config, &mut next, group, partition, to_owner),
-        Action::Pause { group, owner } => pause(config, &mut next, group, owner),
-        Action::LoseTail { partition, keep } => lose_tail(config, &mut next, partition, keep),
-        Action::RefuseAhead { group, owner, partition } => refuse_ahead(&mut next, (group, owner, partition)),
-        Action::Replicate { partition } => replication::replicate(config, &mut next, partition),
-        Action::Acknowledge { partition } => replication::acknowledge(config, &mut next, partition),
-        Action::ShrinkIsr { partition } => replication::shrink_isr(config, &mut next, partition),
-        Action::FailLeader { partition } => replication::fail_leader(config, &mut next, partition),
-        Action::ReadOutput { partition } => txn::read_output(config, &mut next, partition),
-        Action::Relay { group } => relay(&mut next, group),
+        Action::Crash { group, owner } => crash(config, next, group, owner),
+        Action::Restart { group, owner } => restart(config, next, group, owner),
+        Action::Rebalance { group, partition, to_owner } => rebalance(config, next, group, partition, to_owner),
+        Action::Pause { group, owner } => pause(config, next, group, owner),
+        Action::LoseTail { partition, keep } => lose_tail(config, next, partition, keep),
+        Action::RefuseAhead { group, owner, partition } => refuse_ahead(next, (group, owner, partition)),
+        Action::Replicate { partition } => replication::replicate(config, next, partition),
+        Action::Acknowledge { partition } => replication::acknowledge(config, next, partition),
+        Action::ShrinkIsr { partition } => replication::shrink_isr(config, next, partition),
+        Action::FailLeader { partition } => replication::fail_leader(config, next, partition),
+        Action::ReadOutput { partition } => txn::read_output(config, next, partition),
+        Action::Relay { group } => relay(next, group),
         Action::ApplyEffect { .. }
         | Action::InsertProcessed { .. }
         | Action::CommitOffset { .. }
@@ -255,11 +268,11 @@ pub fn next_state(config: &Config, state: &State, action: Action) -> State {
         | Action::SendEmail { .. }
         | Action::WriteIndex { .. } => {
             let write = action.owner_write().expect("every owner write action has its operands");
-            owner_write(config, &mut next, write);
+            owner_write(config, &state.groups[usize::from(write.lease.0)].store, next, write);
         }
     }
     if let Some(acting) = action.group() {
-        record_foreign_writes(state, &mut next, acting);
+        record_foreign_writes(state, next, acting);
         free_idle_paused_slots(&mut next.groups[usize::from(acting)]);
     }
     let ahead = next.groups.iter().any(|group| {
@@ -268,16 +281,14 @@ pub fn next_state(config: &Config, state: &State, action: Action) -> State {
     if ahead {
         next.witness(Witness::StoreAhead);
     }
-    next
 }
 
 /// A paused incarnation that holds no lease any more (fenced, refused, out of range) can do
 /// nothing: its slot is freed, so that equal futures are equal states.
 fn free_idle_paused_slots(group: &mut crate::state::Group) {
-    let partitions = group.store.partitions.len();
     for slot in &mut group.paused {
         if slot.alive && slot.leases.iter().all(Option::is_none) {
-            *slot = crate::state::Owner::free_slot(partitions);
+            slot.free();
         }
     }
 }
@@ -290,11 +301,10 @@ fn pause(config: &Config, state: &mut State, group: u8, owner: u8) {
     let group_state = &mut state.groups[usize::from(group)];
     let slot = group_state.paused.iter().position(|slot| slot.incarnation_of.is_none());
     let slot = slot.expect("a pause needs a free paused slot");
-    let mut earlier = group_state.owners[usize::from(owner)].clone();
+    let earlier = &mut group_state.paused[slot];
+    earlier.clone_from(&group_state.owners[usize::from(owner)]);
     earlier.incarnation_of = Some(owner);
-    group_state.paused[slot] = earlier;
-    let partitions = group_state.store.partitions.len();
-    group_state.owners[usize::from(owner)] = crate::state::Owner::free_slot(partitions);
+    group_state.owners[usize::from(owner)].free();
     restart(config, state, group, owner);
 }
 
@@ -436,15 +446,9 @@ fn crash(config: &Config, state: &mut State, group: u8, owner: u8) {
     if after_write {
         state.witness(Witness::CrashAfterWrite);
     }
-    let group = &mut state.groups[usize::from(group)];
-    let partitions = group.store.partitions.len();
-    let slot = group.slot_mut(owner);
-    // A crashed paused incarnation is gone: its slot is free again.
-    *slot = if slot.incarnation_of.is_some() {
-        crate::state::Owner::free_slot(partitions)
-    } else {
-        crate::state::Owner { alive: false, leases: vec![None; partitions], incarnation_of: None }
-    };
+    // A crashed owner is down with no lease; a crashed paused incarnation is gone, and its
+    // slot is free again: both are a free slot.
+    state.groups[usize::from(group)].slot_mut(owner).free();
     state.crashes_used += 1;
 }
 
@@ -478,7 +482,8 @@ fn restart(config: &Config, state: &mut State, group: u8, owner: u8) {
     let group_state = &mut state.groups[usize::from(group)];
     let owner_state = &mut group_state.owners[usize::from(owner)];
     owner_state.alive = true;
-    let mut taken = Vec::new();
+    // At most one take per partition (`PARTITIONS_MAX`), kept inline: no allocation.
+    let mut taken: smallvec::SmallVec<[(u8, u8); PARTITIONS_MAX as usize]> = smallvec::SmallVec::new();
     for (partition, row) in group_state.store.partitions.iter_mut().enumerate() {
         // The coordinator hands the started owner its assignment; it resumes from the
         // committed checkpoint, at a new epoch it claims (so that an earlier incarnation still
@@ -515,7 +520,8 @@ fn rebalance(config: &Config, state: &mut State, group: u8, partition: u8, to_ow
 }
 
 /// Every durable write an owner attempts: effect, dedup row, checkpoint, or a transaction.
-fn owner_write(config: &Config, state: &mut State, write: OwnerWrite) {
+/// `store_before` is the group's store before the step (the parent state's).
+fn owner_write(config: &Config, store_before: &Store, state: &mut State, write: OwnerWrite) {
     let (group, owner, partition) = write.lease;
     let lease = (group, owner, partition);
     let stored_epoch = state.groups[usize::from(group)].store.partitions[usize::from(partition)].epoch;
@@ -526,7 +532,6 @@ fn owner_write(config: &Config, state: &mut State, write: OwnerWrite) {
     if state.groups[usize::from(group)].slot(owner).incarnation_of.is_some() {
         state.witness(Witness::PausedWrite);
     }
-    let store_before = state.groups[usize::from(group)].store.clone();
     let value = write.value;
     match write.write {
         Write::ApplyEffect => apply_effect(config, state, lease, value),
@@ -543,7 +548,7 @@ fn owner_write(config: &Config, state: &mut State, write: OwnerWrite) {
         Write::WriteIndex => write_index(state, lease, value),
     }
     // A write lands when it changes the store; a skipped, fenced or same-value write does not.
-    if stale && state.groups[usize::from(group)].store != store_before {
+    if stale && state.groups[usize::from(group)].store != *store_before {
         state.groups[usize::from(group)].ghost.stale_write_landed = true;
     }
 }
@@ -907,7 +912,7 @@ fn send_email(config: &Config, state: &mut State, lease: (u8, u8, u8), offset: O
     let (group, owner, partition) = lease;
     let rules = config.strategy.rules();
     let inbox = &mut state.groups[usize::from(group)].inbox;
-    let received = inbox.entry((partition, offset)).or_insert(0);
+    let received = inbox.get_or_insert((partition, offset), 0);
     let keyed = match rules.sequence {
         Sequence::EmailThenAtomic { key } => key,
         Sequence::AtomicThenEmail => false,

@@ -83,7 +83,9 @@ pub fn take_partition(config: &Config, state: &mut State, partition: u8, epoch: 
         Guard::Fenced => {}
         Guard::Blind | Guard::Cas => return,
     }
-    let open: Vec<(usize, TxnId)> = state.output[p]
+    // Kept inline (a take finds one or two open transactions at the check's bounds): the
+    // checker's successors allocate nothing.
+    let open: smallvec::SmallVec<[(usize, TxnId); 4]> = state.output[p]
         .iter()
         .enumerate()
         .filter_map(|(at, entry)| match *entry {
