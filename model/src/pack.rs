@@ -50,7 +50,101 @@ fn take_byte(input: &mut &[u8]) -> u8 {
     byte
 }
 
-fn pack_varint(mut value: u64, out: &mut Vec<u8>) {
+/// Packs every field of `state` but its groups (which `search.rs` stores apart, once per
+/// distinct group), in declaration order. The destructuring has no `..`.
+pub fn pack_globals(state: &State, out: &mut Vec<u8>) {
+    let State {
+        log,
+        sends,
+        producer,
+        ack_losses_used,
+        log_start,
+        retentions_used,
+        groups: _,
+        crashes_used,
+        rebalances_used,
+        pauses_used,
+        log_losses_used,
+        leader_failures_used,
+        isr_shrinks_used,
+        replicas,
+        output,
+        reader,
+        damaged,
+        witnessed,
+    } = state;
+    log.pack(out);
+    sends.pack(out);
+    producer.pack(out);
+    ack_losses_used.pack(out);
+    log_start.pack(out);
+    retentions_used.pack(out);
+    crashes_used.pack(out);
+    rebalances_used.pack(out);
+    pauses_used.pack(out);
+    log_losses_used.pack(out);
+    leader_failures_used.pack(out);
+    isr_shrinks_used.pack(out);
+    replicas.pack(out);
+    output.pack(out);
+    reader.pack(out);
+    damaged.pack(out);
+    witnessed.pack(out);
+}
+
+/// Reads what `pack_globals` wrote into `state` (its groups untouched), reusing its buffers.
+pub fn unpack_globals_into(state: &mut State, input: &mut &[u8]) {
+    let State {
+        log,
+        sends,
+        producer,
+        ack_losses_used,
+        log_start,
+        retentions_used,
+        groups: _,
+        crashes_used,
+        rebalances_used,
+        pauses_used,
+        log_losses_used,
+        leader_failures_used,
+        isr_shrinks_used,
+        replicas,
+        output,
+        reader,
+        damaged,
+        witnessed,
+    } = state;
+    log.unpack_into(input);
+    sends.unpack_into(input);
+    producer.unpack_into(input);
+    ack_losses_used.unpack_into(input);
+    log_start.unpack_into(input);
+    retentions_used.unpack_into(input);
+    crashes_used.unpack_into(input);
+    rebalances_used.unpack_into(input);
+    pauses_used.unpack_into(input);
+    log_losses_used.unpack_into(input);
+    leader_failures_used.unpack_into(input);
+    isr_shrinks_used.unpack_into(input);
+    replicas.unpack_into(input);
+    output.unpack_into(input);
+    reader.unpack_into(input);
+    damaged.unpack_into(input);
+    witnessed.unpack_into(input);
+}
+
+/// Packs one group (`search.rs` numbers the distinct ones).
+pub fn pack_group(group: &Group, out: &mut Vec<u8>) {
+    group.pack(out);
+}
+
+/// Reads a whole encoding made by `pack_group` into `group`, reusing its buffers.
+pub fn unpack_group_into(mut bytes: &[u8], group: &mut Group) {
+    group.unpack_into(&mut bytes);
+    assert!(bytes.is_empty(), "invariant: a packed group has no trailing bytes");
+}
+
+pub fn pack_varint(mut value: u64, out: &mut Vec<u8>) {
     while value >= 0x80 {
         out.push((value as u8) | 0x80);
         value >>= 7;
@@ -58,7 +152,7 @@ fn pack_varint(mut value: u64, out: &mut Vec<u8>) {
     out.push(value as u8);
 }
 
-fn unpack_varint(input: &mut &[u8]) -> u64 {
+pub fn unpack_varint(input: &mut &[u8]) -> u64 {
     let mut value = 0u64;
     for shift in (0..64).step_by(7) {
         let byte = take_byte(input);

@@ -510,6 +510,49 @@ impl Representative for State {
 }
 
 impl State {
+    /// Whether every field but the groups is equal (what `pack::pack_globals` packs). The
+    /// destructuring has no `..`: a new field fails to compile here until it is compared.
+    pub fn globals_eq(&self, other: &State) -> bool {
+        let State {
+            log,
+            sends,
+            producer,
+            ack_losses_used,
+            log_start,
+            retentions_used,
+            groups: _,
+            crashes_used,
+            rebalances_used,
+            pauses_used,
+            log_losses_used,
+            leader_failures_used,
+            isr_shrinks_used,
+            replicas,
+            output,
+            reader,
+            damaged,
+            witnessed,
+        } = self;
+        // The counters and small fields first: they differ most often and compare cheaply.
+        *witnessed == other.witnessed
+            && *crashes_used == other.crashes_used
+            && *rebalances_used == other.rebalances_used
+            && *pauses_used == other.pauses_used
+            && *ack_losses_used == other.ack_losses_used
+            && *retentions_used == other.retentions_used
+            && *log_losses_used == other.log_losses_used
+            && *leader_failures_used == other.leader_failures_used
+            && *isr_shrinks_used == other.isr_shrinks_used
+            && *log == other.log
+            && *sends == other.sends
+            && *producer == other.producer
+            && *log_start == other.log_start
+            && *replicas == other.replicas
+            && *output == other.output
+            && *reader == other.reader
+            && *damaged == other.damaged
+    }
+
     /// Replaces the state by its class's representative, in place and without allocating:
     /// within each group, owners sorted (with which partitions each is assigned) and renamed,
     /// paused slots renamed and sorted; then the groups sorted.
