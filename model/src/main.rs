@@ -159,7 +159,8 @@ struct CheckArgs {
     /// `unknown` (simulation: default 10).
     #[arg(long, value_name = "SECONDS", allow_hyphen_values = true, value_parser = parse_seconds)]
     timeout: Option<Duration>,
-    /// Treat owners of a group as interchangeable (honoured by dfs and simulation only).
+    /// Symmetry reduction: one state per class of interchangeable owners (within a group) and
+    /// groups; counterexamples are mapped back to concrete actions (every search).
     #[arg(long)]
     symmetry: bool,
     /// Print one JSON document instead of the table.
