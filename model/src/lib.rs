@@ -51,6 +51,14 @@ impl ConsumerModel {
         next.witnessed &= self.witness_mask;
     }
 
+    /// `Model::next_state` applied to `next`, which must equal `state` on entry
+    /// (`step::apply`); the checker restores `next` after each successor.
+    pub fn next_state_over(&self, state: &State, action: Action, next: &mut State) {
+        debug_assert!(next == state, "next_state_over needs a copy of the state");
+        step::apply(&self.config, state, action, next);
+        next.witnessed &= self.witness_mask;
+    }
+
     pub fn new(config: Config) -> ConsumerModel {
         let properties = properties::properties_for(&config);
         let witness_mask = [

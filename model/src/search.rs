@@ -137,6 +137,7 @@ struct Arena {
 
 impl Arena {
     fn new(groups: usize) -> Arena {
+        assert!(groups < 64, "invariant: `Unchanged` has a bit per group");
         let width = 1 + groups;
         let table = Table::with_capacity(1 << 12);
         Arena { records: Vec::new(), width, table, parents: Vec::new(), parts: Interner::new() }
@@ -448,6 +449,9 @@ fn expand_chunk(
     let mut next = state.clone();
     for index in chunk.clone() {
         arena.unpack_into(index, &mut state);
+        // `next` is a copy of the parent before every step: a step changes a group or two, and
+        // only what `push` found changed is copied back after it.
+        next.clone_from(&state);
         for &property in wanted {
             if !discovered[property] && is_discovery(model, &properties[property], &state) {
                 discovered[property] = true;
@@ -457,11 +461,19 @@ fn expand_chunk(
         actions.clear();
         model.actions(&state, &mut actions);
         for &action in &actions {
-            model.next_state_into(&state, action, &mut next);
+            model.next_state_over(&state, action, &mut next);
             if symmetry {
                 next.canonicalize();
             }
-            out.push((index as u32, &state, arena.record(index)), &next, arena, &mut group_bytes);
+            let unchanged = out.push((index as u32, &state, arena.record(index)), &next, arena, &mut group_bytes);
+            if !unchanged.globals {
+                next.clone_globals_from(&state);
+            }
+            for (i, (group, parent_group)) in next.groups.iter_mut().zip(&state.groups).enumerate() {
+                if unchanged.groups & 1 << i == 0 {
+                    group.clone_from(parent_group);
+                }
+            }
         }
     }
     out
@@ -480,7 +492,7 @@ impl ChunkOut {
         state: &State,
         arena: &Arena,
         bytes: &mut Vec<u8>,
-    ) {
+    ) -> Unchanged {
         let parts_start = self.parts.len();
         let mut complete = true;
         let mut add = |bytes: &[u8], out: &mut ChunkOut| {
@@ -494,7 +506,9 @@ impl ChunkOut {
                 }
             }
         };
+        let mut unchanged = Unchanged { globals: false, groups: 0 };
         if !parent_record.is_empty() && state.globals_eq(parent_state) {
+            unchanged.globals = true;
             self.parts.push(Part::Stored(parent_record[0]));
         } else {
             bytes.clear();
@@ -505,6 +519,9 @@ impl ChunkOut {
             // The same position first (no symmetry, or a group the sort left in place).
             let parent_groups = if parent_record.is_empty() { &[][..] } else { &parent_state.groups[..] };
             let same = std::iter::once(i).chain(0..parent_groups.len()).find(|&j| parent_groups.get(j) == Some(group));
+            if same == Some(i) {
+                unchanged.groups |= 1 << i;
+            }
             match same {
                 Some(j) => self.parts.push(Part::Stored(parent_record[1 + j])),
                 None => {
@@ -525,7 +542,16 @@ impl ChunkOut {
         } else {
             self.successors.push(Successor { parent, hash: 0, complete });
         }
+        unchanged
     }
+}
+
+/// Which parts of a successor equal its parent's at the same position (none for an initial
+/// state): the expanding thread copies back only the others.
+struct Unchanged {
+    globals: bool,
+    /// Bit `i`: group `i`.
+    groups: u64,
 }
 
 /// Adds a chunk's successors to the arena, in order (one thread: the numbering is the same for

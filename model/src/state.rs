@@ -553,6 +553,48 @@ impl State {
             && *damaged == other.damaged
     }
 
+    /// Copies every field but the groups from `source`, reusing buffers (the checker's
+    /// restore after a step that changed them). The destructuring has no `..`.
+    pub fn clone_globals_from(&mut self, source: &State) {
+        let State {
+            log,
+            sends,
+            producer,
+            ack_losses_used,
+            log_start,
+            retentions_used,
+            groups: _,
+            crashes_used,
+            rebalances_used,
+            pauses_used,
+            log_losses_used,
+            leader_failures_used,
+            isr_shrinks_used,
+            replicas,
+            output,
+            reader,
+            damaged,
+            witnessed,
+        } = self;
+        log.clone_from(&source.log);
+        sends.clone_from(&source.sends);
+        producer.clone_from(&source.producer);
+        *ack_losses_used = source.ack_losses_used;
+        log_start.clone_from(&source.log_start);
+        *retentions_used = source.retentions_used;
+        *crashes_used = source.crashes_used;
+        *rebalances_used = source.rebalances_used;
+        *pauses_used = source.pauses_used;
+        *log_losses_used = source.log_losses_used;
+        *leader_failures_used = source.leader_failures_used;
+        *isr_shrinks_used = source.isr_shrinks_used;
+        replicas.clone_from(&source.replicas);
+        output.clone_from(&source.output);
+        reader.clone_from(&source.reader);
+        damaged.clone_from(&source.damaged);
+        *witnessed = source.witnessed;
+    }
+
     /// Replaces the state by its class's representative, in place and without allocating:
     /// within each group, owners sorted (with which partitions each is assigned) and renamed,
     /// paused slots renamed and sorted; then the groups sorted.

@@ -228,8 +228,10 @@ pub fn next_state_into(config: &Config, state: &State, action: Action, next: &mu
     apply(config, state, action, next);
 }
 
-/// Applies `action` to `next`, a copy of `state`. Dispatches to one helper per kind of step.
-fn apply(config: &Config, state: &State, action: Action, next: &mut State) {
+/// Applies `action` to `next`, which must equal `state` (a copy of it). Dispatches to one
+/// helper per kind of step. The checker calls it directly on a state it restores after each
+/// successor (only the parts a step changed), which saves cloning the whole state.
+pub fn apply(config: &Config, state: &State, action: Action, next: &mut State) {
     match action {
         Action::Append { partition, delta } => produce(config, next, Send::Acked, partition, delta),
         Action::AppendAckLost { partition, delta } => produce(config, next, Send::AckLost, partition, delta),
