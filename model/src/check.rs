@@ -81,6 +81,10 @@ pub struct PropertyOutcome {
     pub verdict: Verdict,
     /// The counterexample (or example), minimised, as action values.
     pub actions: Vec<Action>,
+    /// Whether `actions` is proven a shortest path to a discovery: always after our BFS; after
+    /// DFS or simulation, false where the search for shortest paths gave up at its bound
+    /// (`SHORTEST_STATES_MAX`) and the checker's own path was kept. True without actions.
+    pub shortest: bool,
 }
 
 /// Progress of a running check, reported every few seconds.
@@ -150,20 +154,22 @@ pub fn run(model: &ConsumerModel, options: &CheckOptions, progress: &mut dyn FnM
                 threads: options.threads.max(1),
                 symmetry: options.symmetry,
                 deadline: options.timeout.map(|timeout| started + timeout),
+                until_found: None,
             };
             let found = search::bfs(model, &properties, &search_options, &mut |counts| {
                 let search::Counts { states, unique_states, depth } = counts;
                 progress(Progress { states, unique_states, depth, elapsed: started.elapsed() })
             });
-            (found.complete, found.states, found.unique_states, found.max_depth, found.discoveries)
+            let paths = found.discoveries.into_iter().map(|(name, path)| (name, (path, true))).collect();
+            (found.complete, found.states, found.unique_states, found.max_depth, paths)
         }
         Search::Dfs => {
             let checker = stateright_builder(model, options).spawn_dfs();
-            with_shortest(model, &properties, finish(checker, started, options, progress))
+            with_shortest(model, &properties, options, SHORTEST_STATES_MAX, finish(checker, started, options, progress))
         }
         Search::Simulation => {
             let checker = stateright_builder(model, options).spawn_simulation(options.seed, UniformChooser);
-            with_shortest(model, &properties, finish(checker, started, options, progress))
+            with_shortest(model, &properties, options, SHORTEST_STATES_MAX, finish(checker, started, options, progress))
         }
     };
     let search_seconds = started.elapsed().as_secs_f64();
@@ -198,22 +204,46 @@ fn stateright_builder(model: &ConsumerModel, options: &CheckOptions) -> staterig
     builder
 }
 
-/// stateright's discoveries are not shortest: a bounded BFS of `shortest.rs` looks for
-/// shortest ones, keeping stateright's path where it gives up.
+/// stateright's discoveries are not shortest: our BFS (`search.rs`), stopped once it has found
+/// them all, at their deepest level or at `SHORTEST_STATES_MAX` states, finds shortest ones.
+/// Where it gives up, stateright's path is kept and marked not shortest.
 fn with_shortest(
     model: &ConsumerModel,
     properties: &[Property<ConsumerModel>],
+    options: &CheckOptions,
+    states_max: usize,
     (complete, states, unique_states, max_depth, discoveries): (bool, usize, usize, usize, Discoveries),
-) -> (bool, usize, usize, usize, BTreeMap<&'static str, Vec<Action>>) {
+) -> (bool, usize, usize, usize, Paths) {
     let discovered: Vec<Property<ConsumerModel>> =
         properties.iter().filter(|p| discoveries.iter().any(|(name, _)| *name == p.name)).cloned().collect();
     let depth_max = discoveries.iter().map(|(_, path)| path.len()).max().unwrap_or(0);
-    let mut shortest = crate::shortest::shortest_discoveries(model, &discovered, depth_max);
+    let search_options = search::Options {
+        threads: options.threads.max(1),
+        symmetry: options.symmetry,
+        deadline: None,
+        until_found: Some(search::Bounds { depth_max, states_max }),
+    };
+    let mut shortest = if discovered.is_empty() {
+        BTreeMap::new()
+    } else {
+        search::bfs(model, &discovered, &search_options, &mut |_| {}).discoveries
+    };
+    let mut paths = Paths::new();
     for (name, path) in discoveries {
-        shortest.entry(name).or_insert(path);
+        match shortest.remove(name) {
+            Some(shortest) => paths.insert(name, (shortest, true)),
+            None => paths.insert(name, (path, false)),
+        };
     }
-    (complete, states, unique_states, max_depth, shortest)
+    (complete, states, unique_states, max_depth, paths)
 }
+
+/// Per discovered property, its path and whether it is proven shortest.
+type Paths = BTreeMap<&'static str, (Vec<Action>, bool)>;
+
+/// Distinct states past which the search for shortest paths after DFS or simulation gives up
+/// (our BFS's compact arena: about 100 MiB at the fenced rows' sizes).
+pub const SHORTEST_STATES_MAX: usize = 4_000_000;
 
 type Discoveries = Vec<(&'static str, Vec<Action>)>;
 
@@ -255,7 +285,7 @@ fn finish(
 fn outcome(
     model: &ConsumerModel,
     property: &Property<ConsumerModel>,
-    found: Option<Vec<Action>>,
+    found: Option<(Vec<Action>, bool)>,
     complete: bool,
 ) -> PropertyOutcome {
     let safety = is_safety(property);
@@ -266,13 +296,15 @@ fn outcome(
         (None, false, true) => Verdict::Unreached,
         (None, _, false) => Verdict::Unknown,
     };
-    let actions = found.map(|actions| minimize(model, property, actions)).unwrap_or_default();
+    let shortest = found.as_ref().is_none_or(|(_, shortest)| *shortest);
+    let actions = found.map(|(actions, _)| minimize(model, property, actions)).unwrap_or_default();
     PropertyOutcome {
         name: property.name.to_string(),
         role: role_of(property.name),
         expectation: if safety { "always" } else { "sometimes" }.to_string(),
         verdict,
         actions,
+        shortest,
     }
 }
 
@@ -341,4 +373,46 @@ pub fn minimize(model: &ConsumerModel, property: &Property<ConsumerModel>, actio
 /// Checks one property by name against a configuration's property list.
 pub fn property_named(model: &ConsumerModel, name: &str) -> Option<Property<ConsumerModel>> {
     properties_for(&model.config).into_iter().find(|p| p.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, Strategy};
+
+    /// stateright's DFS paths for a row with violations, then the search for shortest paths
+    /// with `states_max`.
+    fn dfs_then_shortest(states_max: usize) -> (Discoveries, Paths, BTreeMap<&'static str, Vec<Action>>) {
+        let model = ConsumerModel::new(Config { groups: 1, ..Config::new(Strategy::EffectFirst) });
+        let options = CheckOptions { search: Search::Dfs, ..CheckOptions::default() };
+        let properties = model.properties();
+        let checker = stateright_builder(&model, &options).spawn_dfs();
+        let found = finish(checker, Instant::now(), &options, &mut |_| {});
+        let dfs = found.4.clone();
+        let (.., paths) = with_shortest(&model, &properties, &options, states_max, found);
+        let bfs_options = search::Options { threads: 1, symmetry: false, deadline: None, until_found: None };
+        let bfs = search::bfs(&model, &properties, &bfs_options, &mut |_| {}).discoveries;
+        (dfs, paths, bfs)
+    }
+
+    #[test]
+    fn paths_after_dfs_are_shortest_and_marked_so() {
+        let (dfs, paths, bfs) = dfs_then_shortest(SHORTEST_STATES_MAX);
+        assert!(dfs.iter().any(|(name, path)| path.len() > bfs[name].len()), "DFS found only shortest paths: vacuous");
+        assert_eq!(paths.keys().collect::<Vec<_>>(), bfs.keys().collect::<Vec<_>>());
+        for (name, (path, shortest)) in &paths {
+            assert!(*shortest, "{name}");
+            assert_eq!(path.len(), bfs[name].len(), "{name}: not as short as BFS's");
+        }
+    }
+
+    #[test]
+    fn a_bound_keeps_the_checkers_path_marked_not_shortest() {
+        let (dfs, paths, _) = dfs_then_shortest(1);
+        assert!(dfs.iter().any(|(_, path)| !path.is_empty()), "no discovery below the initial state: vacuous");
+        for (name, path) in &dfs {
+            let shortest = !path.is_empty();
+            assert_eq!(paths[name], (path.clone(), !shortest), "{name}");
+        }
+    }
 }

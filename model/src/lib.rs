@@ -14,7 +14,6 @@ pub mod pack;
 pub mod properties;
 pub mod replication;
 pub mod search;
-pub mod shortest;
 pub mod state;
 pub mod step;
 pub mod strategy;

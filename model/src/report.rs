@@ -93,10 +93,11 @@ pub fn text(reports: &[CheckReport], outcome: &Outcome) -> String {
         for property in report.properties.iter().filter(|p| p.verdict == Verdict::Violated) {
             let _ = writeln!(
                 out,
-                "\n{} violates {} in {} steps:",
+                "\n{} violates {} in {} steps{}:",
                 report.config.strategy,
                 property.name,
-                property.actions.len()
+                property.actions.len(),
+                if property.shortest { String::new() } else { not_shortest() }
             );
             out.push_str(&numbered_steps(&model, &property.actions));
         }
@@ -169,6 +170,14 @@ fn table(reports: &[CheckReport]) -> String {
     out
 }
 
+/// Said of a counterexample the search for shortest paths did not reach (`PropertyOutcome::shortest`).
+fn not_shortest() -> String {
+    format!(
+        " (minimised, not proven shortest: the search for shortest paths stopped at its bound of {} states)",
+        model::check::SHORTEST_STATES_MAX
+    )
+}
+
 /// A counterexample as numbered, human-readable steps.
 pub fn numbered_steps(model: &ConsumerModel, actions: &[model::Action]) -> String {
     let states = model::check::replay(model, actions).expect("a minimised counterexample replays");
@@ -234,6 +243,7 @@ mod tests {
             expectation: "sometimes".to_string(),
             verdict,
             actions: Vec::new(),
+            shortest: true,
         };
         CheckReport {
             config: Config { groups: 1, ..Config::new(Strategy::Atomic) },
@@ -262,6 +272,21 @@ mod tests {
             let outcome = judge(&[report_with(name, role)], None);
             assert_eq!(outcome.exit_code, exit_code, "{name}: {:?}", outcome.problems);
             assert_eq!(outcome.problems.iter().any(|p| p.contains(name)), exit_code == 1, "{:?}", outcome.problems);
+        }
+    }
+
+    /// A counterexample the search for shortest paths gave up on says so in its heading; a
+    /// shortest one does not.
+    #[test]
+    fn a_counterexample_not_proven_shortest_says_so() {
+        let model = model::ConsumerModel::new(Config { groups: 1, ..Config::new(Strategy::EffectFirst) });
+        let mut report = model::check::run(&model, &model::check::CheckOptions::default(), &mut |_| {});
+        let violated =
+            report.properties.iter().position(|p| p.verdict == Verdict::Violated).expect("effect-first violates");
+        for shortest in [true, false] {
+            report.properties[violated].shortest = shortest;
+            let text = text(std::slice::from_ref(&report), &judge(std::slice::from_ref(&report), None));
+            assert_eq!(text.contains("not proven shortest"), !shortest, "{text}");
         }
     }
 }

@@ -72,6 +72,18 @@ pub struct Options {
     pub symmetry: bool,
     /// Stop expanding once this instant passes; the result is then incomplete.
     pub deadline: Option<Instant>,
+    /// A search for shortest paths only (after DFS or simulation, whose paths are not): it
+    /// stops as soon as every property is discovered, or at these bounds. `None`: a full search.
+    pub until_found: Option<Bounds>,
+}
+
+/// Where a search for shortest paths gives up; the result is then incomplete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// No state deeper than this is expanded.
+    pub depth_max: usize,
+    /// No level is started once this many distinct states are stored.
+    pub states_max: usize,
 }
 
 /// Distinct encodings, numbered in the order they were first added: their bytes back to back,
@@ -381,11 +393,22 @@ pub fn bfs(
                 last_report = Instant::now();
                 progress(Counts { states: generated, unique_states: arena.len(), depth });
             }
+            if options.until_found.is_some() && found.iter().all(Option::is_some) {
+                // Every path is already shortest: later windows are no shallower.
+                break;
+            }
         }
         if !complete {
             break;
         }
         level_start = level_end;
+        if let Some(bounds) = options.until_found {
+            let all_found = found.iter().all(Option::is_some);
+            if all_found || depth >= bounds.depth_max || arena.len() >= bounds.states_max {
+                complete = all_found || level_start == arena.len();
+                break;
+            }
+        }
         if level_start < arena.len() {
             depth += 1;
         }
