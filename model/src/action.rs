@@ -124,6 +124,50 @@ impl Action {
         }
     }
 
+    /// Whether the action may change the shared, outside-the-groups parts of the state (the
+    /// log, the producers, retention, replicas, the output partitions: `State::shared_eq`);
+    /// every other action changes at most the groups, the fault counters and the witness bits.
+    /// The checker compares the shared parts with the parent's only after such an action;
+    /// debug builds assert the others leave them alone, and
+    /// `search::tests::only_the_actions_that_say_so_change_the_shared_parts` walks every row.
+    pub fn may_change_shared(&self) -> bool {
+        match self {
+            // The producer, retention, log loss, replication and the downstream reader.
+            Action::Append { .. }
+            | Action::AppendAckLost { .. }
+            | Action::RetryAppend { .. }
+            | Action::Retain { .. }
+            | Action::LoseTail { .. }
+            | Action::Replicate { .. }
+            | Action::Acknowledge { .. }
+            | Action::ShrinkIsr { .. }
+            | Action::FailLeader { .. }
+            | Action::ReadOutput { .. } => true,
+            // Taking a partition aborts its open transactions (`txn::take_partition`), and the
+            // transactional writes append to the output partition.
+            Action::Restart { .. }
+            | Action::Rebalance { .. }
+            | Action::Pause { .. }
+            | Action::ProduceOutput { .. }
+            | Action::CommitTxn { .. } => true,
+            Action::Fetch { .. }
+            | Action::FailOutOfRange { .. }
+            | Action::Crash { .. }
+            | Action::RefuseAhead { .. }
+            | Action::Relay { .. }
+            | Action::ApplyEffect { .. }
+            | Action::InsertProcessed { .. }
+            | Action::CommitOffset { .. }
+            | Action::ApplyStamped { .. }
+            | Action::ApplyDeduped { .. }
+            | Action::ApplyAtomic { .. }
+            | Action::DeadLetter { .. }
+            | Action::ResetOffset { .. }
+            | Action::SendEmail { .. }
+            | Action::WriteIndex { .. } => false,
+        }
+    }
+
     /// The partition the action names, if it names one.
     pub fn partition(&self) -> Option<u8> {
         match *self {

@@ -24,12 +24,15 @@ pub struct SortedSet<T> {
     items: SmallVec<[T; INLINE_ITEMS]>,
 }
 
-impl<T: Clone> Clone for SortedSet<T> {
+/// Items are `Copy` (offsets, partition numbers, stages): a clone is one copy of the slice,
+/// not an item-by-item `Clone` (the restore after every successor, `search::expand_chunk`).
+impl<T: Copy> Clone for SortedSet<T> {
     fn clone(&self) -> Self {
-        SortedSet { items: self.items.clone() }
+        SortedSet { items: SmallVec::from_slice(&self.items) }
     }
     fn clone_from(&mut self, source: &Self) {
-        self.items.clone_from(&source.items);
+        self.items.clear();
+        self.items.extend_from_slice(&source.items);
     }
 }
 
@@ -144,12 +147,14 @@ pub struct SortedMap<K, V> {
     entries: SmallVec<[(K, V); INLINE_ITEMS]>,
 }
 
-impl<K: Clone, V: Clone> Clone for SortedMap<K, V> {
+/// As `SortedSet`'s: one copy of the slice.
+impl<K: Copy, V: Copy> Clone for SortedMap<K, V> {
     fn clone(&self) -> Self {
-        SortedMap { entries: self.entries.clone() }
+        SortedMap { entries: SmallVec::from_slice(&self.entries) }
     }
     fn clone_from(&mut self, source: &Self) {
-        self.entries.clone_from(&source.entries);
+        self.entries.clear();
+        self.entries.extend_from_slice(&source.entries);
     }
 }
 

@@ -150,6 +150,37 @@ pub struct Group {
 }
 
 impl Group {
+    /// Makes this group equal to `source` by copying only the fields (and owner slots) that
+    /// differ: a step changes one owner, the store or the ghost, and the checker restores the
+    /// parent's group after every successor (`search::expand_chunk`). The destructuring has no
+    /// `..`: a new field fails to compile here until it is restored.
+    pub fn restore_from(&mut self, source: &Group) {
+        let Group { store, inbox, index, owners, paused, ghost } = self;
+        if *store != source.store {
+            store.clone_from(&source.store);
+        }
+        if *inbox != source.inbox {
+            inbox.clone_from(&source.inbox);
+        }
+        if *index != source.index {
+            index.clone_from(&source.index);
+        }
+        for (slots, source_slots) in [(owners, &source.owners), (paused, &source.paused)] {
+            if slots.len() != source_slots.len() {
+                slots.clone_from(source_slots);
+                continue;
+            }
+            for (slot, source_slot) in slots.iter_mut().zip(source_slots) {
+                if slot != source_slot {
+                    slot.clone_from(source_slot);
+                }
+            }
+        }
+        if *ghost != source.ghost {
+            ghost.clone_from(&source.ghost);
+        }
+    }
+
     /// The owner slot an owner step addresses: a current incarnation, or a paused one.
     pub fn slot(&self, owner: u8) -> &Owner {
         let o = usize::from(owner);
@@ -510,9 +541,15 @@ impl Representative for State {
 }
 
 impl State {
-    /// Whether every field but the groups is equal (what `pack::pack_globals` packs). The
-    /// destructuring has no `..`: a new field fails to compile here until it is compared.
+    /// Whether every field but the groups is equal (what `pack::pack_globals` packs).
     pub fn globals_eq(&self, other: &State) -> bool {
+        self.counters_eq(other) && self.shared_eq(other)
+    }
+
+    /// Whether the fault counters and the witness bits are equal: the globals every action
+    /// may change. The destructuring has no `..`: a new field fails to compile here until it
+    /// is compared, here or in `shared_eq`.
+    pub fn counters_eq(&self, other: &State) -> bool {
         let State {
             log,
             sends,
@@ -533,7 +570,7 @@ impl State {
             damaged,
             witnessed,
         } = self;
-        // The counters and small fields first: they differ most often and compare cheaply.
+        let _ = (log, sends, producer, log_start, replicas, output, reader, damaged);
         *witnessed == other.witnessed
             && *crashes_used == other.crashes_used
             && *rebalances_used == other.rebalances_used
@@ -543,7 +580,14 @@ impl State {
             && *log_losses_used == other.log_losses_used
             && *leader_failures_used == other.leader_failures_used
             && *isr_shrinks_used == other.isr_shrinks_used
-            && *log == other.log
+    }
+
+    /// Whether the shared parts outside the groups are equal: the log, the producers,
+    /// retention, replicas and the output partitions, which only some actions change
+    /// (`Action::may_change_shared`).
+    pub fn shared_eq(&self, other: &State) -> bool {
+        let State { log, sends, producer, log_start, replicas, output, reader, damaged, .. } = self;
+        *log == other.log
             && *sends == other.sends
             && *producer == other.producer
             && *log_start == other.log_start
@@ -556,6 +600,22 @@ impl State {
     /// Copies every field but the groups from `source`, reusing buffers (the checker's
     /// restore after a step that changed them). The destructuring has no `..`.
     pub fn clone_globals_from(&mut self, source: &State) {
+        self.copy_counters_from(source);
+        let State { log, sends, producer, log_start, replicas, output, reader, damaged, .. } = self;
+        log.clone_from(&source.log);
+        sends.clone_from(&source.sends);
+        producer.clone_from(&source.producer);
+        log_start.clone_from(&source.log_start);
+        replicas.clone_from(&source.replicas);
+        output.clone_from(&source.output);
+        reader.clone_from(&source.reader);
+        damaged.clone_from(&source.damaged);
+    }
+
+    /// Copies the fault counters and the witness bits from `source` (the restore after an
+    /// action that leaves the shared parts alone). The destructuring has no `..`: a new field
+    /// fails to compile here until it is copied, here or in `clone_globals_from`.
+    pub fn copy_counters_from(&mut self, source: &State) {
         let State {
             log,
             sends,
@@ -576,11 +636,8 @@ impl State {
             damaged,
             witnessed,
         } = self;
-        log.clone_from(&source.log);
-        sends.clone_from(&source.sends);
-        producer.clone_from(&source.producer);
+        let _ = (log, sends, producer, log_start, replicas, output, reader, damaged);
         *ack_losses_used = source.ack_losses_used;
-        log_start.clone_from(&source.log_start);
         *retentions_used = source.retentions_used;
         *crashes_used = source.crashes_used;
         *rebalances_used = source.rebalances_used;
@@ -588,10 +645,6 @@ impl State {
         *log_losses_used = source.log_losses_used;
         *leader_failures_used = source.leader_failures_used;
         *isr_shrinks_used = source.isr_shrinks_used;
-        replicas.clone_from(&source.replicas);
-        output.clone_from(&source.output);
-        reader.clone_from(&source.reader);
-        damaged.clone_from(&source.damaged);
         *witnessed = source.witnessed;
     }
 
