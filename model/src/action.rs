@@ -87,8 +87,29 @@ pub enum Action {
     Relay { group: u8 },
 }
 
+/// Which groups an action may change (`Action::groups_changed`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupsChanged {
+    None,
+    One(u8),
+    All,
+}
+
+impl GroupsChanged {
+    /// Whether group `g` may have changed.
+    pub fn includes(self, g: usize) -> bool {
+        match self {
+            GroupsChanged::None => false,
+            GroupsChanged::One(group) => usize::from(group) == g,
+            GroupsChanged::All => true,
+        }
+    }
+}
+
 impl Action {
-    /// The group whose state this action may change (`None` for appends to the shared log).
+    /// The group that acts (an owner's step, a crash, a rebalance): `None` for the producer,
+    /// the log and the brokers. An append may still change every group's ghost
+    /// (`groups_changed`).
     pub fn group(&self) -> Option<u8> {
         match *self {
             Action::Append { .. }
@@ -124,12 +145,54 @@ impl Action {
         }
     }
 
+    /// Which groups the action may change: the acting group's (`group`), none, or, for an
+    /// append or a broker's step, every group's ghost (a log that lost its tail and grows again
+    /// moves the lost record's applications to each group's `lost_sum`). The checker takes the other groups
+    /// from the parent without comparing them; debug builds assert it, and
+    /// `search::tests::actions_change_only_what_they_say` walks every row.
+    pub fn groups_changed(&self) -> GroupsChanged {
+        match *self {
+            // A replicated partition's consumer-visible log moves with its high watermark and
+            // its leader, so the brokers' steps are counted with the appends.
+            Action::Append { .. }
+            | Action::AppendAckLost { .. }
+            | Action::RetryAppend { .. }
+            | Action::Replicate { .. }
+            | Action::Acknowledge { .. }
+            | Action::ShrinkIsr { .. }
+            | Action::FailLeader { .. }
+            // The downstream reader's ghost (`read_aborted`) is per group.
+            | Action::ReadOutput { .. } => GroupsChanged::All,
+            Action::Retain { .. } | Action::LoseTail { .. } => GroupsChanged::None,
+            Action::Fetch { group, .. }
+            | Action::SendEmail { group, .. }
+            | Action::WriteIndex { group, .. }
+            | Action::Relay { group }
+            | Action::ProduceOutput { group, .. }
+            | Action::CommitTxn { group, .. }
+            | Action::Pause { group, .. }
+            | Action::RefuseAhead { group, .. }
+            | Action::ApplyEffect { group, .. }
+            | Action::InsertProcessed { group, .. }
+            | Action::CommitOffset { group, .. }
+            | Action::ApplyStamped { group, .. }
+            | Action::ApplyDeduped { group, .. }
+            | Action::ApplyAtomic { group, .. }
+            | Action::DeadLetter { group, .. }
+            | Action::ResetOffset { group, .. }
+            | Action::FailOutOfRange { group, .. }
+            | Action::Crash { group, .. }
+            | Action::Restart { group, .. }
+            | Action::Rebalance { group, .. } => GroupsChanged::One(group),
+        }
+    }
+
     /// Whether the action may change the shared, outside-the-groups parts of the state (the
     /// log, the producers, retention, replicas, the output partitions: `State::shared_eq`);
     /// every other action changes at most the groups, the fault counters and the witness bits.
     /// The checker compares the shared parts with the parent's only after such an action;
     /// debug builds assert the others leave them alone, and
-    /// `search::tests::only_the_actions_that_say_so_change_the_shared_parts` walks every row.
+    /// `search::tests::actions_change_only_what_they_say` walks every row.
     pub fn may_change_shared(&self) -> bool {
         match self {
             // The producer, retention, log loss, replication and the downstream reader.

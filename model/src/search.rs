@@ -30,10 +30,10 @@
 //!   compared with the parent's only after an action that may change them
 //!   (`Action::may_change_shared`).
 
-use crate::action::Action;
+use crate::action::{Action, GroupsChanged};
 use crate::pack::{pack_globals, pack_group, unpack_globals_into, unpack_group_into};
 use crate::properties::is_discovery;
-use crate::state::State;
+use crate::state::{GroupOrder, State};
 use crate::ConsumerModel;
 use stateright::{Model, Property, Representative};
 use std::collections::BTreeMap;
@@ -404,7 +404,7 @@ pub fn bfs(
     for state in model.init_states() {
         let state = if options.symmetry { state.representative() } else { state };
         let mut out = ChunkOut::default();
-        out.push((u32::MAX, &state, &[]), (&state, true), &arena, &mut part_bytes);
+        out.push((u32::MAX, &state, &[]), (&state, Made::initial()), &arena, &mut part_bytes);
         merge(&mut arena, &out, &mut record);
     }
     let mut found: Vec<Option<u32>> = vec![None; properties.len()];
@@ -538,13 +538,17 @@ fn expand_chunk(
         model.actions(&state, &mut actions);
         for &action in &actions {
             model.next_state_over(&state, action, &mut next);
-            if symmetry {
-                next.canonicalize();
-            }
             let shared = action.may_change_shared();
             debug_assert!(shared || next.shared_eq(&state), "invariant: {action:?} leaves the shared parts alone");
+            debug_assert!(
+                (next.groups.iter().zip(&state.groups).enumerate())
+                    .all(|(g, (group, parent))| action.groups_changed().includes(g) || group == parent),
+                "invariant: {action:?} changes no group but those it says"
+            );
+            let origin = if symmetry { next.canonicalize_tracked() } else { GroupOrder::identity() };
+            let made = Made { shared, changed: action.groups_changed(), origin };
             let unchanged =
-                out.push((index as u32, &state, arena.record(index)), (&next, shared), arena, &mut group_bytes);
+                out.push((index as u32, &state, arena.record(index)), (&next, made), arena, &mut group_bytes);
             match (unchanged.globals, shared) {
                 (true, _) => (),
                 (false, true) => next.clone_globals_from(&state),
@@ -570,7 +574,7 @@ impl ChunkOut {
     fn push(
         &mut self,
         (parent, parent_state, parent_record): (u32, &State, &[u32]),
-        (state, shared): (&State, bool),
+        (state, made): (&State, Made),
         arena: &Arena,
         bytes: &mut Vec<u8>,
     ) -> Unchanged {
@@ -589,7 +593,7 @@ impl ChunkOut {
         };
         let mut unchanged = Unchanged { globals: false, groups: 0 };
         // The shared parts are compared only when the step may have changed them (`shared`).
-        let globals_eq = state.counters_eq(parent_state) && (!shared || state.shared_eq(parent_state));
+        let globals_eq = state.counters_eq(parent_state) && (!made.shared || state.shared_eq(parent_state));
         if !parent_record.is_empty() && globals_eq {
             unchanged.globals = true;
             self.parts.push(Part::Stored(parent_record[0]));
@@ -599,8 +603,22 @@ impl ChunkOut {
             add(bytes, self);
         }
         for (i, group) in state.groups.iter().enumerate() {
-            // The same position first (no symmetry, or a group the sort left in place).
             let parent_groups = if parent_record.is_empty() { &[][..] } else { &parent_state.groups[..] };
+            let origin = made.origin.0[i];
+            // A group the action does not act on is its parent's, wherever the sort put it.
+            if !parent_groups.is_empty() && !made.changed.includes(usize::from(origin)) {
+                let origin = usize::from(origin);
+                debug_assert!(
+                    parent_groups[origin] == *group,
+                    "invariant: a group the step did not act on is unchanged"
+                );
+                if origin == i {
+                    unchanged.groups |= 1 << i;
+                }
+                self.parts.push(Part::Stored(parent_record[1 + origin]));
+                continue;
+            }
+            // The same position first (no symmetry, or a group the sort left in place).
             let same = std::iter::once(i).chain(0..parent_groups.len()).find(|&j| parent_groups.get(j) == Some(group));
             if same == Some(i) {
                 unchanged.groups |= 1 << i;
@@ -626,6 +644,31 @@ impl ChunkOut {
             self.successors.push(Successor { parent, hash: 0, complete });
         }
         unchanged
+    }
+}
+
+/// How a successor was made, as far as `push` needs to know.
+#[derive(Clone, Copy)]
+struct Made {
+    /// The action may have changed the shared parts (`Action::may_change_shared`).
+    shared: bool,
+    /// The groups the action may change (`Action::groups_changed`), numbered before
+    /// canonicalisation: the others are the parent's.
+    changed: GroupsChanged,
+    /// Where each group of the successor was before canonicalisation.
+    origin: GroupOrder,
+}
+
+impl Made {
+    /// For a state pushed without a parent (an initial state): every part is packed.
+    fn initial() -> Made {
+        Made { shared: true, changed: GroupsChanged::All, origin: GroupOrder::identity() }
+    }
+
+    /// For a successor by `action`, not canonicalised.
+    #[cfg(test)]
+    fn by(action: Action) -> Made {
+        Made { shared: action.may_change_shared(), changed: action.groups_changed(), origin: GroupOrder::identity() }
     }
 }
 
@@ -719,11 +762,12 @@ mod tests {
     use crate::strategy::Strategy;
     use std::collections::BTreeMap as Map;
 
-    /// `Action::may_change_shared` is what lets the checker skip comparing the log, the
-    /// producers and the output partitions after most steps: an action it calls local must
-    /// leave them alone. Seeded walks to full depth on every row's default configuration.
+    /// `Action::may_change_shared` and `Action::group` are what let the checker skip comparing
+    /// the log, the producers, the output partitions and the other groups after a step: an
+    /// action must change nothing else. Seeded walks to full depth on every row's default
+    /// configuration.
     #[test]
-    fn only_the_actions_that_say_so_change_the_shared_parts() {
+    fn actions_change_only_what_they_say() {
         const WALKS: usize = 300;
         // A walk ends where no action is enabled, or here (retry-forever loops for ever).
         const STEPS_MAX: usize = 200;
@@ -748,6 +792,13 @@ mod tests {
                     if !action.may_change_shared() {
                         assert!(next.shared_eq(&state), "{strategy}: {action} changed the shared parts");
                         local_steps += 1;
+                    }
+                    for (g, (group, parent)) in next.groups.iter().zip(&state.groups).enumerate() {
+                        let said = action.groups_changed().includes(g);
+                        assert!(
+                            said || group == parent,
+                            "{strategy}: {action} changed group {g}, which it does not say"
+                        );
                     }
                     state = next;
                 }
@@ -778,7 +829,7 @@ mod tests {
             let (mut record, mut bytes) = (Vec::new(), Vec::new());
             let init = model.init_states().swap_remove(0);
             let mut out = ChunkOut::default();
-            out.push((u32::MAX, &init, &[]), (&init, true), &arena, &mut bytes);
+            out.push((u32::MAX, &init, &[]), (&init, Made::initial()), &arena, &mut bytes);
             merge(&mut arena, &out, &mut record);
             // Whole encodings (independent of the collapse) mapped to the number they got.
             let mut numbers: Map<Vec<u8>, usize> = Map::new();
@@ -797,7 +848,7 @@ mod tests {
                     let parent_record = if k % 2 == 0 { arena.record(next_index) } else { &[] };
                     out.push(
                         (next_index as u32, &parent, parent_record),
-                        (&next, action.may_change_shared()),
+                        (&next, Made::by(action)),
                         &arena,
                         &mut bytes,
                     );

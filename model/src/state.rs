@@ -652,10 +652,35 @@ impl State {
     /// within each group, owners sorted (with which partitions each is assigned) and renamed,
     /// paused slots renamed and sorted; then the groups sorted.
     pub fn canonicalize(&mut self) {
+        self.canonicalize_tracked();
+    }
+
+    /// `canonicalize`, returning where each group came from: `origin[i]` is the position
+    /// before of the group now at position `i` (the checker then knows which groups are its
+    /// parent's without comparing them).
+    pub fn canonicalize_tracked(&mut self) -> GroupOrder {
         for group in &mut self.groups {
             canonicalize_owners(group);
         }
-        self.groups.sort();
+        let groups = self.groups.len();
+        assert!(groups <= GROUP_SLOTS_MAX, "invariant: at most {GROUP_SLOTS_MAX} groups");
+        let mut origin = GroupOrder::identity();
+        // A stable sort of positions, as `sort` of the groups was: the same arrangement.
+        origin.0[..groups].sort_by(|&a, &b| self.groups[usize::from(a)].cmp(&self.groups[usize::from(b)]));
+        let mut renamed = [0u8; GROUP_SLOTS_MAX];
+        for (new_index, &old_index) in origin.0[..groups].iter().enumerate() {
+            renamed[usize::from(old_index)] = new_index as u8;
+        }
+        // Applies the permutation by swaps: the group at position `i` moves to `renamed[i]`.
+        let mut at = renamed;
+        for i in 0..groups {
+            while usize::from(at[i]) != i {
+                let j = usize::from(at[i]);
+                self.groups.swap(i, j);
+                at.swap(i, j);
+            }
+        }
+        origin
     }
 }
 
@@ -704,6 +729,24 @@ fn canonicalize_owners(group: &mut Group) {
         slot.incarnation_of = slot.incarnation_of.map(|of| renamed[usize::from(of)]);
     }
     group.paused.sort();
+}
+
+/// The most groups `canonicalize` sorts (`config::GROUPS_MAX`).
+const GROUP_SLOTS_MAX: usize = crate::config::GROUPS_MAX as usize;
+
+/// Where each group of a canonicalised state came from: entry `i` is the position before of
+/// the group now at `i` (the identity without symmetry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupOrder(pub [u8; GROUP_SLOTS_MAX]);
+
+impl GroupOrder {
+    pub fn identity() -> GroupOrder {
+        let mut order = [0u8; GROUP_SLOTS_MAX];
+        for (slot, index) in order.iter_mut().zip(0..) {
+            *slot = index;
+        }
+        GroupOrder(order)
+    }
 }
 
 /// The most owner slots of a group `canonicalize` sorts (`config::OWNERS_MAX`).
