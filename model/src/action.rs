@@ -151,39 +151,16 @@ impl Action {
     /// from the parent without comparing them; debug builds assert it, and
     /// `search::tests::actions_change_only_what_they_say` walks every row.
     pub fn groups_changed(&self) -> GroupsChanged {
-        match *self {
-            // A replicated partition's consumer-visible log moves with its high watermark and
-            // its leader, so the brokers' steps are counted with the appends.
-            Action::Append { .. }
-            | Action::AppendAckLost { .. }
-            | Action::RetryAppend { .. }
-            | Action::Replicate { .. }
-            | Action::Acknowledge { .. }
-            | Action::ShrinkIsr { .. }
-            | Action::FailLeader { .. }
-            // The downstream reader's ghost (`read_aborted`) is per group.
-            | Action::ReadOutput { .. } => GroupsChanged::All,
-            Action::Retain { .. } | Action::LoseTail { .. } => GroupsChanged::None,
-            Action::Fetch { group, .. }
-            | Action::SendEmail { group, .. }
-            | Action::WriteIndex { group, .. }
-            | Action::Relay { group }
-            | Action::ProduceOutput { group, .. }
-            | Action::CommitTxn { group, .. }
-            | Action::Pause { group, .. }
-            | Action::RefuseAhead { group, .. }
-            | Action::ApplyEffect { group, .. }
-            | Action::InsertProcessed { group, .. }
-            | Action::CommitOffset { group, .. }
-            | Action::ApplyStamped { group, .. }
-            | Action::ApplyDeduped { group, .. }
-            | Action::ApplyAtomic { group, .. }
-            | Action::DeadLetter { group, .. }
-            | Action::ResetOffset { group, .. }
-            | Action::FailOutOfRange { group, .. }
-            | Action::Crash { group, .. }
-            | Action::Restart { group, .. }
-            | Action::Rebalance { group, .. } => GroupsChanged::One(group),
+        match self.group() {
+            Some(group) => GroupsChanged::One(group),
+            // Retention and log loss change the log only (a lost record's applications move
+            // when the log grows again). Any other step outside the groups, including one
+            // added later, may change them all: the safe side.
+            None if matches!(self, Action::Retain { .. } | Action::LoseTail { .. }) => GroupsChanged::None,
+            // Appends, the brokers' steps (a replicated partition's consumer-visible log moves
+            // with its high watermark and leader) and the downstream reader (`read_aborted` is
+            // per group).
+            None => GroupsChanged::All,
         }
     }
 
@@ -194,41 +171,30 @@ impl Action {
     /// debug builds assert the others leave them alone, and
     /// `search::tests::actions_change_only_what_they_say` walks every row.
     pub fn may_change_shared(&self) -> bool {
-        match self {
-            // The producer, retention, log loss, replication and the downstream reader.
-            Action::Append { .. }
-            | Action::AppendAckLost { .. }
-            | Action::RetryAppend { .. }
-            | Action::Retain { .. }
-            | Action::LoseTail { .. }
-            | Action::Replicate { .. }
-            | Action::Acknowledge { .. }
-            | Action::ShrinkIsr { .. }
-            | Action::FailLeader { .. }
-            | Action::ReadOutput { .. } => true,
-            // Taking a partition aborts its open transactions (`txn::take_partition`), and the
-            // transactional writes append to the output partition.
-            Action::Restart { .. }
-            | Action::Rebalance { .. }
-            | Action::Pause { .. }
-            | Action::ProduceOutput { .. }
-            | Action::CommitTxn { .. } => true,
+        // The owners' steps that touch only their group's store and their own state (a crash
+        // and a fetch included). Every other step may change the shared parts, including a
+        // step added later: the safe side. Restart, rebalance and pause take a partition,
+        // which aborts its open transactions (`txn::take_partition`), and the transactional
+        // writes append to the output partition.
+        let local = matches!(
+            self,
             Action::Fetch { .. }
-            | Action::FailOutOfRange { .. }
-            | Action::Crash { .. }
-            | Action::RefuseAhead { .. }
-            | Action::Relay { .. }
-            | Action::ApplyEffect { .. }
-            | Action::InsertProcessed { .. }
-            | Action::CommitOffset { .. }
-            | Action::ApplyStamped { .. }
-            | Action::ApplyDeduped { .. }
-            | Action::ApplyAtomic { .. }
-            | Action::DeadLetter { .. }
-            | Action::ResetOffset { .. }
-            | Action::SendEmail { .. }
-            | Action::WriteIndex { .. } => false,
-        }
+                | Action::FailOutOfRange { .. }
+                | Action::Crash { .. }
+                | Action::RefuseAhead { .. }
+                | Action::Relay { .. }
+                | Action::ApplyEffect { .. }
+                | Action::InsertProcessed { .. }
+                | Action::CommitOffset { .. }
+                | Action::ApplyStamped { .. }
+                | Action::ApplyDeduped { .. }
+                | Action::ApplyAtomic { .. }
+                | Action::DeadLetter { .. }
+                | Action::ResetOffset { .. }
+                | Action::SendEmail { .. }
+                | Action::WriteIndex { .. }
+        );
+        !local
     }
 
     /// The partition the action names, if it names one.

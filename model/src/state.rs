@@ -667,19 +667,7 @@ impl State {
         let mut origin = GroupOrder::identity();
         // A stable sort of positions, as `sort` of the groups was: the same arrangement.
         origin.0[..groups].sort_by(|&a, &b| self.groups[usize::from(a)].cmp(&self.groups[usize::from(b)]));
-        let mut renamed = [0u8; GROUP_SLOTS_MAX];
-        for (new_index, &old_index) in origin.0[..groups].iter().enumerate() {
-            renamed[usize::from(old_index)] = new_index as u8;
-        }
-        // Applies the permutation by swaps: the group at position `i` moves to `renamed[i]`.
-        let mut at = renamed;
-        for i in 0..groups {
-            while usize::from(at[i]) != i {
-                let j = usize::from(at[i]);
-                self.groups.swap(i, j);
-                at.swap(i, j);
-            }
-        }
+        permute(&mut self.groups, &origin.0[..groups]);
         origin
     }
 }
@@ -707,19 +695,7 @@ fn canonicalize_owners(group: &mut Group) {
         let (a, b) = (usize::from(a), usize::from(b));
         group.owners[a].cmp(&group.owners[b]).then_with(|| assigned(a).cmp(&assigned(b)))
     });
-    let mut renamed = [0u8; OWNER_SLOTS_MAX];
-    for (new_index, &old_index) in order.iter().enumerate() {
-        renamed[usize::from(old_index)] = new_index as u8;
-    }
-    // Applies the permutation by swaps: the owner at position `i` moves to `renamed[i]`.
-    let mut at = renamed;
-    for i in 0..owners {
-        while usize::from(at[i]) != i {
-            let j = usize::from(at[i]);
-            group.owners.swap(i, j);
-            at.swap(i, j);
-        }
-    }
+    let renamed = permute(&mut group.owners, order);
     for row in &mut group.store.partitions {
         row.owner = renamed[usize::from(row.owner)];
     }
@@ -730,6 +706,29 @@ fn canonicalize_owners(group: &mut Group) {
     }
     group.paused.sort();
 }
+
+/// Puts at position `i` the item that was at `order[i]`, by swaps and without allocating;
+/// returns the inverse, each old position's new one.
+fn permute<T>(items: &mut [T], order: &[u8]) -> [u8; PERMUTED_MAX] {
+    assert!(order.len() == items.len() && order.len() <= PERMUTED_MAX, "invariant: a permutation of the items");
+    let mut renamed = [0u8; PERMUTED_MAX];
+    for (new_index, &old_index) in order.iter().enumerate() {
+        renamed[usize::from(old_index)] = new_index as u8;
+    }
+    // The item at position `i` moves to `renamed[i]`.
+    let mut at = renamed;
+    for i in 0..order.len() {
+        while usize::from(at[i]) != i {
+            let j = usize::from(at[i]);
+            items.swap(i, j);
+            at.swap(i, j);
+        }
+    }
+    renamed
+}
+
+/// The most items `permute` moves: owner slots or groups.
+const PERMUTED_MAX: usize = if OWNER_SLOTS_MAX > GROUP_SLOTS_MAX { OWNER_SLOTS_MAX } else { GROUP_SLOTS_MAX };
 
 /// The most groups `canonicalize` sorts (`config::GROUPS_MAX`).
 const GROUP_SLOTS_MAX: usize = crate::config::GROUPS_MAX as usize;
