@@ -10,7 +10,6 @@
 //! are the B-trees' (sorted items, compared lexicographically), so encodings, representatives
 //! and counts do not change.
 
-use smallvec::SmallVec;
 use std::fmt;
 
 /// Items held without a heap allocation: a lease's records in flight and completed offsets,
@@ -18,32 +17,196 @@ use std::fmt;
 /// on the default check (2 jobs, one run): 4 took 12.3 s of wall time, 8 took 13.1 s.
 pub const INLINE_ITEMS: usize = 4;
 
-/// A set kept as a sorted vector without duplicates.
-#[derive(PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct SortedSet<T> {
-    items: SmallVec<[T; INLINE_ITEMS]>,
+/// A small vector of `Copy` items: inline up to `INLINE_ITEMS`, on the heap beyond. The unused
+/// inline slots always hold `T::default()`, so two inline vectors are equal exactly when their
+/// whole fixed arrays are (a few word compares, no call), and a clone of inline items is one
+/// fixed-size copy. Once spilled, a vector keeps its heap buffer even when it shrinks, so a
+/// state reused for successors allocates nothing once its buffers have grown
+/// (`model/tests/allocations.rs`); equality and hash then go by the items.
+enum Items<T> {
+    Inline { len: u8, items: [T; INLINE_ITEMS] },
+    Heap(Vec<T>),
 }
 
-/// Items are `Copy` (offsets, partition numbers, stages): a clone is one copy of the slice,
-/// not an item-by-item `Clone` (the restore after every successor, `search::expand_chunk`).
-impl<T: Copy> Clone for SortedSet<T> {
+impl<T: Copy + Default> Default for Items<T> {
+    fn default() -> Self {
+        Items::Inline { len: 0, items: [T::default(); INLINE_ITEMS] }
+    }
+}
+
+impl<T: Copy + Default> Clone for Items<T> {
+    /// A fresh clone is inline whenever the items fit (a spilled vector that shrank included).
     fn clone(&self) -> Self {
-        SortedSet { items: SmallVec::from_slice(&self.items) }
+        match self {
+            Items::Inline { len, items } => Items::Inline { len: *len, items: *items },
+            Items::Heap(items) if items.len() <= INLINE_ITEMS => items.iter().copied().collect(),
+            Items::Heap(items) => Items::Heap(items.clone()),
+        }
     }
+
     fn clone_from(&mut self, source: &Self) {
-        self.items.clear();
-        self.items.extend_from_slice(&source.items);
+        match (&mut *self, source) {
+            (Items::Heap(heap), _) => {
+                heap.clear();
+                heap.extend_from_slice(source.as_slice());
+            }
+            (Items::Inline { .. }, Items::Inline { len, items }) => {
+                *self = Items::Inline { len: *len, items: *items };
+            }
+            (Items::Inline { .. }, Items::Heap(heap)) if heap.len() <= INLINE_ITEMS => {
+                *self = Items::default();
+                heap.iter().for_each(|&item| self.push(item));
+            }
+            (Items::Inline { .. }, Items::Heap(heap)) => *self = Items::Heap(heap.clone()),
+        }
     }
 }
 
-impl<T: Ord> SortedSet<T> {
+impl<T: Copy + Default + PartialEq> PartialEq for Items<T> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Items::Inline { len, items }, Items::Inline { len: other_len, items: other_items }) => {
+                len == other_len && items == other_items
+            }
+            _ => self.as_slice() == other.as_slice(),
+        }
+    }
+}
+
+impl<T: Copy + Default + Eq> Eq for Items<T> {}
+
+/// As a slice's (length, then the items), whichever way they are held: the hash the earlier
+/// `SmallVec` had, so stateright's fingerprints (explore, DFS, simulation) are unchanged.
+impl<T: Copy + Default + std::hash::Hash> std::hash::Hash for Items<T> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state);
+    }
+}
+
+impl<T: Copy + Default> Items<T> {
+    fn as_slice(&self) -> &[T] {
+        match self {
+            Items::Inline { len, items } => &items[..usize::from(*len)],
+            Items::Heap(items) => items,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        match self {
+            Items::Inline { len, items } => &mut items[..usize::from(*len)],
+            Items::Heap(items) => items,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    fn insert(&mut self, at: usize, item: T) {
+        match self {
+            Items::Inline { len, items } if usize::from(*len) < INLINE_ITEMS => {
+                let end = usize::from(*len);
+                assert!(at <= end, "invariant: an insertion within the items");
+                items.copy_within(at..end, at + 1);
+                items[at] = item;
+                *len += 1;
+            }
+            Items::Inline { items, .. } => {
+                let mut spilled = Vec::with_capacity(INLINE_ITEMS * 2);
+                spilled.extend_from_slice(items);
+                spilled.insert(at, item);
+                *self = Items::Heap(spilled);
+            }
+            Items::Heap(items) => items.insert(at, item),
+        }
+    }
+
+    fn push(&mut self, item: T) {
+        self.insert(self.len(), item);
+    }
+
+    fn remove(&mut self, at: usize) -> T {
+        match self {
+            Items::Inline { len, items } => {
+                let end = usize::from(*len);
+                assert!(at < end, "invariant: a removal within the items");
+                let removed = items[at];
+                items.copy_within(at + 1..end, at);
+                items[end - 1] = T::default();
+                *len -= 1;
+                removed
+            }
+            Items::Heap(items) => items.remove(at),
+        }
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&mut T) -> bool) {
+        match self {
+            Items::Inline { len, items } => {
+                let mut kept = 0;
+                for at in 0..usize::from(*len) {
+                    let mut item = items[at];
+                    if keep(&mut item) {
+                        items[kept] = item;
+                        kept += 1;
+                    }
+                }
+                items[kept..].fill(T::default());
+                *len = kept as u8;
+            }
+            Items::Heap(items) => items.retain_mut(keep),
+        }
+    }
+
+    fn clear(&mut self) {
+        match self {
+            Items::Inline { .. } => *self = Items::default(),
+            Items::Heap(items) => items.clear(),
+        }
+    }
+}
+
+impl<T: Copy + Default> FromIterator<T> for Items<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        let mut items = Items::default();
+        iter.into_iter().for_each(|item| items.push(item));
+        items
+    }
+}
+
+/// A set kept as a sorted vector without duplicates.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct SortedSet<T: Copy + Default> {
+    items: Items<T>,
+}
+
+impl<T: Copy + Default> Default for SortedSet<T> {
+    fn default() -> Self {
+        SortedSet { items: Items::default() }
+    }
+}
+
+/// Lexicographic over the items, as `BTreeSet`'s.
+impl<T: Ord + Copy + Default> PartialOrd for SortedSet<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<T: Ord + Copy + Default> Ord for SortedSet<T> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.items.as_slice().cmp(other.items.as_slice())
+    }
+}
+
+impl<T: Ord + Copy + Default> SortedSet<T> {
     pub fn new() -> Self {
-        SortedSet { items: SmallVec::new() }
+        SortedSet::default()
     }
 
     /// Adds `item`; false when it was present.
     pub fn insert(&mut self, item: T) -> bool {
-        match self.items.binary_search(&item) {
+        match self.items.as_slice().binary_search(&item) {
             Ok(_) => false,
             Err(at) => {
                 self.items.insert(at, item);
@@ -54,7 +217,7 @@ impl<T: Ord> SortedSet<T> {
 
     /// Removes `item`; false when it was absent.
     pub fn remove(&mut self, item: &T) -> bool {
-        match self.items.binary_search(item) {
+        match self.items.as_slice().binary_search(item) {
             Ok(at) => {
                 self.items.remove(at);
                 true
@@ -64,19 +227,19 @@ impl<T: Ord> SortedSet<T> {
     }
 
     pub fn contains(&self, item: &T) -> bool {
-        self.items.binary_search(item).is_ok()
+        self.items.as_slice().binary_search(item).is_ok()
     }
 
     pub fn first(&self) -> Option<&T> {
-        self.items.first()
+        self.items.as_slice().first()
     }
 
     pub fn last(&self) -> Option<&T> {
-        self.items.last()
+        self.items.as_slice().last()
     }
 
     pub fn pop_first(&mut self) -> Option<T> {
-        (!self.items.is_empty()).then(|| self.items.remove(0))
+        (!self.is_empty()).then(|| self.items.remove(0))
     }
 
     pub fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
@@ -91,86 +254,96 @@ impl<T: Ord> SortedSet<T> {
     /// encoding of a set), reusing the buffer.
     pub fn refill(&mut self, items: impl Iterator<Item = T>) {
         self.items.clear();
-        self.items.extend(items);
-        assert!(self.items.windows(2).all(|pair| pair[0] < pair[1]), "invariant: a set is refilled in order");
+        items.for_each(|item| self.items.push(item));
+        let ordered = self.items.as_slice().windows(2).all(|pair| pair[0] < pair[1]);
+        assert!(ordered, "invariant: a set is refilled in order");
     }
 }
 
-impl<T> SortedSet<T> {
+impl<T: Copy + Default> SortedSet<T> {
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.items.len() == 0
     }
 
     /// The items in ascending order.
     pub fn iter(&self) -> std::slice::Iter<'_, T> {
-        self.items.iter()
+        self.items.as_slice().iter()
     }
 }
 
-impl<'a, T> IntoIterator for &'a SortedSet<T> {
+impl<'a, T: Copy + Default> IntoIterator for &'a SortedSet<T> {
     type Item = &'a T;
     type IntoIter = std::slice::Iter<'a, T>;
     fn into_iter(self) -> Self::IntoIter {
-        self.items.iter()
+        self.items.as_slice().iter()
     }
 }
 
-impl<T: Ord> FromIterator<T> for SortedSet<T> {
+impl<T: Ord + Copy + Default> FromIterator<T> for SortedSet<T> {
     fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
-        let mut items: SmallVec<[T; INLINE_ITEMS]> = iter.into_iter().collect();
-        items.sort();
-        items.dedup();
+        let mut items: Items<T> = iter.into_iter().collect();
+        items.as_mut_slice().sort();
+        let mut previous = None;
+        items.retain(|item| previous.replace(*item) != Some(*item));
         SortedSet { items }
     }
 }
 
-impl<T: Ord, const N: usize> From<[T; N]> for SortedSet<T> {
+impl<T: Ord + Copy + Default, const N: usize> From<[T; N]> for SortedSet<T> {
     fn from(items: [T; N]) -> Self {
         items.into_iter().collect()
     }
 }
 
 /// Printed as a set, as `BTreeSet` is (`{1, 2}`), for the explorer and debug output.
-impl<T: fmt::Debug> fmt::Debug for SortedSet<T> {
+impl<T: fmt::Debug + Copy + Default> fmt::Debug for SortedSet<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set().entries(&self.items).finish()
+        f.debug_set().entries(self.items.as_slice()).finish()
     }
 }
 
 /// A map kept as a vector of (key, value) pairs sorted by key, keys unique.
-#[derive(PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct SortedMap<K, V> {
-    entries: SmallVec<[(K, V); INLINE_ITEMS]>,
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct SortedMap<K: Copy + Default, V: Copy + Default> {
+    entries: Items<(K, V)>,
 }
 
-/// As `SortedSet`'s: one copy of the slice.
-impl<K: Copy, V: Copy> Clone for SortedMap<K, V> {
-    fn clone(&self) -> Self {
-        SortedMap { entries: SmallVec::from_slice(&self.entries) }
-    }
-    fn clone_from(&mut self, source: &Self) {
-        self.entries.clear();
-        self.entries.extend_from_slice(&source.entries);
+impl<K: Copy + Default, V: Copy + Default> Default for SortedMap<K, V> {
+    fn default() -> Self {
+        SortedMap { entries: Items::default() }
     }
 }
 
-impl<K: Ord, V> SortedMap<K, V> {
+/// Lexicographic over the entries, as `BTreeMap`'s.
+impl<K: Ord + Copy + Default, V: Ord + Copy + Default> PartialOrd for SortedMap<K, V> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<K: Ord + Copy + Default, V: Ord + Copy + Default> Ord for SortedMap<K, V> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.entries.as_slice().cmp(other.entries.as_slice())
+    }
+}
+
+impl<K: Ord + Copy + Default, V: Copy + Default> SortedMap<K, V> {
     pub fn new() -> Self {
-        SortedMap { entries: SmallVec::new() }
+        SortedMap::default()
     }
 
     fn find(&self, key: &K) -> Result<usize, usize> {
-        self.entries.binary_search_by(|(k, _)| k.cmp(key))
+        self.entries.as_slice().binary_search_by(|(k, _)| k.cmp(key))
     }
 
     /// Sets `key` to `value`; the value it replaces, if any.
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
         match self.find(&key) {
-            Ok(at) => Some(std::mem::replace(&mut self.entries[at].1, value)),
+            Ok(at) => Some(std::mem::replace(&mut self.entries.as_mut_slice()[at].1, value)),
             Err(at) => {
                 self.entries.insert(at, (key, value));
                 None
@@ -188,7 +361,7 @@ impl<K: Ord, V> SortedMap<K, V> {
                 at
             }
         };
-        &mut self.entries[at].1
+        &mut self.entries.as_mut_slice()[at].1
     }
 
     pub fn remove(&mut self, key: &K) -> Option<V> {
@@ -196,11 +369,11 @@ impl<K: Ord, V> SortedMap<K, V> {
     }
 
     pub fn get(&self, key: &K) -> Option<&V> {
-        self.find(key).ok().map(|at| &self.entries[at].1)
+        self.find(key).ok().map(|at| &self.entries.as_slice()[at].1)
     }
 
     pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
-        self.find(key).ok().map(|at| &mut self.entries[at].1)
+        self.find(key).ok().map(|at| &mut self.entries.as_mut_slice()[at].1)
     }
 
     pub fn contains_key(&self, key: &K) -> bool {
@@ -208,11 +381,11 @@ impl<K: Ord, V> SortedMap<K, V> {
     }
 
     pub fn first_key_value(&self) -> Option<(&K, &V)> {
-        self.entries.first().map(|(k, v)| (k, v))
+        self.entries.as_slice().first().map(|(k, v)| (k, v))
     }
 
     pub fn last_key_value(&self) -> Option<(&K, &V)> {
-        self.entries.last().map(|(k, v)| (k, v))
+        self.entries.as_slice().last().map(|(k, v)| (k, v))
     }
 
     pub fn retain(&mut self, mut keep: impl FnMut(&K, &mut V) -> bool) {
@@ -227,45 +400,45 @@ impl<K: Ord, V> SortedMap<K, V> {
     /// encoding of a map), reusing the buffer.
     pub fn refill(&mut self, entries: impl Iterator<Item = (K, V)>) {
         self.entries.clear();
-        self.entries.extend(entries);
-        let ordered = self.entries.windows(2).all(|pair| pair[0].0 < pair[1].0);
+        entries.for_each(|entry| self.entries.push(entry));
+        let ordered = self.entries.as_slice().windows(2).all(|pair| pair[0].0 < pair[1].0);
         assert!(ordered, "invariant: a map is refilled in key order");
     }
 }
 
-impl<K, V> SortedMap<K, V> {
+impl<K: Copy + Default, V: Copy + Default> SortedMap<K, V> {
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.len() == 0
     }
 
     /// The entries in ascending key order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&K, &V)> + ExactSizeIterator {
-        self.entries.iter().map(|(k, v)| (k, v))
+        self.entries.as_slice().iter().map(|(k, v)| (k, v))
     }
 
     pub fn iter_mut(&mut self) -> impl DoubleEndedIterator<Item = (&K, &mut V)> + ExactSizeIterator {
-        self.entries.iter_mut().map(|(k, v)| (&*k, v))
+        self.entries.as_mut_slice().iter_mut().map(|(k, v)| (&*k, v))
     }
 
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &K> + ExactSizeIterator {
-        self.entries.iter().map(|(k, _)| k)
+        self.entries.as_slice().iter().map(|(k, _)| k)
     }
 
     pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> + ExactSizeIterator {
-        self.entries.iter().map(|(_, v)| v)
+        self.entries.as_slice().iter().map(|(_, v)| v)
     }
 
     /// The (key, value) pairs in ascending key order, as one slice (for packing).
     pub fn as_slice(&self) -> &[(K, V)] {
-        &self.entries
+        self.entries.as_slice()
     }
 }
 
-impl<K: Ord, V> FromIterator<(K, V)> for SortedMap<K, V> {
+impl<K: Ord + Copy + Default, V: Copy + Default> FromIterator<(K, V)> for SortedMap<K, V> {
     /// As `BTreeMap`'s: a later value of a repeated key wins.
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         let mut map = SortedMap::new();
@@ -276,16 +449,16 @@ impl<K: Ord, V> FromIterator<(K, V)> for SortedMap<K, V> {
     }
 }
 
-impl<K: Ord, V, const N: usize> From<[(K, V); N]> for SortedMap<K, V> {
+impl<K: Ord + Copy + Default, V: Copy + Default, const N: usize> From<[(K, V); N]> for SortedMap<K, V> {
     fn from(entries: [(K, V); N]) -> Self {
         entries.into_iter().collect()
     }
 }
 
 /// Printed as a map, as `BTreeMap` is (`{1: 2}`).
-impl<K: fmt::Debug, V: fmt::Debug> fmt::Debug for SortedMap<K, V> {
+impl<K: fmt::Debug + Copy + Default, V: fmt::Debug + Copy + Default> fmt::Debug for SortedMap<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map().entries(self.entries.iter().map(|(k, v)| (k, v))).finish()
+        f.debug_map().entries(self.entries.as_slice().iter().map(|(k, v)| (k, v))).finish()
     }
 }
 

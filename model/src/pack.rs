@@ -285,7 +285,7 @@ impl<T: Pack> Pack for [T; 2] {
     }
 }
 
-impl<T: Pack + Ord> Pack for SortedSet<T> {
+impl<T: Pack + Ord + Copy + Default> Pack for SortedSet<T> {
     fn pack(&self, out: &mut Vec<u8>) {
         pack_items(self.iter(), out);
     }
@@ -298,7 +298,7 @@ impl<T: Pack + Ord> Pack for SortedSet<T> {
     }
 }
 
-impl<K: Pack + Ord, V: Pack> Pack for SortedMap<K, V> {
+impl<K: Pack + Ord + Copy + Default, V: Pack + Copy + Default> Pack for SortedMap<K, V> {
     fn pack(&self, out: &mut Vec<u8>) {
         pack_length(self.len(), out);
         self.iter().for_each(|(key, value)| {

@@ -278,10 +278,12 @@ pub struct Lease {
     pub done: SortedSet<Offset>,
 }
 
-/// Where a fetched record is inside its strategy's sequence of durable writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Where a fetched record is inside its strategy's sequence of durable writes. (`Default`
+/// only fills the unused inline slots of a lease's `records`, `collections::Items`.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Stage {
     /// Read from the log; no durable write yet.
+    #[default]
     Fetched,
     /// `commit-first`: the next offset is committed, the effect is not applied yet.
     Committed,
