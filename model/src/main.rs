@@ -284,13 +284,19 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
 /// Checks each configuration, `jobs` of them at once; reports come back in input order, and
 /// each check is deterministic on its own, so the result does not depend on `jobs`.
 fn check_all(configs: Vec<Config>, options: &CheckOptions, jobs: usize) -> Vec<CheckReport> {
+    // The order rows start in (reports stay in input order): the parallel rows, whose in-flight
+    // windows make the largest state spaces, first, so that the small rows fill the other
+    // jobs around them instead of leaving one job alone with a large row at the end.
+    let mut order: Vec<usize> = (0..configs.len()).collect();
+    order.sort_by_key(|&index| !configs[index].strategy.rules().is_parallel());
     let next = std::sync::atomic::AtomicUsize::new(0);
     let slots: Vec<std::sync::Mutex<Option<CheckReport>>> = configs.iter().map(|_| Default::default()).collect();
     std::thread::scope(|scope| {
         for _ in 0..jobs.min(configs.len()) {
             scope.spawn(|| loop {
-                let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(config) = configs.get(index) else { break };
+                let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&index) = order.get(at) else { break };
+                let config = &configs[index];
                 let model = ConsumerModel::new(config.clone());
                 let strategy = config.strategy;
                 eprintln!("checking {strategy} ({} properties)", model.properties().len());

@@ -245,6 +245,30 @@ fn all_strategies_at_other_bounds_are_not_compared_with_spec_md() {
     }
 }
 
+/// Rows start in another order than they are reported in (the parallel rows first), and
+/// several run at once: the report, timings and memory aside, is the same for any `--jobs`.
+#[test]
+fn the_report_does_not_depend_on_the_number_of_jobs() {
+    fn without_measurements(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                map.retain(|key, _| !key.ends_with("seconds") && !key.contains("rss"));
+                map.values_mut().for_each(without_measurements);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(without_measurements),
+            _ => {}
+        }
+    }
+    let report = |jobs: &str| {
+        let output = small_check(&["--json", "--jobs", jobs]);
+        assert_eq!(output.status.code(), Some(0), "--jobs {jobs}: {}", stderr(&output));
+        let mut value: serde_json::Value = serde_json::from_str(&stdout(&output)).expect("the report is JSON");
+        without_measurements(&mut value);
+        value
+    };
+    assert_eq!(report("1"), report("3"));
+}
+
 #[test]
 fn an_unfinished_search_that_finds_nothing_is_inconclusive() {
     // A simulation never completes, so for a strategy that keeps every guarantee it can neither
