@@ -552,7 +552,21 @@ fn expand_chunk(
                     .all(|(g, (group, parent))| action.groups_changed().includes(g) || group == parent),
                 "invariant: {action:?} changes no group but those it says"
             );
-            let origin = if symmetry { next.canonicalize_tracked() } else { GroupOrder::identity() };
+            // The parent is a representative: only the groups the action changed can need
+            // their owners sorted.
+            let origin = if symmetry {
+                #[cfg(debug_assertions)]
+                let whole = {
+                    let mut whole = next.clone();
+                    (whole.canonicalize_tracked(), whole)
+                };
+                let origin = next.canonicalize_changed(|g| action.groups_changed().includes(g));
+                #[cfg(debug_assertions)]
+                assert!(whole == (origin, next.clone()), "invariant: {action:?}: partial canonicalisation differs");
+                origin
+            } else {
+                GroupOrder::identity()
+            };
             let made = Made { shared, changed: action.groups_changed(), origin };
             let unchanged =
                 out.push((index as u32, &state, arena.record(index)), (&next, made), arena, &mut group_bytes);

@@ -661,8 +661,17 @@ impl State {
     /// before of the group now at position `i` (the checker then knows which groups are its
     /// parent's without comparing them).
     pub fn canonicalize_tracked(&mut self) -> GroupOrder {
-        for group in &mut self.groups {
-            canonicalize_owners(group);
+        self.canonicalize_changed(|_| true)
+    }
+
+    /// `canonicalize_tracked` for a successor of a canonical state: only the groups `changed`
+    /// says may differ from the parent's have their owners sorted (the others' are sorted
+    /// already). The checker's hot path; debug builds compare it with the whole one.
+    pub fn canonicalize_changed(&mut self, changed: impl Fn(usize) -> bool) -> GroupOrder {
+        for (g, group) in self.groups.iter_mut().enumerate() {
+            if changed(g) {
+                canonicalize_owners(group);
+            }
         }
         let groups = self.groups.len();
         assert!(groups <= GROUP_SLOTS_MAX, "invariant: at most {GROUP_SLOTS_MAX} groups");
