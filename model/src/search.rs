@@ -298,20 +298,6 @@ impl Table {
         }
     }
 
-    /// Asks the CPU to load the first slot `hash` probes: the merge knows its successors'
-    /// hashes ahead, and the table is far larger than the caches (a hint only: no effect on
-    /// results).
-    fn prefetch(&self, hash: u64) {
-        let slot = hash as usize & (self.slots.len() - 1);
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch is a hint that never faults, and the pointer is in bounds.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(self.slots.as_ptr().add(slot).cast());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = slot;
-    }
-
     fn fill(&mut self, slot: usize, hash: u64, index: usize) {
         debug_assert_eq!(self.slots[slot], EMPTY);
         debug_assert!(index < STATES_MAX, "invariant: an entry never equals EMPTY");
@@ -558,7 +544,7 @@ fn expand_chunk(
                 #[cfg(debug_assertions)]
                 let whole = {
                     let mut whole = next.clone();
-                    (whole.canonicalize_tracked(), whole)
+                    (whole.canonicalize_changed(|_| true), whole)
                 };
                 let origin = next.canonicalize_changed(|g| action.groups_changed().includes(g));
                 #[cfg(debug_assertions)]
@@ -701,19 +687,12 @@ struct Unchanged {
     groups: u64,
 }
 
-/// How many successors ahead the merge prefetches its table slot: enough to cover a memory
-/// access (about 100 ns) with the inserts in between.
-const PREFETCH_AHEAD: usize = 8;
-
 /// Adds a chunk's successors to the arena, in order (one thread: the numbering is the same for
 /// any number of expanding threads).
 fn merge(arena: &mut Arena, out: &ChunkOut, record: &mut Vec<u32>) {
     let width = arena.width;
     let (mut records, mut offset, mut parts) = (out.records.chunks_exact(width), 0, out.parts.iter());
-    for (k, successor) in out.successors.iter().enumerate() {
-        if let Some(ahead) = out.successors.get(k + PREFETCH_AHEAD).filter(|ahead| ahead.complete) {
-            arena.table.prefetch(ahead.hash);
-        }
+    for successor in &out.successors {
         if successor.complete {
             let complete = records.next().expect("invariant: every complete successor has its record");
             arena.insert(complete, successor.hash, successor.parent);

@@ -542,131 +542,79 @@ impl Representative for State {
     }
 }
 
+/// The globals (every field but `groups`) in two lists: the fault counters and the witness
+/// bits, which every action may change, and the shared parts (the log, the producers,
+/// retention, replicas, the output partitions), which only some do
+/// (`Action::may_change_shared`). Generates `counters_eq`, `shared_eq`, `copy_counters_from`
+/// and `clone_shared_from`, each destructuring every field with no `..`: a new field fails to
+/// compile until it is put in one of the lists.
+macro_rules! split_globals {
+    (counters: [$($counter:ident),* $(,)?], shared: [$($shared:ident),* $(,)?] $(,)?) => {
+        impl State {
+            /// Whether the fault counters and the witness bits are equal.
+            pub fn counters_eq(&self, other: &State) -> bool {
+                let State { groups: _, $($counter,)* $($shared: _,)* } = self;
+                true $(&& *$counter == other.$counter)*
+            }
+
+            /// Whether the shared parts outside the groups are equal.
+            pub fn shared_eq(&self, other: &State) -> bool {
+                let State { groups: _, $($counter: _,)* $($shared,)* } = self;
+                true $(&& *$shared == other.$shared)*
+            }
+
+            /// Copies the fault counters and the witness bits from `source` (the restore after
+            /// an action that leaves the shared parts alone).
+            pub fn copy_counters_from(&mut self, source: &State) {
+                let State { groups: _, $($counter,)* $($shared: _,)* } = self;
+                $(*$counter = source.$counter;)*
+            }
+
+            /// Copies the shared parts from `source`, reusing their buffers.
+            fn clone_shared_from(&mut self, source: &State) {
+                let State { groups: _, $($counter: _,)* $($shared,)* } = self;
+                $($shared.clone_from(&source.$shared);)*
+            }
+        }
+    };
+}
+
+// The witness bits first: of the counters they differ most often.
+split_globals!(
+    counters: [
+        witnessed,
+        crashes_used,
+        rebalances_used,
+        pauses_used,
+        ack_losses_used,
+        retentions_used,
+        log_losses_used,
+        leader_failures_used,
+        isr_shrinks_used,
+    ],
+    shared: [log, sends, producer, log_start, replicas, output, reader, damaged],
+);
+
 impl State {
-    /// Whether every field but the groups is equal (what `pack::pack_globals` packs).
-    pub fn globals_eq(&self, other: &State) -> bool {
-        self.counters_eq(other) && self.shared_eq(other)
-    }
-
-    /// Whether the fault counters and the witness bits are equal: the globals every action
-    /// may change. The destructuring has no `..`: a new field fails to compile here until it
-    /// is compared, here or in `shared_eq`.
-    pub fn counters_eq(&self, other: &State) -> bool {
-        let State {
-            log,
-            sends,
-            producer,
-            ack_losses_used,
-            log_start,
-            retentions_used,
-            groups: _,
-            crashes_used,
-            rebalances_used,
-            pauses_used,
-            log_losses_used,
-            leader_failures_used,
-            isr_shrinks_used,
-            replicas,
-            output,
-            reader,
-            damaged,
-            witnessed,
-        } = self;
-        let _ = (log, sends, producer, log_start, replicas, output, reader, damaged);
-        *witnessed == other.witnessed
-            && *crashes_used == other.crashes_used
-            && *rebalances_used == other.rebalances_used
-            && *pauses_used == other.pauses_used
-            && *ack_losses_used == other.ack_losses_used
-            && *retentions_used == other.retentions_used
-            && *log_losses_used == other.log_losses_used
-            && *leader_failures_used == other.leader_failures_used
-            && *isr_shrinks_used == other.isr_shrinks_used
-    }
-
-    /// Whether the shared parts outside the groups are equal: the log, the producers,
-    /// retention, replicas and the output partitions, which only some actions change
-    /// (`Action::may_change_shared`).
-    pub fn shared_eq(&self, other: &State) -> bool {
-        let State { log, sends, producer, log_start, replicas, output, reader, damaged, .. } = self;
-        *log == other.log
-            && *sends == other.sends
-            && *producer == other.producer
-            && *log_start == other.log_start
-            && *replicas == other.replicas
-            && *output == other.output
-            && *reader == other.reader
-            && *damaged == other.damaged
-    }
-
     /// Copies every field but the groups from `source`, reusing buffers (the checker's
-    /// restore after a step that changed them). The destructuring has no `..`.
+    /// restore after a step that changed them).
     pub fn clone_globals_from(&mut self, source: &State) {
         self.copy_counters_from(source);
-        let State { log, sends, producer, log_start, replicas, output, reader, damaged, .. } = self;
-        log.clone_from(&source.log);
-        sends.clone_from(&source.sends);
-        producer.clone_from(&source.producer);
-        log_start.clone_from(&source.log_start);
-        replicas.clone_from(&source.replicas);
-        output.clone_from(&source.output);
-        reader.clone_from(&source.reader);
-        damaged.clone_from(&source.damaged);
-    }
-
-    /// Copies the fault counters and the witness bits from `source` (the restore after an
-    /// action that leaves the shared parts alone). The destructuring has no `..`: a new field
-    /// fails to compile here until it is copied, here or in `clone_globals_from`.
-    pub fn copy_counters_from(&mut self, source: &State) {
-        let State {
-            log,
-            sends,
-            producer,
-            ack_losses_used,
-            log_start,
-            retentions_used,
-            groups: _,
-            crashes_used,
-            rebalances_used,
-            pauses_used,
-            log_losses_used,
-            leader_failures_used,
-            isr_shrinks_used,
-            replicas,
-            output,
-            reader,
-            damaged,
-            witnessed,
-        } = self;
-        let _ = (log, sends, producer, log_start, replicas, output, reader, damaged);
-        *ack_losses_used = source.ack_losses_used;
-        *retentions_used = source.retentions_used;
-        *crashes_used = source.crashes_used;
-        *rebalances_used = source.rebalances_used;
-        *pauses_used = source.pauses_used;
-        *log_losses_used = source.log_losses_used;
-        *leader_failures_used = source.leader_failures_used;
-        *isr_shrinks_used = source.isr_shrinks_used;
-        *witnessed = source.witnessed;
+        self.clone_shared_from(source);
     }
 
     /// Replaces the state by its class's representative, in place and without allocating:
     /// within each group, owners sorted (with which partitions each is assigned) and renamed,
     /// paused slots renamed and sorted; then the groups sorted.
     pub fn canonicalize(&mut self) {
-        self.canonicalize_tracked();
+        self.canonicalize_changed(|_| true);
     }
 
     /// `canonicalize`, returning where each group came from: `origin[i]` is the position
     /// before of the group now at position `i` (the checker then knows which groups are its
-    /// parent's without comparing them).
-    pub fn canonicalize_tracked(&mut self) -> GroupOrder {
-        self.canonicalize_changed(|_| true)
-    }
-
-    /// `canonicalize_tracked` for a successor of a canonical state: only the groups `changed`
-    /// says may differ from the parent's have their owners sorted (the others' are sorted
-    /// already). The checker's hot path; debug builds compare it with the whole one.
+    /// parent's without comparing them). Only the groups `changed` names have their owners
+    /// sorted: for a successor of a canonical state, the others' are sorted already (the
+    /// checker's hot path; debug builds compare it with the whole canonicalisation).
     pub fn canonicalize_changed(&mut self, changed: impl Fn(usize) -> bool) -> GroupOrder {
         for (g, group) in self.groups.iter_mut().enumerate() {
             if changed(g) {
