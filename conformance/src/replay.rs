@@ -117,7 +117,7 @@ fn compare(step: usize, action: Option<Action>, expected: &State, actual: &State
     Err(ReplayFailure::Divergence {
         step,
         action,
-        diff: crate::diff::lines(&format!("{expected:#?}"), &format!("{actual:#?}")),
+        diff: crate::diff::lines(&format!("{:#?}", expected.full()), &format!("{:#?}", actual.full())),
     })
 }
 

@@ -20,6 +20,7 @@ pub mod strategy;
 pub mod svg;
 pub mod trace;
 pub mod txn;
+pub mod view;
 
 /// The tool and its version, as JSON output and trace files record it.
 pub const TOOL: &str = concat!("onceproof-model ", env!("CARGO_PKG_VERSION"));

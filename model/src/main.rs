@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_spin;
+mod explore;
 mod report;
 
 use anyhow::Context;
@@ -169,6 +170,10 @@ struct CheckArgs {
     /// Write every counterexample as a trace file into this directory.
     #[arg(long)]
     traces: Option<PathBuf>,
+    /// Also write one self-contained HTML report here: the verdict table and every
+    /// violation's timeline with the failing step marked.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -266,6 +271,10 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.traces {
         report::prepare_traces_dir(dir)?;
     }
+    if let Some(file) = &args.html {
+        // Refused before the search, not after it: a report that cannot be written.
+        report::check_writable_file(file)?;
+    }
     let reports = check_all(configs, &options, jobs);
     if let Some(dir) = &args.traces {
         for report in &reports {
@@ -273,6 +282,10 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let outcome = report::judge(&reports, args.strategy.is_none().then_some(&expected));
+    if let Some(file) = &args.html {
+        report::write_atomically(file, &report::html(&reports, &outcome))?;
+        eprintln!("wrote {}", file.display());
+    }
     if args.json {
         println!("{}", report::json(&reports, &outcome));
     } else {
@@ -337,9 +350,7 @@ fn run_explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     let listener =
         std::net::TcpListener::bind(&args.addr).with_context(|| format!("cannot listen on {}", args.addr))?;
     drop(listener);
-    println!("explorer for {} at http://{}/", config.strategy, args.addr);
-    println!("(Ctrl-C to stop; states are explored on demand as you click)");
-    ConsumerModel::new(config).checker().serve(args.addr.as_str());
+    explore::run(config, &args.addr)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -188,6 +188,109 @@ pub fn numbered_steps(model: &ConsumerModel, actions: &[model::Action]) -> Strin
     out
 }
 
+/// One self-contained HTML page (`check --html`): the verdict table, a colour per cell, and
+/// for each violation its timeline with the failing step marked and the numbered steps. No
+/// external assets: the style is inline and the timelines are inline SVG.
+pub fn html(reports: &[CheckReport], outcome: &Outcome) -> String {
+    let mut out = String::from(
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>onceproof check</title><style>\
+         body{font-family:sans-serif;background:#0f1720;color:#e7ecef;margin:1.5em;max-width:1240px}\
+         table{border-collapse:collapse;font-size:12px}th,td{border:1px solid #3a4651;padding:3px 6px}\
+         th{writing-mode:vertical-rl;transform:rotate(180deg);text-align:left}\
+         td.holds{background:#12452f}td.violated{background:#7a1f1f;font-weight:bold}\
+         td.none{color:#aab4be}td.other{background:#5a4a12}ol{font-family:monospace;font-size:13px}\
+         a{color:#9fd0ff}h2{font-size:16px;margin-top:2em}</style></head><body>",
+    );
+    let _ = write!(out, "<h1>onceproof check</h1><p>{}</p>", escape_html(&outcome_summary(outcome)));
+    if let Some(first) = reports.first() {
+        let _ = write!(out, "<p>bounds: {}</p>", escape_html(&shared_bounds(&first.config)));
+    }
+    out.push_str("<table><tr><th>strategy</th>");
+    for name in SAFETY {
+        let _ = write!(out, "<th>{name}</th>");
+    }
+    out.push_str("<th>witnesses</th><th>unique states</th></tr>");
+    for report in reports {
+        let _ = write!(out, "<tr><td>{}</td>", report.config.strategy);
+        for name in SAFETY {
+            let (class, text) = match report.outcome(name) {
+                Some(o) if o.verdict == Verdict::Violated => {
+                    let anchor =
+                        format!("<a href='#{}--{name}'>VIOLATED ({})</a>", report.config.strategy, o.actions.len());
+                    ("violated", anchor)
+                }
+                Some(o) if o.verdict == Verdict::Holds => ("holds", "holds".to_string()),
+                Some(o) => ("other", o.verdict.word().to_string()),
+                None => ("none", "-".to_string()),
+            };
+            let _ = write!(out, "<td class='{class}'>{text}</td>");
+        }
+        let witnesses: Vec<_> = report.properties.iter().filter(|p| p.role == Role::FaultWitness).collect();
+        let reached = witnesses.iter().filter(|p| p.verdict == Verdict::Reached).count();
+        let _ = write!(out, "<td>{reached}/{}</td><td>{}</td></tr>", witnesses.len(), report.unique_states);
+    }
+    out.push_str("</table>");
+    for report in reports {
+        let model = ConsumerModel::new(report.config.clone());
+        for property in report.properties.iter().filter(|p| p.verdict == Verdict::Violated) {
+            out.push_str(&html_violation(&model, report, property));
+        }
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+fn html_violation(model: &ConsumerModel, report: &CheckReport, property: &model::check::PropertyOutcome) -> String {
+    let states = model::check::replay(model, &property.actions).expect("a minimised counterexample replays");
+    let mut path: Vec<(model::State, Option<model::Action>)> =
+        states.iter().cloned().zip(property.actions.iter().map(|&a| Some(a))).collect();
+    path.push((states.last().expect("replay returns the initial state").clone(), None));
+    let strategy = report.config.strategy;
+    let mut out = format!(
+        "<h2 id='{strategy}--{}'>{strategy} violates {} in {} steps{}</h2>",
+        property.name,
+        property.name,
+        property.actions.len(),
+        if property.shortest { "" } else { " (not proven shortest)" }
+    );
+    out.push_str(&model::svg::timeline(model, &path));
+    out.push_str("<ol>");
+    for (state, action) in states.iter().zip(&property.actions) {
+        let _ = write!(out, "<li>{}</li>", escape_html(&model.describe_step(state, action)));
+    }
+    out.push_str("</ol>");
+    out
+}
+
+fn outcome_summary(outcome: &Outcome) -> String {
+    let mut summary = format!("compared with {}", outcome.compared_with);
+    for problem in &outcome.problems {
+        let _ = write!(summary, "; MISMATCH {problem}");
+    }
+    summary
+}
+
+fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('\'', "&#39;")
+}
+
+/// Refuses a report file whose directory does not exist, or that names a directory.
+pub fn check_writable_file(file: &Path) -> anyhow::Result<()> {
+    let parent = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    anyhow::ensure!(parent.is_dir(), "cannot write {}: directory {} does not exist", file.display(), parent.display());
+    anyhow::ensure!(!file.is_dir(), "cannot write {}: it is a directory", file.display());
+    Ok(())
+}
+
+/// Writes `contents` to a temporary file beside `file`, then renames it over `file`: a reader
+/// sees the old file or the whole new one, never half of it.
+pub fn write_atomically(file: &Path, contents: &str) -> anyhow::Result<()> {
+    let name = file.file_name().with_context(|| format!("cannot write {}: no file name", file.display()))?;
+    let temporary = file.with_file_name(format!(".{}.partial", name.to_string_lossy()));
+    std::fs::write(&temporary, contents).with_context(|| format!("cannot write {}", temporary.display()))?;
+    std::fs::rename(&temporary, file).with_context(|| format!("cannot write {}", file.display()))
+}
+
 pub fn json(reports: &[CheckReport], outcome: &Outcome) -> String {
     let document = serde_json::json!({
         "format": "onceproof-check",

@@ -64,7 +64,9 @@ clone_fields!(Ghost {
 });
 
 /// The whole system: survives-a-crash parts (`log`, each group's `store`) and the rest.
-#[derive(Debug, PartialEq, Eq, Hash)]
+/// `{:#?}` (what stateright's explorer shows) is the compact form a person reads
+/// (`view::compact`); `{:?}` and `{:#?}` of `State::full` are every field.
+#[derive(PartialEq, Eq, Hash)]
 pub struct State {
     /// Durable: per partition, the delta of each appended record, indexed by offset.
     pub log: Vec<Vec<i64>>,
@@ -96,6 +98,71 @@ pub struct State {
     pub damaged: Vec<bool>,
     /// Ghost: one bit per `Witness` reached so far, for the `sometimes` properties.
     pub witnessed: u32,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match f.alternate() {
+            true => f.write_str(&crate::view::compact(self)),
+            false => write!(f, "{:?}", self.full()),
+        }
+    }
+}
+
+/// Every field of a state, as `#[derive(Debug)]` would print them (`State::full`).
+pub struct Full<'a>(&'a State);
+
+impl State {
+    /// The full form of the state (`{:#?}` of it pretty-prints every field).
+    pub fn full(&self) -> Full<'_> {
+        Full(self)
+    }
+}
+
+impl std::fmt::Debug for Full<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // No `..`: a new field fails to compile here until it is printed.
+        let State {
+            log,
+            sends,
+            producer,
+            ack_losses_used,
+            log_start,
+            retentions_used,
+            groups,
+            crashes_used,
+            rebalances_used,
+            pauses_used,
+            log_losses_used,
+            leader_failures_used,
+            isr_shrinks_used,
+            replicas,
+            output,
+            reader,
+            damaged,
+            witnessed,
+        } = self.0;
+        f.debug_struct("State")
+            .field("log", log)
+            .field("sends", sends)
+            .field("producer", producer)
+            .field("ack_losses_used", ack_losses_used)
+            .field("log_start", log_start)
+            .field("retentions_used", retentions_used)
+            .field("groups", groups)
+            .field("crashes_used", crashes_used)
+            .field("rebalances_used", rebalances_used)
+            .field("pauses_used", pauses_used)
+            .field("log_losses_used", log_losses_used)
+            .field("leader_failures_used", leader_failures_used)
+            .field("isr_shrinks_used", isr_shrinks_used)
+            .field("replicas", replicas)
+            .field("output", output)
+            .field("reader", reader)
+            .field("damaged", damaged)
+            .field("witnessed", witnessed)
+            .finish()
+    }
 }
 
 /// A replicated partition: two brokers' logs (of logical sends), the leader, the high
@@ -380,6 +447,63 @@ pub enum Witness {
 /// the bits of the replication and transaction witnesses, 16 and up, overflowed: a panic in a
 /// debug build, and in a release build a shift that wraps onto the crash and replay bits.)
 const _: () = assert!((Witness::UnreadTruncated as u32) < u32::BITS);
+
+impl Witness {
+    /// Every witness, in bit order.
+    pub const ALL: [Witness; 21] = [
+        Witness::CrashMidRecord,
+        Witness::CrashAfterWrite,
+        Witness::ZombieWrite,
+        Witness::Replay,
+        Witness::DuplicateSkipped,
+        Witness::ZombieFenced,
+        Witness::OutOfOrder,
+        Witness::PoisonFailed,
+        Witness::DeadLettered,
+        Witness::AppendRetried,
+        Witness::OutOfRange,
+        Witness::ResetRecorded,
+        Witness::PausedWrite,
+        Witness::StoreAhead,
+        Witness::Refused,
+        Witness::PausedFenced,
+        Witness::LeaderFailed,
+        Witness::IsrShrunk,
+        Witness::NotEnoughReplicas,
+        Witness::TxnAborted,
+        Witness::UnreadTruncated,
+    ];
+
+    /// The name of the `sometimes` property that reads this witness.
+    pub fn name(self) -> &'static str {
+        match self {
+            Witness::CrashMidRecord => "crash-mid-record",
+            Witness::CrashAfterWrite => "crash-after-write",
+            Witness::ZombieWrite => "zombie-write",
+            Witness::Replay => "replay",
+            Witness::DuplicateSkipped => "duplicate-skipped",
+            Witness::ZombieFenced => "zombie-fenced",
+            Witness::OutOfOrder => "out-of-order",
+            Witness::PoisonFailed => "poison-failed",
+            Witness::DeadLettered => "dead-lettered",
+            Witness::AppendRetried => "append-retried",
+            Witness::OutOfRange => "out-of-range",
+            Witness::ResetRecorded => "reset-recorded",
+            Witness::PausedWrite => "paused-write",
+            Witness::StoreAhead => "store-ahead",
+            Witness::Refused => "refused",
+            Witness::PausedFenced => "paused-fenced",
+            Witness::LeaderFailed => "leader-failed",
+            Witness::IsrShrunk => "isr-shrunk",
+            Witness::NotEnoughReplicas => "not-enough-replicas",
+            Witness::TxnAborted => "txn-aborted",
+            Witness::UnreadTruncated => "unread-truncated",
+        }
+    }
+}
+
+/// `Witness::ALL` lists every variant, in bit order (a new one must be added there).
+const _: () = assert!(Witness::ALL.len() == Witness::UnreadTruncated as usize + 1);
 
 impl Stage {
     /// Whether the record's effect is still to be applied by the owner holding it.
