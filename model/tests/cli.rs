@@ -173,6 +173,8 @@ fn bad_input_exits_2_with_an_error_line_and_no_output() {
     std::fs::write(&file, "not a directory").expect("the scratch file can be written");
     let under_file = file.join("traces");
     let under_file = under_file.to_str().expect("the scratch path is UTF-8");
+    let html_under_file = format!("{}/report.html", file.display());
+    let scratch = dir.0.to_str().expect("the scratch path is UTF-8");
     // (arguments, text the first stderr line must contain). Clap's errors and the model's own
     // are both exactly one line (clap's usage hint is dropped).
     let cases: Vec<(Vec<&str>, &str)> = vec![
@@ -201,6 +203,8 @@ fn bad_input_exits_2_with_an_error_line_and_no_output() {
         ),
         (vec!["--groups", "1", "--records", "2", "--timeout", "soon"], "'soon' is not a number of seconds"),
         (vec!["--groups", "1", "--records", "2", "--traces", under_file], "cannot create traces directory"),
+        (vec!["--groups", "1", "--records", "2", "--html", &html_under_file], "/a-file does not exist"),
+        (vec!["--groups", "1", "--records", "2", "--html", scratch], "it is a directory"),
     ];
     for (args, expected) in cases {
         let output = model_check(&args);
@@ -212,6 +216,31 @@ fn bad_input_exits_2_with_an_error_line_and_no_output() {
         assert!(first.contains(expected), "{args:?}: '{first}' lacks '{expected}'");
         assert_eq!(errors.lines().count(), 1, "{args:?}: {errors}");
     }
+}
+
+/// `--html` writes one self-contained page: the verdict table with a colour class per cell,
+/// each violation's timeline with the failing step marked and its numbered steps, and nothing
+/// fetched from elsewhere.
+#[test]
+fn the_html_report_is_one_self_contained_page() {
+    let dir = ScratchDir::new("html");
+    let file = dir.0.join("report.html");
+    let output = small_check(&["--strategy", "atomic", "--html", file.to_str().expect("UTF-8")]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let page = std::fs::read_to_string(&file).expect("the report is written");
+    assert!(page.starts_with("<!doctype html>") && page.ends_with("</html>\n"));
+    for violated in ATOMIC_VIOLATIONS {
+        assert!(page.contains(&format!("<td class='violated'><a href='#atomic--{violated}'>")), "{violated}");
+        assert!(page.contains(&format!("<h2 id='atomic--{violated}'>atomic violates {violated} in ")), "{violated}");
+        assert!(page.contains(&format!("class='violation' data-property='{violated}'")), "{violated}: not marked");
+    }
+    assert!(page.contains("<td class='holds'>holds</td>"));
+    assert_eq!(page.matches("<svg").count(), ATOMIC_VIOLATIONS.len());
+    // No external asset: the only URL is the SVG namespace.
+    let urls = page.matches("http").count();
+    assert_eq!(urls, page.matches("http://www.w3.org/2000/svg").count(), "an external reference");
+    assert!(!page.contains(" src="), "an external reference");
+    assert!(!dir.0.join(".report.html.partial").exists(), "the temporary file was renamed");
 }
 
 #[test]
