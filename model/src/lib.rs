@@ -3,13 +3,15 @@
 //! The model does no I/O. `ConsumerModel` enumerates every interleaving of appends, owner
 //! steps, crashes, restarts and rebalances within the bounds of a `Config`; `check` runs the
 //! checker and turns its discoveries into verdicts with short counterexamples; `trace` is the
-//! versioned file format those counterexamples are saved in; `expected` reads spec.md's table.
+//! versioned file format those counterexamples are saved in, `itf` the same runs with their
+//! states in the Informal Trace Format; `expected` reads spec.md's table.
 
 pub mod action;
 pub mod check;
 pub mod collections;
 pub mod config;
 pub mod expected;
+pub mod itf;
 pub mod pack;
 pub mod properties;
 pub mod replication;
@@ -33,6 +35,32 @@ use action::{Actor, OwnerWrite};
 use state::Witness;
 use stateright::{Model, Property};
 use strategy::{EffectKind, Write};
+
+/// Every `Witness` with the name of the `sometimes` property that reads it (ITF traces write
+/// the reached ones by these names, `itf.rs`).
+pub const WITNESSES: [(&str, Witness); 21] = [
+    ("crash-mid-record", Witness::CrashMidRecord),
+    ("crash-after-write", Witness::CrashAfterWrite),
+    ("zombie-write", Witness::ZombieWrite),
+    ("replay", Witness::Replay),
+    ("duplicate-skipped", Witness::DuplicateSkipped),
+    ("zombie-fenced", Witness::ZombieFenced),
+    ("out-of-order", Witness::OutOfOrder),
+    ("poison-failed", Witness::PoisonFailed),
+    ("dead-lettered", Witness::DeadLettered),
+    ("append-retried", Witness::AppendRetried),
+    ("out-of-range", Witness::OutOfRange),
+    ("reset-recorded", Witness::ResetRecorded),
+    ("paused-write", Witness::PausedWrite),
+    ("store-ahead", Witness::StoreAhead),
+    ("refused", Witness::Refused),
+    ("paused-fenced", Witness::PausedFenced),
+    ("leader-failed", Witness::LeaderFailed),
+    ("isr-shrunk", Witness::IsrShrunk),
+    ("not-enough-replicas", Witness::NotEnoughReplicas),
+    ("txn-aborted", Witness::TxnAborted),
+    ("unread-truncated", Witness::UnreadTruncated),
+];
 
 /// The model of one configuration: the bounds and the strategy every owner runs.
 #[derive(Clone, Debug)]
@@ -61,32 +89,10 @@ impl ConsumerModel {
 
     pub fn new(config: Config) -> ConsumerModel {
         let properties = properties::properties_for(&config);
-        let witness_mask = [
-            ("crash-mid-record", Witness::CrashMidRecord),
-            ("crash-after-write", Witness::CrashAfterWrite),
-            ("zombie-write", Witness::ZombieWrite),
-            ("replay", Witness::Replay),
-            ("duplicate-skipped", Witness::DuplicateSkipped),
-            ("zombie-fenced", Witness::ZombieFenced),
-            ("out-of-order", Witness::OutOfOrder),
-            ("poison-failed", Witness::PoisonFailed),
-            ("dead-lettered", Witness::DeadLettered),
-            ("append-retried", Witness::AppendRetried),
-            ("out-of-range", Witness::OutOfRange),
-            ("reset-recorded", Witness::ResetRecorded),
-            ("paused-write", Witness::PausedWrite),
-            ("store-ahead", Witness::StoreAhead),
-            ("refused", Witness::Refused),
-            ("paused-fenced", Witness::PausedFenced),
-            ("leader-failed", Witness::LeaderFailed),
-            ("isr-shrunk", Witness::IsrShrunk),
-            ("not-enough-replicas", Witness::NotEnoughReplicas),
-            ("txn-aborted", Witness::TxnAborted),
-            ("unread-truncated", Witness::UnreadTruncated),
-        ]
-        .iter()
-        .filter(|(name, _)| properties.iter().any(|p| p.name == *name))
-        .fold(0u32, |mask, (_, witness)| mask | 1 << *witness as u32);
+        let witness_mask = WITNESSES
+            .iter()
+            .filter(|(name, _)| properties.iter().any(|p| p.name == *name))
+            .fold(0u32, |mask, (_, witness)| mask | 1 << *witness as u32);
         ConsumerModel { config, witness_mask }
     }
 

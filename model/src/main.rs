@@ -174,6 +174,19 @@ struct CheckArgs {
     /// violation's timeline with the failing step marked.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// The trace files' format: `json` (spec.md §8.2), or `itf`: each JSON trace and, beside
+    /// it, the same run with every state in the Informal Trace Format (`.itf.json`).
+    #[arg(long, value_enum, default_value = "json", requires = "traces")]
+    format: TraceFormat,
+}
+
+/// `--format`: which files `--traces` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TraceFormat {
+    /// The JSON trace only.
+    Json,
+    /// The JSON trace and its ITF beside it.
+    Itf,
 }
 
 #[derive(Args)]
@@ -278,7 +291,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let reports = check_all(configs, &options, jobs);
     if let Some(dir) = &args.traces {
         for report in &reports {
-            report::write_traces(dir, report)?;
+            report::write_traces(dir, report, args.format)?;
         }
     }
     let outcome = report::judge(&reports, args.strategy.is_none().then_some(&expected));

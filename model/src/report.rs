@@ -1,5 +1,6 @@
 //! Renders check reports (table, counterexamples, JSON), writes trace files and decides the exit code.
 
+use crate::TraceFormat;
 use anyhow::Context;
 use model::check::{CheckReport, Verdict};
 use model::expected::ExpectedTable;
@@ -322,12 +323,25 @@ pub fn prepare_traces_dir(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes one trace file per violated safety property of `report`.
-pub fn write_traces(dir: &Path, report: &CheckReport) -> anyhow::Result<()> {
+/// Writes one trace file per violated safety property of `report`, and with `--format itf`
+/// its ITF beside it.
+pub fn write_traces(dir: &Path, report: &CheckReport, format: TraceFormat) -> anyhow::Result<()> {
     for trace in Trace::counterexamples(report) {
-        let path = dir.join(trace.file_name());
-        std::fs::write(&path, trace.to_json()).with_context(|| format!("cannot write trace {}", path.display()))?;
-        eprintln!("  wrote {}", path.display());
+        let mut files = vec![(trace.file_name(), trace.to_json())];
+        match format {
+            TraceFormat::Json => {}
+            TraceFormat::Itf => {
+                // A counterexample is a run of the model: it always replays.
+                let itf = model::itf::to_json(&trace)
+                    .with_context(|| format!("cannot write the ITF of {}", trace.file_name()))?;
+                files.push((model::itf::file_name(&trace), itf));
+            }
+        }
+        for (name, text) in files {
+            let path = dir.join(name);
+            std::fs::write(&path, text).with_context(|| format!("cannot write trace {}", path.display()))?;
+            eprintln!("  wrote {}", path.display());
+        }
     }
     Ok(())
 }

@@ -166,6 +166,45 @@ fn traces_are_written_one_file_per_violation_and_replay() {
     assert_atomic_counterexample("no-duplicate", &trace.actions);
 }
 
+/// The one var of an ITF state this test reads (the `itf` crate skips the others).
+#[derive(serde::Deserialize)]
+struct ActionTaken {
+    #[serde(rename = "mbt::actionTaken")]
+    kind: String,
+}
+
+/// `--format itf` writes beside each JSON trace its ITF, which the `itf` crate reads: the
+/// initial state and one per action, the actions' kinds in `mbt::actionTaken`.
+#[test]
+fn itf_traces_are_written_beside_the_json_ones_and_parse() {
+    let dir = ScratchDir::new("itf");
+    let traces_arg = dir.0.to_str().expect("the scratch path is UTF-8");
+    let output = small_check(&["--strategy", "effect-first", "--traces", traces_arg, "--format", "itf"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let mut files: Vec<String> = std::fs::read_dir(&dir.0)
+        .expect("the traces directory exists")
+        .map(|entry| entry.expect("a directory entry").file_name().into_string().expect("a UTF-8 file name"))
+        .collect();
+    files.sort();
+    let (itf_files, json_files): (Vec<String>, Vec<String>) =
+        files.into_iter().partition(|name| name.ends_with(".itf.json"));
+    assert_eq!(json_files.len(), 5, "{json_files:?}");
+    let expected: Vec<String> = json_files.iter().map(|name| name.replace(".json", ".itf.json")).collect();
+    assert_eq!(itf_files, expected);
+    for (json_file, itf_file) in json_files.iter().zip(&itf_files) {
+        let read = |name: &str| std::fs::read_to_string(dir.0.join(name)).expect("the trace is readable");
+        let trace = Trace::from_json(&read(json_file)).unwrap_or_else(|e| panic!("{json_file}: {e}"));
+        let itf = itf::trace_from_str::<ActionTaken>(&read(itf_file)).unwrap_or_else(|e| panic!("{itf_file}: {e}"));
+        assert_eq!(itf.meta.source.as_deref(), Some(json_file.as_str()));
+        let kinds: Vec<String> = itf.states.into_iter().map(|state| state.value.kind).collect();
+        let kind =
+            |action: &Action| serde_json::to_value(action).expect("an action")["kind"].as_str().map(String::from);
+        let mut expected = vec!["init".to_string()];
+        expected.extend(trace.actions.iter().map(|action| kind(action).expect("a kind")));
+        assert_eq!(kinds, expected, "{itf_file}");
+    }
+}
+
 #[test]
 fn bad_input_exits_2_with_an_error_line_and_no_output() {
     let dir = ScratchDir::new("bad-input");
