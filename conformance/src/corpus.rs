@@ -29,7 +29,7 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
             let entries = std::fs::read_dir(path).map_err(Error::io(path, "list"))?;
             let mut found: Vec<PathBuf> = entries
                 .filter_map(|entry| entry.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|ext| ext == "json"))
+                .filter(|p| model::trace::is_trace_file(p))
                 .collect();
             found.sort();
             files.extend(found);

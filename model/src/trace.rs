@@ -288,6 +288,13 @@ impl Trace {
     }
 }
 
+/// Whether a directory entry is a trace file: `*.json`, but not the `*.itf.json` that
+/// `--format itf` writes beside each one (the same run in another format).
+pub fn is_trace_file(path: &std::path::Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    name.ends_with(".json") && !name.ends_with(".itf.json")
+}
+
 /// The property must be one the model checks for `config`, and the verdict one it can have: a
 /// safety property is `violated` or `holds`, a `sometimes` property `reached`.
 fn check_property(config: &Config, property: Option<&str>, verdict: Option<&Verdict>) -> Result<(), TraceError> {
@@ -350,4 +357,17 @@ fn check_action(config: &Config, action: &Action) -> Result<(), String> {
 /// One-line JSON of a trace part.
 fn compact<T: Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("trace parts always serialise")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_files_are_json_but_not_their_itf_siblings() {
+        let cases = [("a--b.json", true), ("a--b.itf.json", false), ("a--b.jsonl", false), ("README.md", false)];
+        for (name, expected) in cases {
+            assert_eq!(is_trace_file(std::path::Path::new("dir").join(name).as_path()), expected, "{name}");
+        }
+    }
 }

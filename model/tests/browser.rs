@@ -28,6 +28,10 @@ const STATE_PANEL: &str = "section.main-flex-right > div.font-small";
 const STATE_HEADING: &str = "section.main-flex-right > .heading-with-controls";
 const STATE_OPTIONS: &str = "section.main-flex-right > .heading-with-controls > label";
 
+/// The tests take turns: one Chromium at a time (two at once on two cores starve each other's
+/// DevTools connection), and they share the artifacts' directory.
+static ONE_BROWSER_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Where the screenshot and the logs stay after the run (the browser's profile does not).
 fn artifacts() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser");
@@ -77,6 +81,8 @@ fn a_new_user_clicks_through_a_duplicate_apply_in_stateright_explorer() {
     if !browser_available() {
         return;
     }
+    // A test that failed while holding the lock poisons it; the next one still runs.
+    let _turn = ONE_BROWSER_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let started = Instant::now();
     let deadline = Deadline::after(TEST_TIMEOUT);
     let (_explorer, url) = explore(&["--strategy", "effect-first"], deadline);
@@ -137,22 +143,122 @@ fn a_new_user_clicks_through_a_duplicate_apply_in_stateright_explorer() {
     let complete = browser.wait_for_text(STATE_OPTIONS, "Complete State?");
     browser.click(&complete);
     let state = deadline.wait_until("the state panel to show the complete state", || {
-        Some(browser.text(&panel)).filter(|text| text.starts_with("State {"))
+        Some(browser.text(&panel)).filter(|text| text.starts_with("log p0:"))
     });
-    if !state.contains("total: 10,") {
-        fail(format!("the complete state should have group 0's total: 10 after the duplicate apply: {state}"));
+    // The state as a person reads it: a short block, the duplicate's total and applied count.
+    if !state.contains("g0: total 10 |") || !state.contains("ghost: applied p0 [2") || state.lines().count() > 15 {
+        fail(format!("the state should be a short block with g0's total 10 and offset 0 applied twice: {state}"));
     }
 
-    // Contrast of the timeline's text on the panel behind it. Printed only: today the text is
-    // black on stateright's dark panel; the colours' fix turns this into
-    // `assert!(contrast.ratio >= 4.5, ...)`.
+    // The duplicate marked in red on the timeline, with its reason in words.
+    let marked = browser.execute(MARK_JS, serde_json::json!(["section.main-flex-right svg", "no-duplicate"]));
+    assert_marked(&marked, 7, "applied twice: total 5 -> 10");
     let contrast = browser.min_text_contrast(TIMELINE_TEXT);
     println!("browser: minimum contrast of the timeline's text: {contrast}");
+    if contrast.ratio < 4.5 {
+        fail(format!("the timeline's text must stand at 4.5:1 or more: {contrast}"));
+    }
 
     browser.scroll_to(&browser.wait_for(STATE_HEADING));
     let screenshot = artifacts().join("explorer-effect-first.png");
     browser.screenshot(&screenshot);
     println!("browser: screenshot {}", screenshot.display());
+    browser.quit();
+    println!("browser: {:.1} s (cap {TEST_TIMEOUT:?}; {REPRO})", started.elapsed().as_secs_f64());
+}
+
+/// For the SVG under `arguments[0]`: the violation mark of property `arguments[1]` (its step,
+/// its ring's computed stroke, its reason's text, wrapped lines joined) and every property
+/// the SVG marks violated.
+const MARK_JS: &str = r#"
+const svg = document.querySelector(arguments[0]);
+if (!svg) return null;
+const mark = svg.querySelector(`g.violation[data-property="${arguments[1]}"]`);
+const marked = Array.from(svg.querySelectorAll('g.violation')).map((g) => g.getAttribute('data-property'));
+if (!mark) return {marked};
+return {
+    step: Number(mark.getAttribute('data-step')),
+    stroke: getComputedStyle(mark.querySelector('circle')).stroke,
+    reason: Array.from(mark.querySelectorAll('text')).map((t) => t.textContent).join(' '),
+    marked,
+};
+"#;
+
+fn assert_marked(marked: &serde_json::Value, step: u64, reason: &str) {
+    let ok = marked["step"].as_u64() == Some(step)
+        && marked["stroke"].as_str() == Some("rgb(255, 107, 107)")
+        && marked["reason"].as_str().is_some_and(|text| text.contains(reason));
+    if !ok {
+        fail(format!("the timeline should ring step {step} in red with a reason containing {reason:?}: {marked}"));
+    }
+}
+
+/// Our page, `/onceproof`: the shortest no-duplicate link `check` found opens the 6-step path;
+/// every property is judged on it, the table and the timeline agree on which fail (none is
+/// shown holding where it fails), the state is a short block; then the HTML report of
+/// `check --html` opens in the same browser with nothing fetched from the network.
+#[test]
+fn our_page_opens_the_shortest_duplicate_and_judges_it() {
+    if !browser_available() {
+        return;
+    }
+    // A test that failed while holding the lock poisons it; the next one still runs.
+    let _turn = ONE_BROWSER_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let started = Instant::now();
+    let deadline = Deadline::after(TEST_TIMEOUT);
+    let (_explorer, url) = explore(&["--strategy", "effect-first"], deadline);
+    let browser = Browser::start(&artifacts(), deadline);
+    browser.goto(&format!("{url}onceproof"));
+    let link = browser.wait_for("#shortest a.shortest[data-property='no-duplicate']");
+    let steps: usize = browser.attribute(&link, "data-steps").and_then(|s| s.parse().ok()).unwrap_or(0);
+    if steps != 6 {
+        fail(format!("check's shortest duplicate of effect-first has 6 steps, the link says {steps}"));
+    }
+    browser.click(&link);
+    deadline.wait_until("the path to show 6 steps", || (browser.find_all("#steps li").len() == 6).then_some(()));
+    let row = browser.wait_for("#verdicts tr[data-property='no-duplicate']");
+    deadline.wait_until("no-duplicate to be judged violated", || {
+        (browser.attribute(&row, "data-verdict").as_deref() == Some("violated")).then_some(())
+    });
+    let judged = browser.execute(
+        "return Array.from(document.querySelectorAll('#verdicts tr[data-verdict=\"violated\"]')).map((r) => r.getAttribute('data-property'))",
+        serde_json::json!([]),
+    );
+    let marked = browser.execute(MARK_JS, serde_json::json!(["#timeline svg", "no-duplicate"]));
+    assert_marked(&marked, 6, "applied twice: total 5 -> 10");
+    if judged != marked["marked"] || judged.as_array().is_none_or(|v| v.len() < 2) {
+        fail(format!("the table's violated properties {judged} differ from the timeline's {}", marked["marked"]));
+    }
+    let state = browser.text(&browser.wait_for("#state"));
+    if !state.contains("total 10") || state.lines().count() > 15 {
+        fail(format!("the state should be a short block with a total of 10: {state}"));
+    }
+    let contrast = browser.min_text_contrast("#timeline svg text");
+    if contrast.ratio < 4.5 {
+        fail(format!("our page's timeline text must stand at 4.5:1 or more: {contrast}"));
+    }
+    let screenshot = artifacts().join("onceproof-effect-first.png");
+    browser.screenshot(&screenshot);
+    println!("browser: screenshot {}", screenshot.display());
+
+    // The HTML report, from a file, with nothing fetched.
+    let report = artifacts().join("report.html");
+    let output = Command::new(env!("CARGO_BIN_EXE_model"))
+        .args(["check", "--strategy", "effect-first", "--groups", "1", "--records", "2", "--html"])
+        .arg(&report)
+        .output()
+        .unwrap_or_else(|e| fail(format!("model check: {e}")));
+    if output.status.code() != Some(1) {
+        fail(format!("model check --html: {}", String::from_utf8_lossy(&output.stderr)));
+    }
+    browser.goto(&format!("file://{}", report.display()));
+    browser.wait_for("td.violated a[href='#effect-first--no-duplicate']");
+    let fetched = browser.execute("return performance.getEntriesByType('resource').length", serde_json::json!([]));
+    let marked =
+        browser.execute(MARK_JS, serde_json::json!(["h2[id='effect-first--no-duplicate'] + svg", "no-duplicate"]));
+    if fetched != serde_json::json!(0) || marked["marked"].as_array().is_none_or(|m| m.is_empty()) {
+        fail(format!("the report should fetch nothing ({fetched} fetched) and mark its violations ({marked})"));
+    }
     browser.quit();
     println!("browser: {:.1} s (cap {TEST_TIMEOUT:?}; {REPRO})", started.elapsed().as_secs_f64());
 }

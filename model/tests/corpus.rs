@@ -39,7 +39,7 @@ fn every_corpus_trace_replays_to_its_recorded_verdict() {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
         .expect("tests/traces exists")
         .map(|entry| entry.expect("readable directory entry").path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .filter(|path| model::trace::is_trace_file(path))
         .collect();
     paths.sort();
     // Every violated cell of spec.md's table has its counterexample; fewer files means the

@@ -12,7 +12,7 @@ fn corpus() -> Vec<(String, Trace)> {
     let mut files: Vec<_> =
         std::fs::read_dir(&dir).expect("tests/traces exists").map(|e| e.expect("an entry").path()).collect();
     files.sort();
-    let traces = files.iter().filter(|f| f.extension().is_some_and(|e| e == "json"));
+    let traces = files.iter().filter(|f| model::trace::is_trace_file(f));
     traces
         .map(|f| (f.display().to_string(), Trace::from_slice(&std::fs::read(f).expect("readable")).expect("a trace")))
         .collect()

@@ -441,6 +441,13 @@ const luminance = ({r, g, b}) => {
     return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
 };
 const background = (el) => {
+    // Inside an SVG that paints its own background (its first rect), that is what is behind.
+    const svg = el.ownerSVGElement;
+    const rect = svg && svg.querySelector('rect');
+    if (rect) {
+        const c = parse(getComputedStyle(rect).fill);
+        if (c && c.a > 0) return c;
+    }
     for (let e = el; e; e = e.parentElement) {
         const c = parse(getComputedStyle(e).backgroundColor);
         if (c && c.a > 0) return c;
