@@ -12,7 +12,7 @@
 //! - an `Option` and the `OutEntry` sum are Quint's sum types: `{"tag": "Some", "value": v}`,
 //!   `{"tag": "None", "value": {"#tup": []}}`, `{"tag": "Data", "value": {...}}`;
 //! - a `Stage` is its kebab-case name, the witness bits the set of the names of the
-//!   `sometimes` properties reached (`WITNESSES`);
+//!   `sometimes` properties reached (`Witness::name`);
 //! - `mbt::actionTaken` is the kind of the action into the state (`init` for state 0), as the
 //!   JSON trace names it, and `mbt::nondetPicks` its fields, Quint's MBT convention: a record of
 //!   every field any kind has (`PICKS`), `Some` for the action's own and `None` for the others,
@@ -23,9 +23,10 @@
 //! field fails to compile here until it is written.
 
 use crate::check::{self, Unreachable, Verdict};
+use crate::state::Witness;
 use crate::state::{Ghost, Group, Lease, OutEntry, Owner, PartitionRow, ProducerState, Replicas, Stage, Store};
 use crate::trace::Trace;
-use crate::{Action, ConsumerModel, State, WITNESSES};
+use crate::{Action, ConsumerModel, State};
 use serde_json::{json, Map, Value};
 
 /// What `#meta.format-description` points at.
@@ -312,10 +313,10 @@ fn stage_name(stage: Stage) -> &'static str {
 
 /// The names of the witnesses whose bits are set.
 fn witnessed_names(witnessed: u32) -> Value {
-    let named = WITNESSES.iter().fold(0u32, |bits, (_, witness)| bits | 1 << *witness as u32);
-    assert!(witnessed & !named == 0, "invariant: WITNESSES names every witness bit");
-    let names = WITNESSES.iter().filter(|(_, witness)| witnessed & (1 << *witness as u32) != 0);
-    set(names.map(|(name, _)| json!(name)).collect())
+    let named = Witness::ALL.iter().fold(0u32, |bits, &witness| bits | 1 << witness as u32);
+    assert!(witnessed & !named == 0, "invariant: Witness::ALL names every witness bit");
+    let names = Witness::ALL.iter().filter(|&&witness| witnessed & (1 << witness as u32) != 0);
+    set(names.map(|witness| json!(witness.name())).collect())
 }
 
 /// Every integer, as Apalache writes them.

@@ -36,32 +36,6 @@ use state::Witness;
 use stateright::{Model, Property};
 use strategy::{EffectKind, Write};
 
-/// Every `Witness` with the name of the `sometimes` property that reads it (ITF traces write
-/// the reached ones by these names, `itf.rs`).
-pub const WITNESSES: [(&str, Witness); 21] = [
-    ("crash-mid-record", Witness::CrashMidRecord),
-    ("crash-after-write", Witness::CrashAfterWrite),
-    ("zombie-write", Witness::ZombieWrite),
-    ("replay", Witness::Replay),
-    ("duplicate-skipped", Witness::DuplicateSkipped),
-    ("zombie-fenced", Witness::ZombieFenced),
-    ("out-of-order", Witness::OutOfOrder),
-    ("poison-failed", Witness::PoisonFailed),
-    ("dead-lettered", Witness::DeadLettered),
-    ("append-retried", Witness::AppendRetried),
-    ("out-of-range", Witness::OutOfRange),
-    ("reset-recorded", Witness::ResetRecorded),
-    ("paused-write", Witness::PausedWrite),
-    ("store-ahead", Witness::StoreAhead),
-    ("refused", Witness::Refused),
-    ("paused-fenced", Witness::PausedFenced),
-    ("leader-failed", Witness::LeaderFailed),
-    ("isr-shrunk", Witness::IsrShrunk),
-    ("not-enough-replicas", Witness::NotEnoughReplicas),
-    ("txn-aborted", Witness::TxnAborted),
-    ("unread-truncated", Witness::UnreadTruncated),
-];
-
 /// The model of one configuration: the bounds and the strategy every owner runs.
 #[derive(Clone, Debug)]
 pub struct ConsumerModel {
@@ -89,10 +63,9 @@ impl ConsumerModel {
 
     pub fn new(config: Config) -> ConsumerModel {
         let properties = properties::properties_for(&config);
-        let witness_mask = WITNESSES
-            .iter()
-            .filter(|(name, _)| properties.iter().any(|p| p.name == *name))
-            .fold(0u32, |mask, (_, witness)| mask | 1 << *witness as u32);
+        let witness_mask = (Witness::ALL.iter())
+            .filter(|witness| properties.iter().any(|p| p.name == witness.name()))
+            .fold(0u32, |mask, &witness| mask | 1 << witness as u32);
         ConsumerModel { config, witness_mask }
     }
 

@@ -204,10 +204,9 @@ fn expected_state(state: &State, action: Option<&Action>) -> ItfState {
             leader_failures_used: state.leader_failures_used,
             isr_shrinks_used: state.isr_shrinks_used,
         },
-        witnessed: model::WITNESSES
-            .iter()
-            .filter(|(_, witness)| state.has_witnessed(*witness))
-            .map(|(name, _)| name.to_string())
+        witnessed: (model::state::Witness::ALL.iter())
+            .filter(|&&witness| state.has_witnessed(witness))
+            .map(|witness| witness.name().to_string())
             .collect(),
     }
 }
