@@ -20,7 +20,12 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(name = "conformance", version, about = "Replays model traces against the real consumer, step by step.")]
+#[command(
+    name = "conformance",
+    version,
+    about = "Replays model traces against the real consumer, step by step.",
+    after_help = "Example:\n  conformance test --strategy atomic --depth 4 --mode in-process"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -29,13 +34,21 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Replay trace files (or directories of them) against fresh real systems.
+    #[command(after_help = "Example:\n  conformance replay --mode in-process tests/traces")]
     Replay(ReplayArgs),
     /// Generate model paths (to a depth, or seeded random walks) and replay each.
+    #[command(
+        after_help = "Example:\n  conformance test --strategy dedup-separate --walks 100 --seed 42 --mode in-process"
+    )]
     Test(TestArgs),
     /// Rewrite a corpus directory: the default check's counterexamples and the scenarios.
+    #[command(after_help = "Example:\n  conformance regenerate /tmp/traces")]
     Regenerate(RegenerateArgs),
     /// Serve one owner over stdin/stdout (the consumer's worker mode), for process replays.
-    #[command(hide = true)]
+    #[command(
+        hide = true,
+        after_help = "Example:\n  conformance worker --dir /tmp/demo --group g --owner o0 --strategy atomic-fenced"
+    )]
     Worker(WorkerArgs),
 }
 

@@ -28,7 +28,8 @@ use std::time::Duration;
 #[command(
     name = "consumer",
     version,
-    about = "A real log consumer: a checksummed retained log and an SQLite or PostgreSQL effect/progress store."
+    about = "A real log consumer: a checksummed retained log and an SQLite or PostgreSQL effect/progress store.",
+    after_help = "Example:\n  consumer init --dir /tmp/demo"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -38,57 +39,81 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Create a data directory: the log's partitions and the store.
+    #[command(after_help = "Example:\n  consumer init --dir /tmp/demo")]
     Init(InitArgs),
     /// Append records (durable before the command returns).
+    #[command(after_help = "Example:\n  consumer append --dir /tmp/demo --delta 5")]
     Append(AppendArgs),
     /// Run one owner of a group with a strategy until it has consumed the log.
+    #[command(after_help = "Example:\n  consumer consume --dir /tmp/demo --group g --strategy atomic-fenced")]
     Consume(ConsumeArgs),
     /// Print log start/end per partition and, per group, total, checkpoints, epochs, owners.
+    #[command(after_help = "Example:\n  consumer status --dir /tmp/demo")]
     Status(StatusArgs),
     /// Assign a partition to an owner and bump its epoch (a rebalance).
+    #[command(after_help = "Example:\n  consumer claim --dir /tmp/demo --group g --partition 0 --owner o1")]
     Claim(ClaimArgs),
     /// Advance a partition's log start (retention); records below it can no longer be read.
+    #[command(after_help = "Example:\n  consumer retain --dir /tmp/demo --before 1")]
     Retain(RetainArgs),
     /// Append one poison record (its payload is not an 8-byte delta: its effect always fails).
+    #[command(after_help = "Example:\n  consumer append-poison --dir /tmp/demo")]
     AppendPoison(AppendPoisonArgs),
     /// List the dead-letter table: group, partition, offset, attempts, error.
+    #[command(after_help = "Example:\n  consumer dead-letters --dir /tmp/demo")]
     DeadLetters(DeadLettersArgs),
     /// Apply a dead-lettered record with an operator-corrected delta, exactly once.
+    #[command(
+        after_help = "Example:\n  consumer redrive --dir /tmp/demo --group h --partition 0 --offset 1 --delta 5"
+    )]
     Redrive(RedriveArgs),
     /// List the recorded resets past retained records: group, partition, from, to.
+    #[command(after_help = "Example:\n  consumer resets --dir /tmp/demo")]
     Resets(ResetsArgs),
     /// Make a log that lost acknowledged records consistent again, saying what is lost, and
     /// move every group past its end back to it (recorded in the resets).
+    #[command(after_help = "Example:\n  consumer repair --dir /tmp/demo")]
     Repair(RepairArgs),
     /// Read an output partition of the transactional strategies as a downstream reader does:
     /// every record it delivers (input offset and delta), and where it stops (the LSO).
+    #[command(after_help = "Example:\n  consumer read-output --dir /tmp/demo --partition 0")]
     ReadOutput(ReadOutputArgs),
     /// List the requests the stand-in email provider (`external.db`) received, in order: the
     /// record, the idempotency key, delivered or dropped as a repeat of its key.
+    #[command(after_help = "Example:\n  consumer emails --dir /tmp/demo")]
     Emails(EmailsArgs),
     /// List the facts of the index (`index.db`), the dual-write rows' second store, beside the
     /// store's own facts and outbox.
+    #[command(after_help = "Example:\n  consumer index --dir /tmp/demo")]
     Index(IndexArgs),
     /// The outbox's relay: copy a group's first outbox row to the index (idempotently), then
     /// delete it; until the outbox is empty, one row (--once), or for ever (--follow).
+    #[command(after_help = "Example:\n  consumer relay --dir /tmp/demo")]
     Relay(RelayArgs),
     /// Serve one owner over stdin/stdout, one step per command (see `consumer::worker`).
+    #[command(after_help = "Example:\n  consumer worker --dir /tmp/demo --group g --strategy atomic-fenced")]
     Worker(WorkerArgs),
     /// Measure consumed records per second per strategy, batch and journal mode.
+    #[command(after_help = "Example:\n  consumer bench --strategy atomic-fenced --journal wal --repeat 1")]
     Bench(bench::BenchArgs),
     /// A bounded load test: owner processes under rebalances and SIGKILLs; checks exact sums.
+    #[command(after_help = "Example:\n  consumer load --dir /tmp/load --strategy atomic-fenced --records 1000")]
     Load(load::LoadArgs),
     /// Power cuts on a simulated disk at every crash point of every strategy; checks that no
     /// acknowledged record is lost and that everything reopens, restarts and finishes.
+    #[command(after_help = "Example:\n  consumer power-cuts --seed 1 --runs 1 --strategy atomic-fenced")]
     PowerCuts(PowerCutsArgs),
     /// A follower fetch on a replicated log: copy the leader's next batch(es) to the follower,
     /// durably; the high watermark follows; a caught-up follower rejoins the ISR.
+    #[command(after_help = "Example:\n  consumer replicate --dir /tmp/lab")]
     Replicate(replicas::ReplicateArgs),
     /// The lagging follower of a replicated partition leaves the ISR.
+    #[command(after_help = "Example:\n  consumer shrink-isr --dir /tmp/lab --partition 0")]
     ShrinkIsr(replicas::ShrinkIsrArgs),
     /// The leader of a replicated partition fails: a clean election promotes an in-sync
     /// follower truncated to the high watermark; else `--unclean` promotes the out-of-sync one,
     /// or the partition has no leader.
+    #[command(after_help = "Example:\n  consumer fail-leader --dir /tmp/lab --partition 0")]
     FailLeader(replicas::FailLeaderArgs),
 }
 

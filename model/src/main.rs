@@ -16,7 +16,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "model", version, about = "Proves or refutes the delivery guarantees of log consumer strategies.")]
+#[command(
+    name = "model",
+    version,
+    about = "Proves or refutes the delivery guarantees of log consumer strategies.",
+    after_help = "Example:\n  model check --strategy atomic-fenced --groups 1 --records 2"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -25,10 +30,15 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Check one strategy, or every strategy against spec.md's expected verdict table.
+    #[command(
+        after_help = "Example:\n  model check --strategy effect-first --groups 1 --records 2 --html /tmp/report.html"
+    )]
     Check(CheckArgs),
     /// Serve stateright's web explorer for one strategy.
+    #[command(after_help = "Example:\n  model explore --strategy effect-first --addr 127.0.0.1:3000")]
     Explore(ExploreArgs),
     /// Measure states, states per second and peak memory per strategy and search mode.
+    #[command(after_help = "Example:\n  model bench --strategy atomic-fenced")]
     Bench(bench::BenchArgs),
 }
 

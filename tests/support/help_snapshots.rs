@@ -1,0 +1,154 @@
+//! The `--help` texts of a binary as snapshot tests, shared by the help tests of the three
+//! binaries (each includes this file with `#[path]`): `BIN --help` and `BIN SUB --help` for
+//! every subcommand the top-level help lists, each compared with its committed snapshot
+//! `tests/help/BIN/SUB.txt` (the top-level help: `tests/help/BIN/BIN.txt`), and each with one
+//! `Example:` whose command starts with the binary's name.
+//!
+//! `HELP_SNAPSHOTS=overwrite cargo test -p PACKAGE --test help` rewrites the snapshots (and
+//! removes those of subcommands that are gone) instead of comparing.
+
+use std::path::Path;
+use std::process::Command;
+
+/// The env var that makes the test rewrite the snapshots, and its value.
+const OVERWRITE: (&str, &str) = ("HELP_SNAPSHOTS", "overwrite");
+
+/// Lines of context around the first difference in a failure message.
+const CONTEXT: usize = 3;
+
+/// Checks every help text of the binary `bin` (at `exe`, of Cargo package `package`). `hidden`
+/// names subcommands the top-level help does not list that have a snapshot too. Panics with
+/// every difference, each with an excerpt, and the command that refreshes the snapshots.
+pub fn check_help_snapshots(package: &str, bin: &str, exe: &str, hidden: &[&str]) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/help").join(bin);
+    let overwrite = std::env::var(OVERWRITE.0).is_ok_and(|value| value == OVERWRITE.1);
+    let top = help(exe, &[]);
+    let subcommands = subcommands(&top);
+    assert!(!subcommands.is_empty(), "`{bin} --help` lists no subcommand:\n{top}");
+    let mut helps = vec![(bin.to_string(), top)];
+    for sub in subcommands.iter().map(String::as_str).chain(hidden.iter().copied()) {
+        helps.push((sub.to_string(), help(exe, &[sub])));
+    }
+    let mut failures = Vec::new();
+    // Whether a snapshot differs, is missing or is left over (not an example's problem).
+    let mut stale = false;
+    for (name, text) in &helps {
+        let command = if name == bin { format!("{bin} --help") } else { format!("{bin} {name} --help") };
+        if let Err(problem) = one_example(bin, text) {
+            failures.push(format!("`{command}`: {problem}"));
+        }
+        let path = dir.join(format!("{name}.txt"));
+        let shown = format!("tests/help/{bin}/{name}.txt");
+        if overwrite {
+            std::fs::create_dir_all(&dir).expect("the snapshot directory can be made");
+            std::fs::write(&path, text).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+            continue;
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(snapshot) if snapshot == *text => {}
+            Ok(snapshot) => {
+                stale = true;
+                failures.push(format!("`{command}` differs from {shown}:\n{}", first_difference(&snapshot, text)))
+            }
+            Err(e) => {
+                stale = true;
+                failures.push(format!("`{command}` has no snapshot {shown}: {e}"))
+            }
+        }
+    }
+    // A snapshot whose subcommand is gone.
+    let names: Vec<String> = helps.iter().map(|(name, _)| format!("{name}.txt")).collect();
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display())) {
+        let path = entry.expect("a directory entry").path();
+        let file = path.file_name().and_then(|f| f.to_str()).unwrap_or_default().to_string();
+        if names.contains(&file) {
+            continue;
+        }
+        if overwrite {
+            std::fs::remove_file(&path).unwrap_or_else(|e| panic!("cannot remove {}: {e}", path.display()));
+        } else {
+            stale = true;
+            failures.push(format!("tests/help/{bin}/{file} is the snapshot of no subcommand of `{bin}`"));
+        }
+    }
+    let refresh = format!(
+        "\n\nIf the new help is right, refresh the snapshots: {}={} cargo test -p {package} --test help",
+        OVERWRITE.0, OVERWRITE.1
+    );
+    assert!(failures.is_empty(), "{}{}", failures.join("\n\n"), if stale { refresh.as_str() } else { "" });
+}
+
+/// `exe ARGS... --help`'s stdout: no colours, and the width fixed (clap reads `COLUMNS` only
+/// with its `wrap_help` feature, which the workspace does not enable; this keeps the text the
+/// same if it ever does).
+fn help(exe: &str, args: &[&str]) -> String {
+    let output = Command::new(exe)
+        .args(args)
+        .arg("--help")
+        .env("COLUMNS", "100")
+        .env("NO_COLOR", "1")
+        .env_remove("CLICOLOR_FORCE")
+        .output()
+        .unwrap_or_else(|e| panic!("{exe} runs: {e}"));
+    let text = String::from_utf8(output.stdout).expect("help is UTF-8");
+    assert!(output.status.success(), "`{exe} {} --help` exits {}:\n{text}", args.join(" "), output.status);
+    text
+}
+
+/// The subcommands in the `Commands:` section of a top-level help, without `help`: each line
+/// indented by two spaces starts with one (a description's continuation lines are indented
+/// further).
+fn subcommands(top: &str) -> Vec<String> {
+    top.lines()
+        .skip_while(|line| *line != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        .filter(|line| line.starts_with("  ") && !line.starts_with("   "))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// The help has exactly one `Example:` section, and its command starts with the binary's name.
+fn one_example(bin: &str, text: &str) -> Result<(), String> {
+    let sections = text.lines().filter(|line| *line == "Example:").count();
+    if sections != 1 {
+        return Err(format!("{sections} `Example:` sections, expected 1"));
+    }
+    let command = text.lines().skip_while(|line| *line != "Example:").nth(1).unwrap_or_default();
+    if !command.trim_start().starts_with(&format!("{bin} ")) {
+        return Err(format!("the example '{}' does not start with '{bin} '", command.trim()));
+    }
+    Ok(())
+}
+
+/// A diff-like excerpt around the first line where `snapshot` and `actual` differ: common lines
+/// with two spaces, the snapshot's with `-`, the actual help's with `+`.
+fn first_difference(snapshot: &str, actual: &str) -> String {
+    let (old, new): (Vec<&str>, Vec<&str>) = (snapshot.lines().collect(), actual.lines().collect());
+    let at = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    // The first line after the difference where both agree again, if any.
+    let resync = (at..old.len())
+        .flat_map(|i| (at..new.len()).map(move |j| (i, j)))
+        .find(|&(i, j)| old[i] == new[j])
+        .unwrap_or((old.len(), new.len()));
+    let mut lines = Vec::new();
+    for line in &old[at.saturating_sub(CONTEXT)..at] {
+        lines.push(format!("   {line}"));
+    }
+    for line in &old[at..resync.0.min(at + 2 * CONTEXT + 1)] {
+        lines.push(format!(" - {line}"));
+    }
+    for line in &new[at..resync.1.min(at + 2 * CONTEXT + 1)] {
+        lines.push(format!(" + {line}"));
+    }
+    let after = old.iter().skip(resync.0).take(CONTEXT);
+    for line in after {
+        lines.push(format!("   {line}"));
+    }
+    if snapshot.ends_with('\n') != actual.ends_with('\n') {
+        lines.push(" (the two differ in the final newline)".to_string());
+    }
+    format!("first difference at line {}:\n{}", at + 1, lines.join("\n"))
+}
