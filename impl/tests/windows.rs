@@ -30,11 +30,14 @@ fn run(strategy: Strategy, inflight: usize, records: usize) -> (Vec<(StepKind, u
     (steps.iter().map(|(step, _)| (step.kind, step.offset)).collect(), total)
 }
 
+/// A case: the strategy, its window (`inflight`), the records, and the exact steps.
+type Case = (Strategy, usize, usize, &'static [(StepKind, u64)]);
+
 #[test]
 fn a_window_is_drained_before_the_next_fetch() {
     use StepKind::{ApplyEffect as A, CommitOffset as C, Fetch as F};
     // (strategy, inflight, records, the steps: (kind, offset; a commit's is the next offset)).
-    let cases: [(Strategy, usize, usize, &[(StepKind, u64)]); 2] = [
+    let cases: [Case; 2] = [
         // Window {0, 1}: 1 then 0, the watermark moves to 2; then window {2}.
         (Strategy::ParallelWatermark, 2, 3, &[(F, 0), (F, 1), (A, 1), (A, 0), (C, 2), (F, 2), (A, 2), (C, 3)]),
         (
