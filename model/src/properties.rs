@@ -174,7 +174,7 @@ pub fn bounded_retries(model: &ConsumerModel, state: &State) -> bool {
 }
 
 /// Whether a live owner of the group holds `offset` fetched and not yet applied.
-fn is_held_unapplied(group: &crate::state::Group, partition: usize, offset: u8) -> bool {
+pub(crate) fn is_held_unapplied(group: &crate::state::Group, partition: usize, offset: u8) -> bool {
     group.slots().any(|(_, owner)| {
         owner.alive
             && owner.leases[partition]

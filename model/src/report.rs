@@ -202,9 +202,9 @@ pub fn html(reports: &[CheckReport], outcome: &Outcome) -> String {
          td.none{color:#aab4be}td.other{background:#5a4a12}ol{font-family:monospace;font-size:13px}\
          a{color:#9fd0ff}h2{font-size:16px;margin-top:2em}</style></head><body>",
     );
-    let _ = write!(out, "<h1>onceproof check</h1><p>{}</p>", escape_html(&outcome_summary(outcome)));
+    let _ = write!(out, "<h1>onceproof check</h1><p>{}</p>", model::svg::escape(&outcome_summary(outcome)));
     if let Some(first) = reports.first() {
-        let _ = write!(out, "<p>bounds: {}</p>", escape_html(&shared_bounds(&first.config)));
+        let _ = write!(out, "<p>bounds: {}</p>", model::svg::escape(&shared_bounds(&first.config)));
     }
     out.push_str("<table><tr><th>strategy</th>");
     for name in SAFETY {
@@ -257,7 +257,7 @@ fn html_violation(model: &ConsumerModel, report: &CheckReport, property: &model:
     out.push_str(&model::svg::timeline(model, &path));
     out.push_str("<ol>");
     for (state, action) in states.iter().zip(&property.actions) {
-        let _ = write!(out, "<li>{}</li>", escape_html(&model.describe_step(state, action)));
+        let _ = write!(out, "<li>{}</li>", model::svg::escape(&model.describe_step(state, action)));
     }
     out.push_str("</ol>");
     out
@@ -269,10 +269,6 @@ fn outcome_summary(outcome: &Outcome) -> String {
         let _ = write!(summary, "; MISMATCH {problem}");
     }
     summary
-}
-
-fn escape_html(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('\'', "&#39;")
 }
 
 /// Refuses a report file whose directory does not exist, or that names a directory.

@@ -70,7 +70,9 @@ pub fn timeline(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> Stri
             Actor::Coordinator => 1,
             Actor::Owner { group, owner } => 2 + usize::from(group) * owners + usize::from(owner),
         };
-        let mut lines = wrap(&format!("{}. {}", row + 1, model.describe_step(state, action)), LABEL_CHARS);
+        let description = model.describe_step(state, action);
+        let zombie = description.contains("[zombie");
+        let mut lines = wrap(&format!("{}. {description}", row + 1), LABEL_CHARS);
         let failing: Vec<&view::PathVerdict> = (verdicts.iter())
             .filter(|v| matches!(v.outcome, view::PathOutcome::Violated { step, .. } if step == row + 1))
             .collect();
@@ -96,7 +98,6 @@ pub fn timeline(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> Stri
         let x = lane_x(lane);
         let next = crate::step::next_state(config, state, *action);
         let durable = state.groups.iter().zip(&next.groups).any(|(a, b)| a.store != b.store) || state.log != next.log;
-        let zombie = model.describe_step(state, action).contains("[zombie");
         let colour = if zombie { ZOMBIE } else { WRITE };
         match action {
             Action::Crash { .. } => {
@@ -211,6 +212,7 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-fn escape(text: &str) -> String {
+/// Text for HTML or SVG: `&`, `<`, `>` and `'` escaped.
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('\'', "&#39;")
 }

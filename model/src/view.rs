@@ -3,7 +3,7 @@
 //! the SVG timeline, the explorer's own page and `check --html`; pure, no I/O.
 
 use crate::action::Action;
-use crate::properties::{is_discovery, role_of, Role};
+use crate::properties::{is_discovery, is_held_unapplied, role_of, Role};
 use crate::state::{Group, Lease, Stage, State, Witness};
 use crate::ConsumerModel;
 use stateright::{Expectation, Model};
@@ -98,13 +98,13 @@ pub fn explain(model: &ConsumerModel, name: &str, before: Option<(&State, Option
         "external-exactly-once" => emails_wrong(state),
         "no-duplicate-append" => appended_twice(state),
         "refusal-justified" => {
-            flagged(state, |g| g.ghost.unjustified_refusal, "refused while its group was not ahead of the log")
+            flagged(state, |g| g.ghost.unjustified_refusal, "g{} refused while its group was not ahead of the log")
         }
         "committed-read" => {
-            flagged(state, |g| g.ghost.read_truncated, "applied a record that then left the leader's log")
+            flagged(state, |g| g.ghost.read_truncated, "g{} applied a record that then left the leader's log")
         }
         "no-aborted-read" => {
-            flagged(state, |g| g.ghost.read_aborted, "'s downstream reader read a record of an aborted transaction")
+            flagged(state, |g| g.ghost.read_aborted, "g{}'s downstream reader read a record of an aborted transaction")
         }
         _ => None,
     };
@@ -131,7 +131,7 @@ fn skipped(state: &State) -> Option<String> {
     groups_partitions(state).find_map(|(g, group, p)| {
         let next = group.store.partitions[p].next_offset;
         let below = usize::from(next).min(state.log[p].len());
-        let offset = (0..below).find(|&o| group.ghost.applied[p][o] == 0 && !held_unapplied(group, p, o))?;
+        let offset = (0..below).find(|&o| group.ghost.applied[p][o] == 0 && !is_held_unapplied(group, p, o as u8))?;
         Some(format!("g{g} checkpoint of p{p} is {next} but offset {offset} was never applied: skipped"))
     })
 }
@@ -143,7 +143,7 @@ fn unaccounted(state: &State) -> Option<String> {
         let offset = (0..below).find(|&o| {
             let (count, o8) = (group.ghost.applied[p][o], o as u8);
             let dead = group.store.is_dead_lettered(p as u8, o8);
-            let accounted = dead || group.store.is_reset_over(p as u8, o8) || held_unapplied(group, p, o);
+            let accounted = dead || group.store.is_reset_over(p as u8, o8) || is_held_unapplied(group, p, o8);
             !((count == 1 && !dead) || (count == 0 && accounted))
         })?;
         let count = group.ghost.applied[p][offset];
@@ -226,23 +226,15 @@ fn appended_twice(state: &State) -> Option<String> {
     })
 }
 
+/// `what` of the first group whose ghost flag `set` is up, `{}` standing for its number.
 fn flagged(state: &State, set: impl Fn(&Group) -> bool, what: &str) -> Option<String> {
     let g = state.groups.iter().position(set)?;
-    Some(format!("g{g} {what}").replace(" '", "'"))
+    Some(what.replacen("{}", &g.to_string(), 1))
 }
 
 /// Every (group, partition) of a state, groups first.
 fn groups_partitions(state: &State) -> impl Iterator<Item = (usize, &Group, usize)> {
     state.groups.iter().enumerate().flat_map(|(g, group)| (0..group.store.partitions.len()).map(move |p| (g, group, p)))
-}
-
-fn held_unapplied(group: &Group, partition: usize, offset: usize) -> bool {
-    group.slots().any(|(_, owner)| {
-        owner.alive
-            && owner.leases[partition]
-                .as_ref()
-                .is_some_and(|lease| lease.records.get(&(offset as u8)).is_some_and(|stage| stage.is_before_effect()))
-    })
 }
 
 /// The state as a person reads it: the log, per group the total and each partition's row, per

@@ -76,10 +76,20 @@ fn click_next_action(browser: &Browser, action: &str, steps: usize, deadline: De
     });
 }
 
-#[test]
-fn a_new_user_clicks_through_a_duplicate_apply_in_stateright_explorer() {
+/// What both tests start with: their turn, the explorer of effect-first, a browser.
+struct Session {
+    _turn: std::sync::MutexGuard<'static, ()>,
+    _explorer: Process,
+    started: Instant,
+    deadline: Deadline,
+    url: String,
+    browser: Browser,
+}
+
+/// `None` when the browser is missing outside CI (skipped, said why).
+fn session() -> Option<Session> {
     if !browser_available() {
-        return;
+        return None;
     }
     // A test that failed while holding the lock poisons it; the next one still runs.
     let _turn = ONE_BROWSER_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -87,6 +97,12 @@ fn a_new_user_clicks_through_a_duplicate_apply_in_stateright_explorer() {
     let deadline = Deadline::after(TEST_TIMEOUT);
     let (_explorer, url) = explore(&["--strategy", "effect-first"], deadline);
     let browser = Browser::start(&artifacts(), deadline);
+    Some(Session { _turn, _explorer, started, deadline, url, browser })
+}
+
+#[test]
+fn a_new_user_clicks_through_a_duplicate_apply_in_stateright_explorer() {
+    let Some(Session { _turn, _explorer, started, deadline, url, browser }) = session() else { return };
     browser.goto(&url);
 
     // effect-first's duplicate: the effect applied, a crash before the commit, the restart
@@ -199,15 +215,7 @@ fn assert_marked(marked: &serde_json::Value, step: u64, reason: &str) {
 /// `check --html` opens in the same browser with nothing fetched from the network.
 #[test]
 fn our_page_opens_the_shortest_duplicate_and_judges_it() {
-    if !browser_available() {
-        return;
-    }
-    // A test that failed while holding the lock poisons it; the next one still runs.
-    let _turn = ONE_BROWSER_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let started = Instant::now();
-    let deadline = Deadline::after(TEST_TIMEOUT);
-    let (_explorer, url) = explore(&["--strategy", "effect-first"], deadline);
-    let browser = Browser::start(&artifacts(), deadline);
+    let Some(Session { _turn, _explorer, started, deadline, url, browser }) = session() else { return };
     browser.goto(&format!("{url}onceproof"));
     let link = browser.wait_for("#shortest a.shortest[data-property='no-duplicate']");
     let steps: usize = browser.attribute(&link, "data-steps").and_then(|s| s.parse().ok()).unwrap_or(0);
