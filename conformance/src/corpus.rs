@@ -44,13 +44,19 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
 
 /// The command that reproduces a replay of `path` with `options`.
 pub fn reproduce_command(path: &Path, options: &Options) -> String {
-    let mode = match options.mode {
-        Mode::Process => "process",
-        Mode::InProcess => "in-process",
-    };
+    let mode = options.mode.name();
     let mutation =
         options.mutation.map_or(String::new(), |m| format!(" --mutation {}", crate::driver::mutation_name(m)));
-    format!("cargo run -p conformance -- replay --mode {mode}{mutation} {}", path.display())
+    let mode = match &options.command {
+        Some(command) => format!("--worker {}", crate::protocol::shell_quote(command)),
+        None => format!("--mode {mode}"),
+    };
+    // The row, which `--worker` requires (the trace's own; a file that does not load has none).
+    let row = match (&options.command, load(path)) {
+        (Some(_), Ok(trace)) => format!(" --strategy {}", trace.config.strategy),
+        (Some(_) | None, _) => String::new(),
+    };
+    format!("cargo run -p conformance -- replay {mode}{row}{mutation} {}", path.display())
 }
 
 /// Replays one corpus file in both modes; a failure carries the reproduce command.

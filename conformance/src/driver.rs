@@ -1,10 +1,12 @@
 //! Owner handles: one real owner, either a child process in the consumer's worker mode or an
 //! in-process `consumer::owner::Owner`, driven one durable step at a time.
 
-use crate::error::{Error, WorkerError};
+use crate::error::{Error, Unobservable, WorkerError};
+use crate::protocol::{Launch, ProtocolOwner};
 use consumer::crash::CrashPlan;
 use consumer::log::Log;
-use consumer::owner::{Lease, Mutation, Outcome, Owner, OwnerError, Settings};
+use consumer::owner::{Mutation, Outcome, Owner, OwnerError, Settings};
+use consumer::protocol::Lease;
 use consumer::store::{Location, Store, StoreOptions};
 use consumer::strategy::Step;
 use std::collections::BTreeMap;
@@ -20,6 +22,20 @@ pub enum Mode {
     /// Each owner is an `Owner` in this process; a crash drops it (between steps, where the
     /// model's crashes fall, nothing else is lost).
     InProcess,
+    /// Each owner is a child process of any consumer speaking the open protocol
+    /// (PROTOCOL.md, `crate::protocol`); a crash is SIGKILL, and the consumer's durable state
+    /// is read through a fresh process of its store role after every kill.
+    Protocol,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Process => "process",
+            Mode::InProcess => "in-process",
+            Mode::Protocol => "protocol",
+        }
+    }
 }
 
 /// What identifies one owner of one group, and how it runs.
@@ -33,6 +49,8 @@ pub struct OwnerSpec {
     pub group: String,
     pub owner: String,
     pub settings: Settings,
+    /// Protocol mode: the consumer's command and what its `init` says.
+    pub launch: Option<Launch>,
 }
 
 /// One running owner.
@@ -41,7 +59,7 @@ pub trait OwnerHandle {
     fn step(&mut self, step: Step) -> Result<Outcome, Error>;
     /// The coordinator's assignment after a rebalance named this owner.
     fn assign(&mut self, partition: u32) -> Result<(), Error>;
-    /// The owner's volatile state: its leases by partition.
+    /// The owner's volatile state: its leases by partition (batch 1, in the protocol's terms).
     fn leases(&mut self) -> Result<BTreeMap<u32, Lease>, Error>;
     /// Ends the owner as a crash would.
     fn kill(self: Box<Self>);
@@ -52,6 +70,10 @@ pub fn start(mode: Mode, spec: &OwnerSpec) -> Result<Box<dyn OwnerHandle>, Error
     match mode {
         Mode::Process => Ok(Box::new(ProcessOwner::spawn(spec)?)),
         Mode::InProcess => Ok(Box::new(InProcessOwner::start(spec)?)),
+        Mode::Protocol => {
+            let launch = spec.launch.as_ref().ok_or(Error::Unsupported("a protocol owner without a command"))?;
+            Ok(Box::new(ProtocolOwner::spawn(launch, spec)?))
+        }
     }
 }
 
@@ -99,7 +121,7 @@ impl OwnerHandle for InProcessOwner {
     }
 
     fn leases(&mut self) -> Result<BTreeMap<u32, Lease>, Error> {
-        Ok(self.owner.leases().clone())
+        wire_leases(self.owner.leases(), &self.group, &self.name)
     }
 
     fn kill(self: Box<Self>) {}
@@ -179,7 +201,7 @@ impl ProcessOwner {
         }
     }
 
-    fn state(&mut self) -> Result<BTreeMap<u32, Lease>, WorkerError> {
+    fn state(&mut self) -> Result<BTreeMap<u32, consumer::owner::Lease>, WorkerError> {
         let command = "state";
         let line = self.request(command)?;
         let Some(json) = line.strip_prefix("state ") else {
@@ -187,7 +209,7 @@ impl ProcessOwner {
         };
         let leases = serde_json::from_str::<serde_json::Value>(json)
             .map(|value| value.get("leases").cloned().unwrap_or_default())
-            .and_then(serde_json::from_value::<BTreeMap<String, Lease>>);
+            .and_then(serde_json::from_value::<BTreeMap<String, consumer::owner::Lease>>);
         let by_name = match leases {
             Ok(by_name) => by_name,
             Err(source) => return Err(WorkerError::State { line, source }),
@@ -215,7 +237,8 @@ impl OwnerHandle for ProcessOwner {
     }
 
     fn leases(&mut self) -> Result<BTreeMap<u32, Lease>, Error> {
-        self.state().map_err(|e| self.fail(e))
+        let leases = self.state().map_err(|e| self.fail(e))?;
+        wire_leases(&leases, &self.group, &self.name)
     }
 
     fn kill(mut self: Box<Self>) {
@@ -230,6 +253,25 @@ impl Drop for ProcessOwner {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// This consumer's leases in the protocol's terms (batch 1: a larger batch is unobservable).
+fn wire_leases(
+    leases: &BTreeMap<u32, consumer::owner::Lease>,
+    group: &str,
+    owner: &str,
+) -> Result<BTreeMap<u32, Lease>, Error> {
+    let mut wire = BTreeMap::new();
+    for (&partition, lease) in leases {
+        let lease = Lease::of(partition, lease).map_err(|(offset, end)| Unobservable::Batch {
+            group: group.to_string(),
+            owner: owner.to_string(),
+            offset,
+            end,
+        })?;
+        wire.insert(partition, lease);
+    }
+    Ok(wire)
 }
 
 /// Parses a worker reply (`ok fetched 1`, `ok applied 1 skipped 0`, `ok fenced 1 2`,
@@ -271,7 +313,7 @@ pub fn mutation_name(mutation: Mutation) -> &'static str {
 /// The executable whose `worker` subcommand serves the consumer's worker mode: this one when
 /// it is the conformance binary, else the conformance binary Cargo built next to this
 /// executable's directory (test executables live in target/<profile>/deps).
-fn worker_executable() -> Result<PathBuf, WorkerError> {
+pub(crate) fn worker_executable() -> Result<PathBuf, WorkerError> {
     let exe = std::env::current_exe().map_err(WorkerError::CurrentExe)?;
     if exe.file_stem().is_some_and(|stem| stem == "conformance") {
         return Ok(exe);

@@ -59,6 +59,9 @@ pub enum Error {
     Owner { group: String, owner: String, source: Box<OwnerError> },
     /// A worker process could not start, or refused a step, or broke the line protocol.
     Worker { group: String, owner: String, source: WorkerError },
+    /// A consumer process of the open protocol (PROTOCOL.md): `who` is the owner (`g0/o1`) or
+    /// `store`.
+    Protocol { who: String, source: crate::protocol::ProtocolError },
     /// The harness could not reach the PostgreSQL server behind `--postgres`.
     PostgresConnect(postgres::Error),
     /// A statement of the harness itself (creating a replay's database) failed.
@@ -113,6 +116,7 @@ impl fmt::Display for Error {
             ),
             Error::Owner { group, owner, source } => write!(f, "{group}/{owner}: {source}"),
             Error::Worker { group, owner, source } => write!(f, "{group}/{owner} (worker process): {source}"),
+            Error::Protocol { who, source } => write!(f, "{who} (protocol process): {source}"),
             Error::PostgresConnect(source) => write!(f, "cannot reach PostgreSQL: {source}"),
             Error::Postgres { sql, source } => write!(f, "{sql}: {source}"),
             Error::PostgresUrl => write!(f, "the PostgreSQL URL has no scheme (postgres://...)"),
@@ -144,6 +148,7 @@ impl StdError for Error {
             Error::Txn(source) => Some(source.as_ref()),
             Error::Owner { source, .. } => Some(source.as_ref()),
             Error::Worker { source, .. } => Some(source),
+            Error::Protocol { source, .. } => Some(source),
             Error::PostgresConnect(source) | Error::Postgres { source, .. } => Some(source),
             Error::Unobservable(source) => Some(source),
             Error::NoSuchPath { .. }
@@ -293,6 +298,10 @@ pub enum Unobservable {
     NoSuchPartition { group: String, owner: String, partition: u32 },
     /// An owner holds a batch of more than one record (traces use batch 1).
     Batch { group: String, owner: String, offset: u64, end: u64 },
+    /// A protocol consumer's observed store has `rows` progress rows, not one per partition.
+    PartitionRows { rows: usize, partitions: u8 },
+    /// An owner of the open protocol reports two leases on one partition.
+    TwoLeases { group: String, owner: String, partition: u32 },
     /// A replicated partition's state the model's `Replicas` cannot hold (`what` says why).
     Replication { partition: u32, what: String },
     /// A replica's file holds no frame the harness can read at `offset`.
@@ -320,6 +329,12 @@ impl fmt::Display for Unobservable {
             }
             Unobservable::Batch { group, owner, offset, end } => {
                 write!(f, "{group}/{owner} holds a batch {offset}..{end}, traces use batch 1")
+            }
+            Unobservable::PartitionRows { rows, partitions } => {
+                write!(f, "the observed store has {rows} progress rows for {partitions} partitions")
+            }
+            Unobservable::TwoLeases { group, owner, partition } => {
+                write!(f, "{group}/{owner} reports two leases on partition {partition}")
             }
             Unobservable::Replication { partition, what } => write!(f, "replicated partition {partition}: {what}"),
             Unobservable::Frame { path, offset, reason } => {

@@ -5,10 +5,12 @@ mod replicated;
 mod rows;
 mod transactional;
 
+pub use replicated::is_unavailable;
 pub use rows::{real_row, ProducerRetry, RealRow, ReplicaSettings};
 
 use crate::driver::{self, Mode, OwnerHandle, OwnerSpec};
 use crate::error::{Error, Unobservable};
+use crate::protocol::{Launch, ProtocolStore};
 use consumer::external::{EmailProvider, ExternalDir, Index, Relay};
 use consumer::log::{encode_delta, Log, LogError, Producer, ReplicatedLog, Storage};
 use consumer::owner::{Mutation, Outcome, Settings};
@@ -31,6 +33,9 @@ pub struct Options {
     pub mode: Mode,
     /// Where each replay's fresh data directory is made (and removed afterwards).
     pub tmp_root: PathBuf,
+    /// Protocol mode: the shell command that starts the consumer (`None`: this consumer's
+    /// `serve`).
+    pub command: Option<String>,
     /// Test only: run a deliberately broken consumer.
     pub mutation: Option<Mutation>,
     /// The executable serving worker processes (default: the conformance binary).
@@ -46,7 +51,7 @@ impl Options {
     pub fn new(mode: Mode) -> Options {
         let shm = Path::new("/dev/shm");
         let tmp_root = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
-        Options { mode, tmp_root, mutation: None, worker_exe: None, postgres: None }
+        Options { mode, tmp_root, command: None, mutation: None, worker_exe: None, postgres: None }
     }
 }
 
@@ -59,7 +64,9 @@ pub struct Harness {
     /// The producer's writer of a plain log; the acks rows' reader of the replicated one (the
     /// consumer-visible records: the leader's, below the high watermark).
     log: Log,
-    store: Store,
+    store: StoreSide,
+    /// Protocol mode: the consumer's command and what every `init` says.
+    launch: Option<Launch>,
     /// The acks rows: the replicated log, the producer on it and the brokers' steps.
     replicated: Option<Replicated>,
     /// The txn rows: the output log and the downstream reader.
@@ -104,6 +111,84 @@ pub struct Harness {
     /// Last, so that it is dropped last: every owner and connection using the directory and
     /// the schema has ended before they are removed.
     dir: ScratchDir,
+}
+
+/// The consumer's durable state: its store read directly (this consumer), or through the
+/// store role of the open protocol (any consumer).
+enum StoreSide {
+    Direct(Box<Store>),
+    Protocol(Box<ProtocolStore>),
+}
+
+/// As `consumer init` does: the store, knowing the log's identity, and each group at epoch 1
+/// owned by o0; the outbox row's relay, on its own store connection as `consumer relay` has.
+fn direct_store(
+    config: &Config,
+    location: &Location,
+    identity: consumer::log::LogIdentity,
+    store_options: StoreOptions,
+    external: &ExternalDir,
+) -> Result<(Store, Option<Relay>), Error> {
+    let mut store = Store::create_at(location, identity, store_options)?;
+    let relay = match config.strategy.rules().sequence {
+        Sequence::AtomicWithOutbox => {
+            Some(Relay::new(Store::open_at(location, store_options)?, external.open_index()?))
+        }
+        Sequence::CommitThenEffect
+        | Sequence::EffectThenCommit
+        | Sequence::Effect
+        | Sequence::EffectRecordCommit
+        | Sequence::Stamped
+        | Sequence::DedupedThenCommit
+        | Sequence::Atomic
+        | Sequence::Transactional
+        | Sequence::AtomicThenEmail
+        | Sequence::EmailThenAtomic { .. }
+        | Sequence::AtomicThenIndex => None,
+    };
+    for group in 0..config.groups {
+        store.ensure_group(&group_name(group), &owner_name(0))?;
+    }
+    Ok((store, relay))
+}
+
+/// What a protocol consumer is started with: the command (this consumer's `serve` unless
+/// `--worker` named another), an empty directory of its own for its store, and the row.
+fn protocol_launch(config: &Config, row: &RealRow, options: &Options, dir: &Path) -> Result<Launch, Error> {
+    if options.postgres.is_some() {
+        return Err(Error::Unsupported("a protocol replay on PostgreSQL (the consumer owns its store)"));
+    }
+    if options.mutation.is_some() {
+        return Err(Error::Unsupported("a mutation of a protocol consumer"));
+    }
+    let command = match &options.command {
+        Some(command) => command.clone(),
+        None => {
+            let exe = match &options.worker_exe {
+                Some(exe) => exe.clone(),
+                None => driver::worker_executable().map_err(|source| Error::Worker {
+                    group: "-".into(),
+                    owner: "-".into(),
+                    source,
+                })?,
+            };
+            format!("{} serve", crate::protocol::shell_quote(&exe.to_string_lossy()))
+        }
+    };
+    let store = dir.join("consumer");
+    std::fs::create_dir_all(&store).map_err(Error::io(&store, "create"))?;
+    let settings = Settings {
+        commit_every: u64::from(config.commit_every),
+        inflight: usize::from(config.inflight),
+        batch: 1,
+        max_attempts: u64::from(config.max_attempts),
+        on_out_of_range: row.on_out_of_range,
+        start: row.start,
+        log_check: row.log_check,
+        ..Settings::new(row.strategy)
+    };
+    let (partitions, row) = (u32::from(config.partitions), config.strategy.name().to_string());
+    Ok(Launch { command, store, dir: dir.to_path_buf(), partitions, row, settings })
 }
 
 pub fn group_name(group: u8) -> String {
@@ -175,26 +260,20 @@ impl Harness {
         // As `consumer init` does: the external systems before the store.
         let external = ExternalDir::new(&dir.path);
         external.create()?;
-        let mut store = Store::create_at(&location, identity, store_options)?;
-        let relay = match rules.sequence {
-            Sequence::AtomicWithOutbox => {
-                Some(Relay::new(Store::open_at(&location, store_options)?, external.open_index()?))
+        let (store, relay, launch) = match options.mode {
+            Mode::Process | Mode::InProcess => {
+                let (store, relay) = direct_store(config, &location, identity, store_options, &external)?;
+                (StoreSide::Direct(Box::new(store)), relay, None)
             }
-            Sequence::CommitThenEffect
-            | Sequence::EffectThenCommit
-            | Sequence::Effect
-            | Sequence::EffectRecordCommit
-            | Sequence::Stamped
-            | Sequence::DedupedThenCommit
-            | Sequence::Atomic
-            | Sequence::Transactional
-            | Sequence::AtomicThenEmail
-            | Sequence::EmailThenAtomic { .. }
-            | Sequence::AtomicThenIndex => None,
+            Mode::Protocol => {
+                let launch = protocol_launch(config, &row, options, &dir.path)?;
+                let mut agent = ProtocolStore::start(launch.clone())?;
+                for group in 0..config.groups {
+                    agent.setup(&group_name(group), &owner_name(0))?;
+                }
+                (StoreSide::Protocol(Box::new(agent)), None, Some(launch))
+            }
         };
-        for group in 0..config.groups {
-            store.ensure_group(&group_name(group), &owner_name(0))?;
-        }
         let ghost = State::initial(config).groups[0].ghost.clone();
         let mut harness = Harness {
             config: config.clone(),
@@ -208,6 +287,7 @@ impl Harness {
             provider: external.open_provider()?,
             index: external.open_index()?,
             relay,
+            launch,
             owners: Vec::new(),
             ghosts: vec![ghost; usize::from(config.groups)],
             crashes_used: 0,
@@ -267,6 +347,7 @@ impl Harness {
             group: group_name(group),
             owner: owner_name(owner),
             settings,
+            launch: self.launch.clone(),
         }
     }
 
@@ -407,6 +488,7 @@ impl Harness {
             Action::Crash { group, owner } => {
                 let handle = self.owners[usize::from(group)][usize::from(owner)].take();
                 handle.ok_or_else(|| not_running(group, owner))?.kill();
+                self.after_kill()?;
                 if let Some(paused) = self.paused_index(owner) {
                     self.paused_of[usize::from(group)][paused] = None;
                 }
@@ -472,10 +554,15 @@ impl Harness {
     /// outbox row copied to the index and deleted. The model enables it only on a row left in
     /// the outbox, so a relay finding none did not do the model's step.
     fn relay(&mut self, group: u8) -> Result<(), Error> {
-        let relay = self.relay.as_mut().ok_or(Error::Unsupported("a relay step of a row without an outbox"))?;
-        match relay.relay_one(&group_name(group))? {
-            Some(_) => Ok(()),
-            None => Err(Error::Unsupported("a relay step on an empty outbox")),
+        let relayed = match (&mut self.store, self.relay.as_mut()) {
+            (StoreSide::Protocol(agent), _) => agent.relay(&group_name(group))?,
+            (StoreSide::Direct(_), Some(relay)) => relay.relay_one(&group_name(group))?.is_some(),
+            (StoreSide::Direct(_), None) => return Err(Error::Unsupported("a relay step of a row without an outbox")),
+        };
+        if relayed {
+            Ok(())
+        } else {
+            Err(Error::Unsupported("a relay step on an empty outbox"))
         }
     }
 
@@ -559,6 +646,7 @@ impl Harness {
             };
             if idle {
                 self.owners[g][slot].take().expect("an idle slot runs").kill();
+                self.after_kill()?;
                 self.paused_of[g][paused] = None;
             }
         }
@@ -568,7 +656,15 @@ impl Harness {
     /// The coordinator's rebalance: the store's claim, then the assignment to the new owner
     /// if it is running (the old owner is not told).
     fn rebalance(&mut self, group: u8, partition: u8, to_owner: u8) -> Result<(), Error> {
-        self.store.claim(&group_name(group), u32::from(partition), &owner_name(to_owner))?;
+        let (name, to) = (group_name(group), owner_name(to_owner));
+        match &mut self.store {
+            StoreSide::Direct(store) => {
+                store.claim(&name, u32::from(partition), &to)?;
+            }
+            StoreSide::Protocol(agent) => {
+                agent.claim(&name, u32::from(partition), &to)?;
+            }
+        }
         self.rebalances_used += 1;
         if let Some(handle) = &mut self.owners[usize::from(group)][usize::from(to_owner)] {
             handle.assign(u32::from(partition))?;
@@ -671,6 +767,15 @@ impl Harness {
         let sequence = self.next_sequence[partition];
         self.next_sequence[partition] += 1;
         sequence
+    }
+
+    /// Protocol mode: after a kill the store is read by a fresh process of the store role, which
+    /// cannot remember what the killed one did not make durable.
+    fn after_kill(&mut self) -> Result<(), Error> {
+        match &mut self.store {
+            StoreSide::Direct(_) => Ok(()),
+            StoreSide::Protocol(agent) => agent.restart(),
+        }
     }
 
     fn handle(&mut self, group: u8, owner: u8) -> Result<&mut Box<dyn OwnerHandle>, Error> {
@@ -893,10 +998,14 @@ impl Harness {
     /// A group's store; `log` is the observed log (its ends bound the attempts read).
     fn observe_store(&mut self, group: u8, log: &[Vec<i64>]) -> Result<ModelStore, Error> {
         let name = group_name(group);
-        let total = self.store.total(&name)?;
+        let store = match &mut self.store {
+            StoreSide::Direct(store) => store,
+            StoreSide::Protocol(agent) => return Ok(model_store(agent.observe(&name)?, self.config.partitions)?),
+        };
+        let total = store.total(&name)?;
         let mut partitions = Vec::new();
         for partition in 0..u32::from(self.config.partitions) {
-            let row = self.store.progress(&name, partition)?;
+            let row = store.progress(&name, partition)?;
             partitions.push(PartitionRow {
                 next_offset: narrow(row.next_offset, "next offset")?,
                 epoch: narrow(row.epoch, "epoch")?,
@@ -904,8 +1013,7 @@ impl Harness {
                 stamp: row.stamp.map(|stamp| narrow(stamp, "stamp")).transpose()?,
             });
         }
-        let processed = self
-            .store
+        let processed = store
             .processed(&name)?
             .into_iter()
             .map(|(p, o)| Ok((narrow(p, "partition")?, narrow(o, "offset")?)))
@@ -913,7 +1021,7 @@ impl Harness {
         let mut attempts = SortedMap::new();
         for (partition, records) in (0..).zip(log) {
             for offset in 0..records.len() as u64 {
-                let count = self.store.attempts(&name, partition, offset)?;
+                let count = store.attempts(&name, partition, offset)?;
                 if count > 0 {
                     attempts.insert(
                         (narrow(partition, "partition")?, narrow(offset, "offset")?),
@@ -922,25 +1030,23 @@ impl Harness {
                 }
             }
         }
-        let dead_letters = self
-            .store
+        let dead_letters = store
             .dead_letters(Some(&name))?
             .into_iter()
             .map(|d| {
                 Ok((narrow(d.partition, "partition")?, narrow(d.offset, "offset")?, narrow(d.attempts, "attempts")?))
             })
             .collect::<Result<SortedSet<_>, Unobservable>>()?;
-        let resets = self
-            .store
+        let resets = store
             .resets(Some(&name))?
             .into_iter()
             .map(|r| Ok((narrow(r.partition, "partition")?, narrow(r.from, "offset")?, narrow(r.to, "offset")?)))
             .collect::<Result<SortedSet<_>, Unobservable>>()?;
         // Issue 14's rows (spec.md §3.4): the set value `v(o) = o + 1`, and the facts and
         // outbox rows of the dual-write rows, as (partition, offset).
-        let value = self.store.value(&name)?.map(|value| narrow(value, "value")).transpose()?;
-        let facts = fact_set(self.store.facts(Some(&name))?)?;
-        let outbox = fact_set(self.store.outbox(Some(&name))?)?;
+        let value = store.value(&name)?.map(|value| narrow(value, "value")).transpose()?;
+        let facts = fact_set(store.facts(Some(&name))?)?;
+        let outbox = fact_set(store.outbox(Some(&name))?)?;
         Ok(ModelStore { total, partitions, processed, attempts, dead_letters, resets, value, facts, outbox })
     }
 
@@ -965,26 +1071,63 @@ impl Harness {
         let Some(handle) = &mut self.owners[usize::from(group)][usize::from(owner)] else {
             return Ok(Owner::free_slot(partitions));
         };
-        let (group, owner) = (group_name(group), owner_name(owner));
         let mut leases = vec![None; partitions];
         for (partition, lease) in handle.leases()? {
             let Some(slot) = leases.get_mut(partition as usize) else {
+                let (group, owner) = (group_name(group), owner_name(owner));
                 return Err(Unobservable::NoSuchPartition { group, owner, partition }.into());
             };
-            *slot = Some(model_lease(&lease, &group, &owner)?);
+            *slot = Some(model_lease(&lease)?);
         }
         Ok(Owner { alive: true, leases, incarnation_of: None })
     }
 }
 
-/// A consumer lease as the model's: batch-1 records keyed by offset with their stage.
-fn model_lease(lease: &consumer::owner::Lease, group: &str, owner: &str) -> Result<Lease, Unobservable> {
+/// A protocol consumer's observed store as the model's (a partition row missing or extra is
+/// unobservable: the model has exactly one per partition).
+fn model_store(observed: consumer::protocol::Observed, partitions: u8) -> Result<ModelStore, Unobservable> {
+    if observed.partitions.len() != usize::from(partitions) {
+        return Err(Unobservable::PartitionRows { rows: observed.partitions.len(), partitions });
+    }
+    let mut rows = Vec::new();
+    for row in &observed.partitions {
+        rows.push(PartitionRow {
+            next_offset: narrow(row.next_offset, "next offset")?,
+            epoch: narrow(row.epoch, "epoch")?,
+            owner: parse_owner(&row.owner)?,
+            stamp: row.stamp.map(|stamp| narrow(stamp, "stamp")).transpose()?,
+        });
+    }
+    let pair = |p: &consumer::protocol::Processed| Ok((narrow(p.partition, "partition")?, narrow(p.offset, "offset")?));
+    let counted = |a: &consumer::protocol::Attempts| {
+        Ok((narrow(a.partition, "partition")?, narrow(a.offset, "offset")?, narrow(a.attempts, "attempts")?))
+    };
+    let mut attempts = SortedMap::new();
+    for a in &observed.attempts {
+        let (partition, offset, count) = counted(a)?;
+        attempts.insert((partition, offset), count);
+    }
+    let resets = observed
+        .resets
+        .iter()
+        .map(|r| Ok((narrow(r.partition, "partition")?, narrow(r.from, "offset")?, narrow(r.to, "offset")?)));
+    Ok(ModelStore {
+        total: observed.total,
+        partitions: rows,
+        processed: observed.processed.iter().map(pair).collect::<Result<SortedSet<_>, Unobservable>>()?,
+        attempts,
+        dead_letters: observed.dead_letters.iter().map(counted).collect::<Result<SortedSet<_>, Unobservable>>()?,
+        resets: resets.collect::<Result<SortedSet<_>, Unobservable>>()?,
+        value: observed.value.map(|value| narrow(value, "value")).transpose()?,
+        facts: observed.facts.iter().map(pair).collect::<Result<SortedSet<_>, Unobservable>>()?,
+        outbox: observed.outbox.iter().map(pair).collect::<Result<SortedSet<_>, Unobservable>>()?,
+    })
+}
+
+/// An owner's lease (in the protocol's terms: batch 1) as the model's.
+fn model_lease(lease: &consumer::protocol::Lease) -> Result<Lease, Unobservable> {
     let mut records = SortedMap::new();
-    for (&offset, record) in &lease.records {
-        if record.end != offset + 1 {
-            let (group, owner) = (group.to_string(), owner.to_string());
-            return Err(Unobservable::Batch { group, owner, offset, end: record.end });
-        }
+    for record in &lease.records {
         let stage = match record.stage {
             consumer::owner::Stage::Fetched => Stage::Fetched,
             consumer::owner::Stage::Committed => Stage::Committed,
@@ -995,7 +1138,7 @@ fn model_lease(lease: &consumer::owner::Lease, group: &str, owner: &str) -> Resu
             consumer::owner::Stage::Stored => Stage::Stored,
             consumer::owner::Stage::Emailed => Stage::Emailed,
         };
-        records.insert(narrow(offset, "offset")?, stage);
+        records.insert(narrow(record.offset, "offset")?, stage);
     }
     Ok(Lease {
         epoch: narrow(lease.epoch, "epoch")?,

@@ -8,6 +8,7 @@ pub mod driver;
 pub mod error;
 pub mod generate;
 pub mod harness;
+pub mod protocol;
 pub mod replay;
 pub mod scenarios;
 

@@ -50,19 +50,30 @@ enum Command {
         after_help = "Example:\n  conformance worker --dir /tmp/demo --group g --owner o0 --strategy atomic-fenced"
     )]
     Worker(WorkerArgs),
+    /// Serve the open owner protocol (PROTOCOL.md) on stdin/stdout: this consumer, for
+    /// `--mode protocol` without `--worker`.
+    #[command(hide = true, after_help = "Example:\n  conformance serve < requests.ndjson")]
+    Serve,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
 enum ModeArg {
     Process,
     InProcess,
+    /// Any consumer speaking PROTOCOL.md: `--worker` (default: this consumer's `serve`).
+    Protocol,
 }
 
 #[derive(Args, Clone)]
 struct RunArgs {
-    /// Owners as child processes (crash = SIGKILL) or in this process.
+    /// Owners as child processes (crash = SIGKILL), in this process, or as processes of any
+    /// consumer speaking the open protocol (PROTOCOL.md).
     #[arg(long, value_enum, default_value = "process")]
     mode: ModeArg,
+    /// The shell command that starts your consumer, speaking PROTOCOL.md on stdin/stdout
+    /// (implies --mode protocol); it runs from the current directory.
+    #[arg(long, value_name = "CMD", conflicts_with_all = ["postgres", "mutation"])]
+    worker: Option<String>,
     /// Where fresh data directories are made (default: /dev/shm when present).
     #[arg(long)]
     tmp: Option<PathBuf>,
@@ -77,11 +88,21 @@ struct RunArgs {
 
 impl RunArgs {
     fn options(&self) -> anyhow::Result<Options> {
-        let mode = match self.mode {
-            ModeArg::Process => Mode::Process,
-            ModeArg::InProcess => Mode::InProcess,
+        let mode = match (self.mode, &self.worker) {
+            (ModeArg::Protocol, _) | (ModeArg::Process, Some(_)) => Mode::Protocol,
+            (ModeArg::Process, None) => Mode::Process,
+            (ModeArg::InProcess, None) => Mode::InProcess,
+            (ModeArg::InProcess, Some(_)) => bail!("--worker runs processes: it cannot be used with --mode in-process"),
         };
-        let mut options = Options { mutation: self.mutation, postgres: self.postgres.clone(), ..Options::new(mode) };
+        if self.worker.as_deref().is_some_and(|command| command.trim().is_empty()) {
+            bail!("--worker is empty: give the command that starts your consumer");
+        }
+        let mut options = Options {
+            mutation: self.mutation,
+            postgres: self.postgres.clone(),
+            command: self.worker.clone(),
+            ..Options::new(mode)
+        };
         if let Some(tmp) = &self.tmp {
             if !tmp.is_dir() {
                 bail!("--tmp {} is not a directory", tmp.display());
@@ -97,6 +118,10 @@ struct ReplayArgs {
     /// Trace files or directories of them.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
+    /// Replay only the traces of this model row: the strategy your consumer claims (required
+    /// with --worker; the summary says whether the claim holds on every trace).
+    #[arg(long, value_name = "ROW")]
+    strategy: Option<Strategy>,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -301,6 +326,7 @@ fn main() -> ExitCode {
         Command::Test(args) => run_test(args),
         Command::Regenerate(args) => run_regenerate(args),
         Command::Worker(args) => run_worker(args),
+        Command::Serve => run_serve(),
     };
     // `{}`, not `{:#}`: the library's errors, like the consumer's, already include their
     // causes in one line.
@@ -323,15 +349,28 @@ fn exit_code(error: &anyhow::Error) -> u8 {
     error.chain().find_map(code).unwrap_or(BAD_INPUT)
 }
 
-/// Exit 0 when every trace conforms, 1 on any divergence, 2 when a file cannot be read.
+/// Exit 0 when every trace conforms, 1 on any divergence, 2 when a file cannot be read (or
+/// `--strategy` selects none).
 fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let options = args.run.options()?;
+    if args.run.worker.is_some() && args.strategy.is_none() {
+        bail!("--worker needs --strategy ROW: the model row your consumer claims (its traces are replayed)");
+    }
     let files = corpus::expand(&args.paths)?;
     let traces: Vec<(PathBuf, Trace)> =
         files.into_iter().map(|path| corpus::load(&path).map(|t| (path, t))).collect::<Result<_, _>>()?;
+    let found = traces.len();
+    let traces: Vec<(PathBuf, Trace)> =
+        traces.into_iter().filter(|(_, trace)| args.strategy.is_none_or(|row| trace.config.strategy == row)).collect();
     println!("{TOOL} (model: {})", model::TOOL);
+    if let Some(row) = args.strategy {
+        if traces.is_empty() {
+            bail!("no trace of {row} among the {found} given");
+        }
+        println!("replaying the {} traces of {row} ({} of other rows left out)", traces.len(), found - traces.len());
+    }
     let started = Instant::now();
-    let (mut failures, mut steps) = (0, 0);
+    let (mut failures, mut steps) = (Vec::new(), 0);
     for (path, trace) in &traces {
         match replay(trace, &options) {
             Ok(report) => {
@@ -344,23 +383,40 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             Err(failure) => {
-                failures += 1;
                 println!(
                     "DIVERGES  {}\n{failure}\nreproduce: {}",
                     path.display(),
                     corpus::reproduce_command(path, &options)
                 );
+                failures.push(format!("{} ({})", path.display(), failure.place()));
             }
         }
     }
     let seconds = started.elapsed().as_secs_f64();
     println!(
-        "{} passed, {failures} failed ({steps} steps in {seconds:.2} s: {:.1} traces/s, {:.0} steps/s)",
-        traces.len() - failures,
+        "{} passed, {} failed ({steps} steps in {seconds:.2} s: {:.1} traces/s, {:.0} steps/s)",
+        traces.len() - failures.len(),
+        failures.len(),
         traces.len() as f64 / seconds.max(1e-9),
         steps as f64 / seconds.max(1e-9)
     );
-    Ok(ExitCode::from(if failures > 0 { DIVERGED } else { 0 }))
+    if let Some(row) = args.strategy {
+        println!("{}", claim_summary(row, traces.len(), &failures));
+    }
+    Ok(ExitCode::from(if failures.is_empty() { 0 } else { DIVERGED }))
+}
+
+/// The summary of a replay of one row's traces: whether the consumer's claim holds on every
+/// trace, or where it first diverges (`failures`: each failed trace and its place).
+fn claim_summary(row: Strategy, traces: usize, failures: &[String]) -> String {
+    let conform = traces - failures.len();
+    match failures {
+        [] => format!("summary: {traces} traces, {conform} conform; claimed strategy {row} holds for this consumer on every trace"),
+        [first, ..] => format!(
+            "summary: {traces} traces, {conform} conform; claimed strategy {row} diverges for this consumer on {}, first at {first}",
+            failures.len()
+        ),
+    }
 }
 
 fn run_test(args: TestArgs) -> anyhow::Result<ExitCode> {
@@ -411,6 +467,17 @@ fn run_worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     consumer::worker::serve(&mut owner, std::io::stdin().lock(), std::io::stdout().lock())
         .map_err(|e| anyhow::anyhow!("worker stdin/stdout: {e}"))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Exit 0 after `quit` or at the end of input, 2 when `init` could not be served.
+fn run_serve() -> anyhow::Result<ExitCode> {
+    let stdin = std::io::stdin();
+    match consumer::protocol::serve(stdin.lock(), std::io::stdout().lock())
+        .map_err(|e| anyhow::anyhow!("protocol stdin/stdout: {e}"))?
+    {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(text) => bail!("init: {text}"),
+    }
 }
 
 #[cfg(test)]

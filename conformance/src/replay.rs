@@ -37,6 +37,22 @@ pub enum ReplayFailure {
     NotReached { property: String, model: bool, real: bool },
 }
 
+impl ReplayFailure {
+    /// Where the replay failed, for a summary line: `step 3`, `the initial state`, `the verdict
+    /// of no-duplicate`.
+    pub fn place(&self) -> String {
+        match self {
+            ReplayFailure::ModelUnreachable { step, .. } => format!("step {step} (in the model)"),
+            ReplayFailure::RealFailed { step: 0, action: None, .. }
+            | ReplayFailure::Divergence { step: 0, action: None, .. } => "the initial state".to_string(),
+            ReplayFailure::RealFailed { step, .. } | ReplayFailure::Divergence { step, .. } => format!("step {step}"),
+            ReplayFailure::VerdictMismatch { property, .. } | ReplayFailure::NotReached { property, .. } => {
+                format!("the verdict of {property}")
+            }
+        }
+    }
+}
+
 impl fmt::Display for ReplayFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let step_name = |step: &usize, action: &Option<Action>| match action {

@@ -8,6 +8,7 @@ pub mod external;
 pub mod log;
 pub mod owner;
 pub mod power;
+pub mod protocol;
 pub mod store;
 pub mod strategy;
 pub mod txn;

@@ -93,6 +93,12 @@ enum Command {
     /// Serve one owner over stdin/stdout, one step per command (see `consumer::worker`).
     #[command(after_help = "Example:\n  consumer worker --dir /tmp/demo --group g --strategy atomic-fenced")]
     Worker(WorkerArgs),
+    /// Serve the open owner protocol (PROTOCOL.md) on stdin/stdout: newline-delimited JSON,
+    /// one owner or the store per process, for `conformance replay --worker`.
+    #[command(
+        after_help = "Example:\n  conformance replay --worker 'consumer serve' --strategy atomic-fenced tests/traces"
+    )]
+    Serve,
     /// Measure consumed records per second per strategy, batch and journal mode.
     #[command(after_help = "Example:\n  consumer bench --strategy atomic-fenced --journal wal --repeat 1")]
     Bench(bench::BenchArgs),
@@ -588,6 +594,7 @@ fn main() -> ExitCode {
         Command::Index(args) => index(args),
         Command::Relay(args) => relay(args),
         Command::Worker(args) => worker(args),
+        Command::Serve => serve(),
         Command::Bench(args) => bench::run(args),
         Command::Load(args) => load::run(args),
         Command::PowerCuts(args) => power_cuts(args),
@@ -1175,6 +1182,16 @@ fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let stdin = std::io::stdin();
     consumer::worker::serve(&mut owner, stdin.lock(), std::io::stdout().lock()).context("worker protocol I/O")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Exit 0 after `quit` or at the end of input; 2 when `init` could not be served (its error
+/// reply names why, and so does the one line on stderr).
+fn serve() -> anyhow::Result<ExitCode> {
+    let stdin = std::io::stdin();
+    match consumer::protocol::serve(stdin.lock(), std::io::stdout().lock()).context("protocol I/O")? {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(text) => anyhow::bail!("init: {text}"),
+    }
 }
 
 fn append_poison(args: AppendPoisonArgs) -> anyhow::Result<ExitCode> {

@@ -186,7 +186,7 @@ impl Lease {
 }
 
 /// What a step did.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "outcome")]
 pub enum Outcome {
     Fetched {

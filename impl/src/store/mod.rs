@@ -344,6 +344,11 @@ impl Store {
         dispatch!(self, s => s.attempts(group, partition, offset))
     }
 
+    /// Every counted attempt of `group`: (partition, offset, attempts), sorted.
+    pub fn all_attempts(&self, group: &str) -> Result<Vec<(u32, u64, u64)>, StoreError> {
+        dispatch!(self, s => s.all_attempts(group))
+    }
+
     pub fn dead_letters(&self, group: Option<&str>) -> Result<Vec<DeadLetter>, StoreError> {
         dispatch!(self, s => s.dead_letters(group))
     }

@@ -966,6 +966,16 @@ impl PgStore {
         Ok(rows.first().map_or(0, |row| row.get::<_, i64>(0) as u64))
     }
 
+    /// Every counted attempt of `group`: (partition, offset, attempts), sorted.
+    pub fn all_attempts(&self, group: &str) -> Result<Vec<(u32, u64, u64)>, StoreError> {
+        let sql = "SELECT part, log_offset, attempts FROM attempts WHERE grp = $1 ORDER BY part, log_offset";
+        let rows = self.query(sql, &[&group])?;
+        Ok(rows
+            .iter()
+            .map(|row| (row.get::<_, i64>(0) as u32, row.get::<_, i64>(1) as u64, row.get::<_, i64>(2) as u64))
+            .collect())
+    }
+
     /// The dead-letter table, sorted by group, partition and offset; only `group`'s if given.
     pub fn dead_letters(&self, group: Option<&str>) -> Result<Vec<DeadLetter>, StoreError> {
         let sql = "SELECT grp, part, log_offset, attempts, error, payload FROM dead_letters

@@ -728,6 +728,16 @@ impl SqliteStore {
         Ok(row.unwrap_or(0))
     }
 
+    /// Every counted attempt of `group`: (partition, offset, attempts), sorted.
+    pub fn all_attempts(&self, group: &str) -> Result<Vec<(u32, u64, u64)>, StoreError> {
+        let sql = "SELECT part, log_offset, attempts FROM attempts WHERE grp = ?1 ORDER BY part, log_offset";
+        let mut statement = self.conn.prepare_cached(sql).map_err(self.fail(sql))?;
+        let rows = statement
+            .query_map(params![group], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+            .map_err(self.fail(sql))?;
+        rows.collect::<Result<_, _>>().map_err(self.fail(sql))
+    }
+
     /// The dead-letter table, sorted by group, partition and offset; only `group`'s if given.
     pub fn dead_letters(&self, group: Option<&str>) -> Result<Vec<DeadLetter>, StoreError> {
         let sql = "SELECT grp, part, log_offset, attempts, error, payload FROM dead_letters

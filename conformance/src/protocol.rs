@@ -1,0 +1,419 @@
+//! The harness's side of the open owner protocol (PROTOCOL.md): any consumer, started as a
+//! shell command, driven one model step at a time over newline-delimited JSON. An owner is one
+//! process (`ProtocolOwner`, a crash is its SIGKILL); the consumer's durable state is read and
+//! the coordinator's claims are made through a process of the store role (`ProtocolStore`),
+//! started afresh after every kill so that what the harness compares is what survived.
+
+use crate::driver::{log_dir, OwnerHandle, OwnerSpec};
+use crate::error::{Error, Unobservable};
+use consumer::log::{decode_delta, Log};
+use consumer::owner::Outcome;
+use consumer::protocol::{
+    Body, ErrorBody, ErrorCode, Init, InitSettings, Lease, LogBounds, Message, Observed, Role, StepRequest, WireRecord,
+    VERSION,
+};
+use consumer::strategy::{Step, StepKind};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+/// The longest reply line read; a longer one is a broken consumer, not a state to compare.
+const REPLY_BYTES_MAX: u64 = 1024 * 1024;
+
+/// A consumer's failure as seen over the protocol.
+#[derive(Debug)]
+pub enum ProtocolError {
+    /// `sh -c 'exec COMMAND'` could not be started.
+    Spawn {
+        command: String,
+        source: io::Error,
+    },
+    /// Sending `request` failed (the process is gone).
+    Write {
+        request: String,
+        source: io::Error,
+    },
+    Read {
+        request: String,
+        source: io::Error,
+    },
+    /// The process's output ended before it replied to `request`: it exited or crashed.
+    Ended {
+        request: String,
+        status: String,
+    },
+    /// A reply line that is not a message of version 1.
+    Unreadable {
+        request: String,
+        line: String,
+        reason: String,
+    },
+    /// A reply that answers another request, or is of the wrong type.
+    Unexpected {
+        request: String,
+        line: String,
+    },
+    /// An `error` reply.
+    Refused {
+        request: String,
+        error: ErrorBody,
+    },
+}
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProtocolError::Spawn { command, source } => write!(f, "cannot start '{command}': {source}"),
+            ProtocolError::Write { request, source } => write!(f, "cannot send {request}: {source}"),
+            ProtocolError::Read { request, source } => write!(f, "cannot read the reply to {request}: {source}"),
+            ProtocolError::Ended { request, status } => {
+                write!(f, "the process ended ({status}) without replying to {request}")
+            }
+            ProtocolError::Unreadable { request, line, reason } => {
+                write!(f, "unreadable reply '{line}' to {request}: {reason}")
+            }
+            ProtocolError::Unexpected { request, line } => write!(f, "reply '{line}' does not answer {request}"),
+            ProtocolError::Refused { request, error } => {
+                let definite = if error.definite { "definite" } else { "indefinite" };
+                write!(f, "{request} refused ({}, {definite}): {}", error.code.name(), error.text)
+            }
+        }
+    }
+}
+
+impl std::error::Error for ProtocolError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ProtocolError::Spawn { source, .. }
+            | ProtocolError::Write { source, .. }
+            | ProtocolError::Read { source, .. } => Some(source),
+            ProtocolError::Ended { .. }
+            | ProtocolError::Unreadable { .. }
+            | ProtocolError::Unexpected { .. }
+            | ProtocolError::Refused { .. } => None,
+        }
+    }
+}
+
+impl ProtocolError {
+    /// The error code of an `error` reply, if this is one.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ProtocolError::Refused { error, .. } => Some(error.code),
+            ProtocolError::Spawn { .. }
+            | ProtocolError::Write { .. }
+            | ProtocolError::Read { .. }
+            | ProtocolError::Ended { .. }
+            | ProtocolError::Unreadable { .. }
+            | ProtocolError::Unexpected { .. } => None,
+        }
+    }
+}
+
+/// One consumer process: requests out, replies in, one at a time.
+struct Peer {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Peer {
+    /// Starts `sh -c 'exec COMMAND'` (so the consumer is the child itself, and SIGKILL reaches
+    /// it) and sends `init`.
+    fn spawn(command: &str, init: Init) -> Result<Peer, ProtocolError> {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(format!("exec {command}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|source| ProtocolError::Spawn { command: command.to_string(), source })?;
+        let input = child.stdin.take().expect("stdin is piped");
+        let output = BufReader::new(child.stdout.take().expect("stdout is piped"));
+        let mut peer = Peer { child, input, output, next_id: 1 };
+        match peer.request(Body::Init(init))? {
+            Body::InitOk { protocol: VERSION } => Ok(peer),
+            other => Err(ProtocolError::Unexpected { request: "init".into(), line: format!("{other:?}") }),
+        }
+    }
+
+    /// Sends one request and returns its reply's body; an `error` reply is `Refused`.
+    fn request(&mut self, body: Body) -> Result<Body, ProtocolError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = describe(&body);
+        let expected = format!("{}_ok", body.type_name());
+        let line = serde_json::to_string(&Message { id: Some(id), in_reply_to: None, body })
+            .expect("a request always serialises");
+        writeln!(self.input, "{line}")
+            .and_then(|()| self.input.flush())
+            .map_err(|source| ProtocolError::Write { request: request.clone(), source })?;
+        let line = self.read_line(&request)?;
+        let message: Message = serde_json::from_str(&line).map_err(|e| ProtocolError::Unreadable {
+            request: request.clone(),
+            line: line.clone(),
+            reason: e.to_string(),
+        })?;
+        if message.in_reply_to != Some(id) {
+            return Err(ProtocolError::Unexpected { request, line });
+        }
+        match message.body {
+            Body::Error(error) => Err(ProtocolError::Refused { request, error }),
+            body if body.type_name() == expected => Ok(body),
+            _ => Err(ProtocolError::Unexpected { request, line }),
+        }
+    }
+
+    fn read_line(&mut self, request: &str) -> Result<String, ProtocolError> {
+        let mut line = Vec::new();
+        let read = (&mut self.output)
+            .take(REPLY_BYTES_MAX)
+            .read_until(b'\n', &mut line)
+            .map_err(|source| ProtocolError::Read { request: request.to_string(), source })?;
+        if read == 0 {
+            let status = match self.child.wait() {
+                Ok(status) => status.to_string(),
+                Err(error) => format!("status unknown: {error}"),
+            };
+            return Err(ProtocolError::Ended { request: request.to_string(), status });
+        }
+        let text = String::from_utf8_lossy(&line).trim_end().to_string();
+        if !line.ends_with(b"\n") {
+            let reason = format!("no end of line within {REPLY_BYTES_MAX} bytes");
+            return Err(ProtocolError::Unreadable { request: request.to_string(), line: text, reason });
+        }
+        Ok(text)
+    }
+
+    /// SIGKILL: the process gets no chance to finish anything, exactly like a crash.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A request as the error messages name it: `step apply-atomic 0 2`, `observe g0`, ...
+fn describe(body: &Body) -> String {
+    match body {
+        Body::Step(step) => format!("step {} {} {}", step.step, step.partition, step.offset),
+        Body::Assign { partition } => format!("assign {partition}"),
+        Body::Claim { group, partition, owner } => format!("claim {group} {partition} {owner}"),
+        Body::Observe { group } => format!("observe {group}"),
+        Body::Relay { group } => format!("relay {group}"),
+        Body::Setup { group, owner } => format!("setup {group} {owner}"),
+        Body::Arm { point } => format!("arm {point}"),
+        body => body.type_name().to_string(),
+    }
+}
+
+/// What every process of one replay is told at `init`, less its role and identity.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    /// The shell command that starts the consumer.
+    pub command: String,
+    /// The directory the consumer owns for its store.
+    pub store: PathBuf,
+    /// The harness's data directory (the log is its `log/`).
+    pub dir: PathBuf,
+    pub partitions: u32,
+    /// The model row the trace belongs to.
+    pub row: String,
+    /// The row's owner settings (the store role is told them too: it may check them).
+    pub settings: consumer::owner::Settings,
+}
+
+impl Launch {
+    fn init(&self, role: Role, spec: Option<&OwnerSpec>) -> Init {
+        let settings = spec.map_or(&self.settings, |spec| &spec.settings);
+        Init {
+            protocol: VERSION,
+            role,
+            store: self.store.clone(),
+            log: log_dir(&self.dir),
+            partitions: self.partitions,
+            strategy: settings.strategy.name().to_string(),
+            row: self.row.clone(),
+            group: spec.map(|spec| spec.group.clone()),
+            owner: spec.map(|spec| spec.owner.clone()),
+            start: spec.map(|spec| spec.settings.start.name().to_string()),
+            settings: InitSettings {
+                commit_every: settings.commit_every,
+                inflight: settings.inflight as u64,
+                max_attempts: settings.max_attempts,
+                on_out_of_range: settings.on_out_of_range.name().to_string(),
+                log_check: settings.log_check.name().to_string(),
+            },
+        }
+    }
+}
+
+/// An owner of any consumer, in a process of its own.
+pub struct ProtocolOwner {
+    peer: Peer,
+    /// The harness's reader of the log: the records and bounds a step request carries.
+    log: Log,
+    group: String,
+    owner: String,
+}
+
+impl ProtocolOwner {
+    pub fn spawn(launch: &Launch, spec: &OwnerSpec) -> Result<ProtocolOwner, Error> {
+        let fail = |source| Error::Protocol { who: format!("{}/{}", spec.group, spec.owner), source };
+        let peer = Peer::spawn(&launch.command, launch.init(Role::Owner, Some(spec))).map_err(fail)?;
+        let log = open_log(&spec.dir)?;
+        Ok(ProtocolOwner { peer, log, group: spec.group.clone(), owner: spec.owner.clone() })
+    }
+
+    fn fail(&self, source: ProtocolError) -> Error {
+        Error::Protocol { who: format!("{}/{}", self.group, self.owner), source }
+    }
+
+    /// The step request: the model's step, with what the log holds (the record itself for a
+    /// fetch). A partition without a leader (a replicated log mid-election) has no bounds.
+    fn step_request(&mut self, step: Step) -> Result<StepRequest, Error> {
+        let log = match self.log.view(step.partition) {
+            Ok(view) => Some(LogBounds { start: view.start, end: view.end }),
+            Err(error) if crate::harness::is_unavailable(&error) => None,
+            Err(error) => return Err(error.into()),
+        };
+        let mut records = Vec::new();
+        let readable = log.is_some_and(|log| (log.start..log.end).contains(&step.offset));
+        if step.kind == StepKind::Fetch && readable {
+            for record in self.log.read_range(step.partition, step.offset..step.offset + 1)? {
+                let delta = decode_delta(&record.payload);
+                records.push(WireRecord { offset: record.offset, delta, poison: delta.is_none() });
+            }
+        }
+        Ok(StepRequest {
+            step: step.kind.name().to_string(),
+            partition: step.partition,
+            offset: step.offset,
+            records,
+            log,
+        })
+    }
+}
+
+fn open_log(dir: &Path) -> Result<Log, Error> {
+    let log_dir = log_dir(dir);
+    let identity = Log::read_identity(&log_dir)?.ok_or(Error::Unsupported("a replay without a log"))?;
+    Ok(Log::open_reader(&log_dir, identity)?)
+}
+
+impl OwnerHandle for ProtocolOwner {
+    fn step(&mut self, step: Step) -> Result<Outcome, Error> {
+        let request = self.step_request(step)?;
+        match self.peer.request(Body::Step(request)) {
+            Ok(Body::StepOk(outcome)) => Ok(outcome),
+            Ok(other) => {
+                Err(self.fail(ProtocolError::Unexpected { request: step.to_string(), line: format!("{other:?}") }))
+            }
+            Err(error) => Err(self.fail(error)),
+        }
+    }
+
+    fn assign(&mut self, partition: u32) -> Result<(), Error> {
+        self.peer.request(Body::Assign { partition }).map(|_| ()).map_err(|e| self.fail(e))
+    }
+
+    fn leases(&mut self) -> Result<BTreeMap<u32, Lease>, Error> {
+        let leases = match self.peer.request(Body::Leases) {
+            Ok(Body::LeasesOk { leases }) => leases,
+            Ok(other) => {
+                return Err(
+                    self.fail(ProtocolError::Unexpected { request: "leases".into(), line: format!("{other:?}") })
+                )
+            }
+            Err(error) => return Err(self.fail(error)),
+        };
+        let mut by_partition = BTreeMap::new();
+        for lease in leases {
+            let partition = lease.partition;
+            if by_partition.insert(partition, lease).is_some() {
+                let (group, owner) = (self.group.clone(), self.owner.clone());
+                return Err(Unobservable::TwoLeases { group, owner, partition }.into());
+            }
+        }
+        Ok(by_partition)
+    }
+
+    fn kill(mut self: Box<Self>) {
+        self.peer.kill();
+    }
+}
+
+/// The consumer's durable state and the coordinator's claims, through a store-role process.
+pub struct ProtocolStore {
+    launch: Launch,
+    peer: Peer,
+}
+
+impl ProtocolStore {
+    pub fn start(launch: Launch) -> Result<ProtocolStore, Error> {
+        let peer = Peer::spawn(&launch.command, launch.init(Role::Store, None)).map_err(store_failed)?;
+        Ok(ProtocolStore { launch, peer })
+    }
+
+    /// Ends this process and starts a fresh one: after a kill, the state is read by a process
+    /// that cannot remember anything the killed one did not make durable.
+    pub fn restart(&mut self) -> Result<(), Error> {
+        self.peer.kill();
+        self.peer = Peer::spawn(&self.launch.command, self.launch.init(Role::Store, None)).map_err(store_failed)?;
+        Ok(())
+    }
+
+    /// Creates the group (every partition at next offset 0, epoch 1, owned by `owner`).
+    pub fn setup(&mut self, group: &str, owner: &str) -> Result<(), Error> {
+        let body = Body::Setup { group: group.to_string(), owner: owner.to_string() };
+        self.peer.request(body).map(|_| ()).map_err(store_failed)
+    }
+
+    /// The coordinator's rebalance: the partition's owner becomes `owner` at a new epoch.
+    pub fn claim(&mut self, group: &str, partition: u32, owner: &str) -> Result<i64, Error> {
+        let body = Body::Claim { group: group.to_string(), partition, owner: owner.to_string() };
+        match self.peer.request(body).map_err(store_failed)? {
+            Body::ClaimOk { epoch } => Ok(epoch),
+            other => {
+                Err(store_failed(ProtocolError::Unexpected { request: "claim".into(), line: format!("{other:?}") }))
+            }
+        }
+    }
+
+    /// The outbox's relay, one step; `false` when the outbox was empty.
+    pub fn relay(&mut self, group: &str) -> Result<bool, Error> {
+        match self.peer.request(Body::Relay { group: group.to_string() }).map_err(store_failed)? {
+            Body::RelayOk { relayed } => Ok(relayed.is_some()),
+            other => {
+                Err(store_failed(ProtocolError::Unexpected { request: "relay".into(), line: format!("{other:?}") }))
+            }
+        }
+    }
+
+    pub fn observe(&mut self, group: &str) -> Result<Observed, Error> {
+        match self.peer.request(Body::Observe { group: group.to_string() }).map_err(store_failed)? {
+            Body::ObserveOk(observed) => Ok(observed),
+            other => {
+                Err(store_failed(ProtocolError::Unexpected { request: "observe".into(), line: format!("{other:?}") }))
+            }
+        }
+    }
+}
+
+fn store_failed(source: ProtocolError) -> Error {
+    Error::Protocol { who: "store".to_string(), source }
+}
+
+/// Quotes `text` for `sh` (single quotes, each inner one closed, escaped and reopened).
+pub fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
