@@ -59,11 +59,12 @@ pub fn reproduce_command(path: &Path, options: &Options) -> String {
     format!("cargo run -p conformance -- replay {mode}{row}{mutation} {}", path.display())
 }
 
-/// Replays one corpus file in both modes; a failure carries the reproduce command.
+/// Replays one corpus file in every mode (in process, as worker processes, and as processes of
+/// this consumer speaking the open protocol); a failure carries the reproduce command.
 pub fn check_file(path: &Path, worker_exe: Option<PathBuf>) -> Result<Vec<ReplayReport>, Error> {
     let trace = load(path)?;
     let mut reports = Vec::new();
-    for mode in [Mode::InProcess, Mode::Process] {
+    for mode in [Mode::InProcess, Mode::Process, Mode::Protocol] {
         let options = Options { worker_exe: worker_exe.clone(), ..Options::new(mode) };
         let report = replay(&trace, &options).map_err(|failure| Error::Replay {
             path: path.to_path_buf(),

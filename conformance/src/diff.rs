@@ -29,6 +29,23 @@ pub fn lines(expected: &str, actual: &str) -> String {
     render(&edits)
 }
 
+/// Two states' readable forms (`model::view::compact`, one line per log partition, group,
+/// owner slot, ...) side by side: the model's on the left, the real system's on the right
+/// where a line differs (marked `≠`), `(same)` where it does not.
+pub fn side_by_side(model: &str, real: &str) -> String {
+    let (left, right): (Vec<&str>, Vec<&str>) = (model.lines().collect(), real.lines().collect());
+    let width = left.iter().map(|line| line.chars().count()).max().unwrap_or(0).max("model".len());
+    let mut out = vec![format!("  {:width$} | consumer", "model")];
+    for index in 0..left.len().max(right.len()) {
+        let (a, b) = (left.get(index).copied().unwrap_or(""), right.get(index).copied().unwrap_or(""));
+        out.push(match a == b {
+            true => format!("  {a:width$} | (same)"),
+            false => format!("≠ {a:width$} | {b}"),
+        });
+    }
+    out.join("\n")
+}
+
 fn render(edits: &[(char, &str)]) -> String {
     const CONTEXT: usize = 2;
     let near_change = |index: usize| {
@@ -52,7 +69,19 @@ fn render(edits: &[(char, &str)]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::lines;
+    use super::{lines, side_by_side};
+
+    #[test]
+    fn side_by_side_marks_the_lines_that_differ() {
+        let table = [
+            ("a\nb", "a\nb", "  model | consumer\n  a     | (same)\n  b     | (same)"),
+            ("a\nlong", "a\nx", "  model | consumer\n  a     | (same)\n≠ long  | x"),
+            ("a", "a\nextra", "  model | consumer\n  a     | (same)\n≠       | extra"),
+        ];
+        for (model, real, expected) in table {
+            assert_eq!(side_by_side(model, real), expected, "side by side of {model:?} and {real:?}");
+        }
+    }
 
     #[test]
     fn shows_changed_lines_with_context() {

@@ -34,7 +34,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Replay trace files (or directories of them) against fresh real systems.
-    #[command(after_help = "Example:\n  conformance replay --mode in-process tests/traces")]
+    #[command(
+        after_help = "Example:\n  conformance replay --worker 'python3 examples/python/atomic_fenced.py' --strategy atomic-fenced tests/traces"
+    )]
     Replay(ReplayArgs),
     /// Generate model paths (to a depth, or seeded random walks) and replay each.
     #[command(

@@ -278,6 +278,12 @@ impl ProtocolOwner {
         Error::Protocol { who: format!("{}/{}", self.group, self.owner), source }
     }
 
+    /// Arms a crash point (`STEP:WHEN[@OFFSET]`): the consumer kills itself there, inside a
+    /// later step.
+    pub fn arm(&mut self, point: &str) -> Result<(), Error> {
+        self.peer.request(Body::Arm { point: point.to_string() }).map(|_| ()).map_err(|e| self.fail(e))
+    }
+
     /// The step request: the model's step, with what the log holds (the record itself for a
     /// fetch). A partition without a leader (a replicated log mid-election) has no bounds.
     fn step_request(&mut self, step: Step) -> Result<StepRequest, Error> {

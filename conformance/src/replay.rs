@@ -28,8 +28,9 @@ pub enum ReplayFailure {
     ModelUnreachable { step: usize, action: Action },
     /// The real system refused or failed a step the model took.
     RealFailed { step: usize, action: Option<Action>, error: Box<Error> },
-    /// After a step, the real state differs from the model's.
-    Divergence { step: usize, action: Option<Action>, diff: String },
+    /// After a step, the real state differs from the model's: both side by side
+    /// (`table`), and the full states' line diff.
+    Divergence { step: usize, action: Option<Action>, table: String, diff: String },
     /// The property verdicts differ between model and real system, or from the trace's record.
     VerdictMismatch { property: String, model: bool, real: bool, recorded: Option<Verdict> },
     /// The trace records a `sometimes` property as reached (a fault struck, a defence fired),
@@ -66,9 +67,11 @@ impl fmt::Display for ReplayFailure {
             ReplayFailure::RealFailed { step, action, error } => {
                 write!(f, "the real system failed {}: {error}", step_name(step, action))
             }
-            ReplayFailure::Divergence { step, action, diff } => {
-                write!(f, "divergence after {}: model (-) vs real (+):\n{diff}", step_name(step, action))
-            }
+            ReplayFailure::Divergence { step, action, table, diff } => write!(
+                f,
+                "divergence after {}:\n{table}\nthe full states, model (-) vs real (+):\n{diff}",
+                step_name(step, action)
+            ),
             ReplayFailure::VerdictMismatch { property, model, real, recorded } => write!(
                 f,
                 "verdict of {property}: model says {}, real system says {}, the trace records {}",
@@ -133,6 +136,7 @@ fn compare(step: usize, action: Option<Action>, expected: &State, actual: &State
     Err(ReplayFailure::Divergence {
         step,
         action,
+        table: crate::diff::side_by_side(&format!("{expected:#?}"), &format!("{actual:#?}")),
         diff: crate::diff::lines(&format!("{:#?}", expected.full()), &format!("{:#?}", actual.full())),
     })
 }

@@ -1,5 +1,6 @@
 //! Every trace of `tests/traces/` as its own test: replayed against the real consumer in
-//! process and in-process mode, conforming step by step and with the verdict it records.
+//! process, in-process and protocol mode (this consumer's `serve`, PROTOCOL.md), conforming
+//! step by step and with the verdict it records.
 
 use model::check::Verdict;
 use model::properties::{is_safety, properties_for, role_of, Role, SAFETY};

@@ -7,5 +7,10 @@ mod help_snapshots;
 
 #[test]
 fn every_help_matches_its_snapshot_and_has_one_example() {
-    help_snapshots::check_help_snapshots("conformance", "conformance", env!("CARGO_BIN_EXE_conformance"), &["worker"]);
+    help_snapshots::check_help_snapshots(
+        "conformance",
+        "conformance",
+        env!("CARGO_BIN_EXE_conformance"),
+        &["worker", "serve"],
+    );
 }

@@ -95,9 +95,7 @@ enum Command {
     Worker(WorkerArgs),
     /// Serve the open owner protocol (PROTOCOL.md) on stdin/stdout: newline-delimited JSON,
     /// one owner or the store per process, for `conformance replay --worker`.
-    #[command(
-        after_help = "Example:\n  conformance replay --worker 'consumer serve' --strategy atomic-fenced tests/traces"
-    )]
+    #[command(after_help = "Example:\n  consumer serve < requests.ndjson")]
     Serve,
     /// Measure consumed records per second per strategy, batch and journal mode.
     #[command(after_help = "Example:\n  consumer bench --strategy atomic-fenced --journal wal --repeat 1")]

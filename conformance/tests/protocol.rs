@@ -1,0 +1,208 @@
+//! The open owner protocol (PROTOCOL.md) with consumers outside this repository's Rust: the
+//! Python examples of `examples/python/` replay their rows' corpus traces and conform; the
+//! broken one (the fence check dropped) is caught at the step where a zombie's write lands;
+//! and a crash point armed inside a step kills each implementation (this consumer's `serve`
+//! and the Python ones) where it says, the durable state then read by a fresh process.
+//!
+//! Needs `python3` on PATH (the CI machines have it); a missing interpreter fails the test.
+
+use conformance::driver::{log_dir, Mode, OwnerHandle, OwnerSpec};
+use conformance::harness::Options;
+use conformance::protocol::{shell_quote, Launch, ProtocolError, ProtocolOwner, ProtocolStore};
+use conformance::replay::{replay, ReplayFailure};
+use conformance::Error;
+use consumer::log::{encode_delta, Log};
+use consumer::owner::Settings;
+use consumer::strategy::{StartPolicy, Step, StepKind, Strategy as RealStrategy};
+use model::{Action, Strategy};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn python(script: &str, flags: &str) -> String {
+    let path = root().join("examples/python").join(script);
+    format!("python3 {}{flags}", shell_quote(&path.to_string_lossy()))
+}
+
+/// This consumer's implementation of the protocol: the conformance binary's hidden `serve`.
+fn ours() -> String {
+    format!("{} serve", shell_quote(env!("CARGO_BIN_EXE_conformance")))
+}
+
+/// Replays every corpus trace of `row` against `command`; each trace's file name and outcome.
+fn replay_row(command: &str, row: Strategy) -> Vec<(String, Result<(), ReplayFailure>)> {
+    let dir = root().join("tests/traces");
+    let files = conformance::corpus::expand(&[dir]).expect("tests/traces is readable");
+    let options = Options { command: Some(command.to_string()), ..Options::new(Mode::Protocol) };
+    let mut outcomes = Vec::new();
+    for path in files {
+        let trace = conformance::corpus::load(&path).expect("a corpus trace loads");
+        if trace.config.strategy != row {
+            continue;
+        }
+        let name = path.file_name().expect("a file").to_string_lossy().into_owned();
+        outcomes.push((name, replay(&trace, &options).map(|_| ())));
+    }
+    assert!(!outcomes.is_empty(), "the corpus has no trace of {row}");
+    outcomes
+}
+
+/// Every trace of the row conforms: the consumer's claim holds on the whole corpus.
+fn assert_conforms(command: &str, row: Strategy) {
+    for (name, outcome) in replay_row(command, row) {
+        if let Err(failure) = outcome {
+            panic!(
+                "{name} diverges for '{command}':\n{failure}\nreproduce: cargo run -p conformance -- replay --worker \
+                 {} --strategy {row} tests/traces/{name}",
+                shell_quote(command)
+            );
+        }
+    }
+}
+
+#[test]
+fn the_python_atomic_fenced_consumer_conforms_on_every_atomic_fenced_trace() {
+    assert_conforms(&python("atomic_fenced.py", ""), Strategy::AtomicFenced);
+}
+
+/// The seed's consumer: its duplicates (a crash between effect and commit, a zombie's write)
+/// reproduce exactly where the model's effect-first counterexamples put them.
+#[test]
+fn the_python_effect_first_consumer_conforms_on_every_effect_first_trace() {
+    assert_conforms(&python("effect_first.py", ""), Strategy::EffectFirst);
+}
+
+/// The fence check dropped: every trace where a stale owner writes diverges, at that write
+/// (an `apply-atomic` after which the real total is above the model's), and only those.
+#[test]
+fn the_broken_python_consumer_is_caught_where_the_zombie_write_lands() {
+    let command = python("atomic_fenced.py", " --no-fence");
+    let expected = [
+        "atomic-fenced--paused-fenced.json",
+        "atomic-fenced--paused-write.json",
+        "atomic-fenced--zombie-fenced.json",
+        "atomic-fenced--zombie-write.json",
+        "scenario--zombie-atomic-fenced.json",
+    ];
+    let mut diverged = Vec::new();
+    for (name, outcome) in replay_row(&command, Strategy::AtomicFenced) {
+        let Err(failure) = outcome else { continue };
+        match &failure {
+            ReplayFailure::Divergence { action: Some(Action::ApplyAtomic { .. }), table, .. } => {
+                let total_differs = table.lines().any(|line| line.starts_with("≠ g0: total"));
+                assert!(total_differs, "{name}: the divergence shows no total:\n{failure}");
+            }
+            other => panic!("{name}: diverged, but not at a zombie's apply-atomic:\n{other}"),
+        }
+        diverged.push(name);
+    }
+    assert_eq!(diverged, expected, "the traces the unfenced consumer fails");
+}
+
+/// One armed crash: the strategy, the steps before it (each on record 0 of partition 0), the
+/// point, and the durable (total, next offset) a fresh process then reads.
+struct Crash {
+    strategy: RealStrategy,
+    row: Strategy,
+    script: &'static str,
+    before: &'static [StepKind],
+    point: &'static str,
+    step: StepKind,
+    survived: (i64, u64),
+}
+
+const CRASHES: &[Crash] = &[
+    crash(RealStrategy::AtomicFenced, Strategy::AtomicFenced, "atomic_fenced.py", &[], "apply-atomic:before", (0, 0)),
+    crash(RealStrategy::AtomicFenced, Strategy::AtomicFenced, "atomic_fenced.py", &[], "apply-atomic:inside", (0, 0)),
+    crash(RealStrategy::AtomicFenced, Strategy::AtomicFenced, "atomic_fenced.py", &[], "apply-atomic:after", (5, 1)),
+    crash(RealStrategy::EffectFirst, Strategy::EffectFirst, "effect_first.py", &[], "apply-effect:before", (0, 0)),
+    crash(RealStrategy::EffectFirst, Strategy::EffectFirst, "effect_first.py", &[], "apply-effect:inside", (0, 0)),
+    crash(RealStrategy::EffectFirst, Strategy::EffectFirst, "effect_first.py", &[], "apply-effect:after", (5, 0)),
+    crash(RealStrategy::EffectFirst, Strategy::EffectFirst, "effect_first.py", APPLIED, "commit-offset:before", (5, 0)),
+    crash(RealStrategy::EffectFirst, Strategy::EffectFirst, "effect_first.py", APPLIED, "commit-offset:inside", (5, 0)),
+    crash(RealStrategy::EffectFirst, Strategy::EffectFirst, "effect_first.py", APPLIED, "commit-offset:after", (5, 1)),
+];
+
+const APPLIED: &[StepKind] = &[StepKind::ApplyEffect];
+
+const fn crash(
+    strategy: RealStrategy,
+    row: Strategy,
+    script: &'static str,
+    before: &'static [StepKind],
+    point: &'static str,
+    survived: (i64, u64),
+) -> Crash {
+    let step = match (strategy, before.len()) {
+        (RealStrategy::AtomicFenced, _) => StepKind::ApplyAtomic,
+        (_, 0) => StepKind::ApplyEffect,
+        _ => StepKind::CommitOffset,
+    };
+    Crash { strategy, row, script, before, point, step, survived }
+}
+
+#[test]
+fn a_crash_point_kills_each_implementation_where_it_says() {
+    for case in CRASHES {
+        for command in [ours(), python(case.script, "")] {
+            let survived = run_crash(case, &command);
+            assert_eq!(
+                survived, case.survived,
+                "'{command}' crashed at {} ({}): (total, next offset) read afterwards",
+                case.point, case.row
+            );
+        }
+    }
+}
+
+/// A fresh data directory with one record (delta 5) on partition 0; the store set up through
+/// the protocol; owner o0 fetches it, takes the steps before, arms the point and takes the
+/// step, which must kill it; a fresh store process reads what survived.
+fn run_crash(case: &Crash, command: &str) -> (i64, u64) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let log = log_dir(dir.path());
+    let identity = Log::identity_for_init(&log, 1).expect("a log identity");
+    Log::create(&log, identity).expect("the log");
+    let (mut writer, _) = Log::open_writer(&log, identity).expect("the log's writer");
+    writer.append(0, &encode_delta(5)).expect("an append");
+    drop(writer);
+    let store = dir.path().join("consumer");
+    std::fs::create_dir(&store).expect("the consumer's store directory");
+    let settings = Settings { start: StartPolicy::StoredEpoch, batch: 1, ..Settings::new(case.strategy) };
+    let launch = Launch {
+        command: command.to_string(),
+        store,
+        dir: dir.path().to_path_buf(),
+        partitions: 1,
+        row: case.row.to_string(),
+        settings,
+    };
+    let mut agent = ProtocolStore::start(launch.clone()).expect("the store role starts");
+    agent.setup("g0", "o0").expect("setup");
+    let spec = OwnerSpec {
+        store: None,
+        worker_exe: None,
+        dir: dir.path().to_path_buf(),
+        group: "g0".into(),
+        owner: "o0".into(),
+        settings,
+        launch: Some(launch),
+    };
+    let mut owner = ProtocolOwner::spawn(spec.launch.as_ref().expect("a launch"), &spec).expect("the owner starts");
+    let step = |kind, offset| Step { kind, partition: 0, offset };
+    owner.step(step(StepKind::Fetch, 0)).expect("fetch 0");
+    for &kind in case.before {
+        owner.step(step(kind, 0)).expect("the steps before the crash");
+    }
+    owner.arm(case.point).expect("arm");
+    let offset = if case.step == StepKind::CommitOffset { 1 } else { 0 };
+    match owner.step(step(case.step, offset)) {
+        Err(Error::Protocol { source: ProtocolError::Ended { .. }, .. }) => {}
+        other => panic!("'{command}' at {}: expected the process to die, got {other:?}", case.point),
+    }
+    agent.restart().expect("a fresh store process");
+    let observed = agent.observe("g0").expect("observe");
+    (observed.total, observed.partitions[0].next_offset)
+}
