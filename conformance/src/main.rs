@@ -364,11 +364,11 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let found = traces.len();
     let traces: Vec<(PathBuf, Trace)> =
         traces.into_iter().filter(|(_, trace)| args.strategy.is_none_or(|row| trace.config.strategy == row)).collect();
+    if let Some(row) = args.strategy.filter(|_| traces.is_empty()) {
+        bail!("no trace of {row} among the {found} given");
+    }
     println!("{TOOL} (model: {})", model::TOOL);
     if let Some(row) = args.strategy {
-        if traces.is_empty() {
-            bail!("no trace of {row} among the {found} given");
-        }
         println!("replaying the {} traces of {row} ({} of other rows left out)", traces.len(), found - traces.len());
     }
     let started = Instant::now();

@@ -224,6 +224,18 @@ fn every_bad_input_row_of_the_readme_gets_its_one_line() {
     assert_eq!(valid.status.code(), Some(0), "{}", String::from_utf8_lossy(&valid.stdout));
 }
 
+/// An empty `--worker` (which README's table, split on blanks, cannot spell) is refused before
+/// anything starts.
+#[test]
+fn an_empty_worker_command_is_refused() {
+    for command in ["", "  "] {
+        let output = conformance(&["replay", "--worker", command, "--strategy", "atomic", "no-such.json"]);
+        assert_eq!(output.status.code(), Some(2), "--worker {command:?}");
+        let errors = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(errors, "error: --worker is empty: give the command that starts your consumer\n");
+    }
+}
+
 #[test]
 fn version_names_the_package_version() {
     let output = conformance(&["--version"]);

@@ -1,4 +1,4 @@
-//! The open owner protocol (PROTOCOL.md, spec.md §13), version 1: newline-delimited JSON on
+//! The open owner protocol (PROTOCOL.md, spec.md §12), version 1: newline-delimited JSON on
 //! stdin/stdout, with which a conformance harness drives *any* consumer one model step at a
 //! time. This module holds its messages (shared by this consumer and the harness) and this
 //! consumer's implementation of it (`serve`, the `consumer serve` subcommand).
