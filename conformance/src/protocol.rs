@@ -124,9 +124,7 @@ impl Peer {
     /// Starts `sh -c 'exec COMMAND'` (so the consumer is the child itself, and SIGKILL reaches
     /// it) and sends `init`.
     fn spawn(command: &str, init: Init) -> Result<Peer, ProtocolError> {
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(format!("exec {command}"))
+        let mut child = shell_command(command)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -419,7 +417,65 @@ fn store_failed(source: ProtocolError) -> Error {
     Error::Protocol { who: "store".to_string(), source }
 }
 
-/// Quotes `text` for `sh` (single quotes, each inner one closed, escaped and reopened).
+/// Characters that mean nothing to `sh` outside quotes (besides blanks between words).
+fn is_plain(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "_./-+:,@%=".contains(c)
+}
+
+/// The process `sh -c 'exec COMMAND'` would start. A command of plain words only (no quote,
+/// variable, redirection, glob, ...) means the same to `sh` as its words split on blanks, so
+/// it is started directly: one exec fewer per process (a replay starts several per trace).
+fn shell_command(command: &str) -> Command {
+    let words: Vec<&str> = command.split([' ', '\t']).filter(|word| !word.is_empty()).collect();
+    match words.split_first() {
+        // `NAME=VALUE` first is an assignment to `sh`, not a program.
+        Some((program, args)) if words.iter().all(|word| word.chars().all(is_plain)) && !program.contains('=') => {
+            let mut direct = Command::new(program);
+            direct.args(args);
+            direct
+        }
+        Some(_) | None => {
+            let mut shell = Command::new("sh");
+            shell.arg("-c").arg(format!("exec {command}"));
+            shell
+        }
+    }
+}
+
+/// Quotes `text` for `sh` when it needs it (single quotes, each inner one closed, escaped and
+/// reopened); a plain word stays as it is.
 pub fn shell_quote(text: &str) -> String {
+    if !text.is_empty() && text.chars().all(is_plain) {
+        return text.to_string();
+    }
     format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{shell_command, shell_quote};
+
+    /// Plain words start directly; anything `sh` would interpret goes through `sh`; a quoted
+    /// word round-trips through `sh` as itself.
+    #[test]
+    fn a_command_goes_through_sh_only_when_sh_would_change_it() {
+        let table = [
+            ("python3 examples/python/atomic_fenced.py --no-fence", "python3", 2),
+            ("/work/x/conformance serve", "/work/x/conformance", 1),
+            ("'/work/my dir/conformance' serve", "sh", 2),
+            ("FOO=1 python3 x.py", "sh", 2),
+            ("python3 x.py > log", "sh", 2),
+            ("python3 $HOME/x.py", "sh", 2),
+        ];
+        for (command, program, args) in table {
+            let built = shell_command(command);
+            assert_eq!(built.get_program(), program, "{command}");
+            assert_eq!(built.get_args().count(), args, "{command}");
+        }
+        for text in ["plain/path-1.0", "with space", "it's", "", "$HOME"] {
+            let quoted = shell_quote(text);
+            let output = std::process::Command::new("sh").arg("-c").arg(format!("printf %s {quoted}")).output();
+            assert_eq!(String::from_utf8_lossy(&output.expect("sh runs").stdout), text, "{quoted}");
+        }
+    }
 }

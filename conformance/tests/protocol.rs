@@ -16,6 +16,12 @@ use consumer::owner::Settings;
 use consumer::strategy::{StartPolicy, Step, StepKind, Strategy as RealStrategy};
 use model::{Action, Strategy};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The family's cap (other-language consumers, each test on its own): past it a test fails
+/// rather than letting CI run long. A row's traces take about 10 s here (Python's start-up
+/// for every process); the cap is a guard, not a benchmark.
+const FAMILY_CAP: Duration = Duration::from_secs(240);
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -36,8 +42,10 @@ fn replay_row(command: &str, row: Strategy) -> Vec<(String, Result<(), ReplayFai
     let dir = root().join("tests/traces");
     let files = conformance::corpus::expand(&[dir]).expect("tests/traces is readable");
     let options = Options { command: Some(command.to_string()), ..Options::new(Mode::Protocol) };
+    let started = Instant::now();
     let mut outcomes = Vec::new();
     for path in files {
+        assert!(started.elapsed() < FAMILY_CAP, "'{command}' passed the cap of {FAMILY_CAP:?} at {}", path.display());
         let trace = conformance::corpus::load(&path).expect("a corpus trace loads");
         if trace.config.strategy != row {
             continue;
@@ -145,7 +153,9 @@ const fn crash(
 
 #[test]
 fn a_crash_point_kills_each_implementation_where_it_says() {
+    let started = Instant::now();
     for case in CRASHES {
+        assert!(started.elapsed() < FAMILY_CAP, "the crash points passed the cap of {FAMILY_CAP:?} at {}", case.point);
         for command in [ours(), python(case.script, "")] {
             let survived = run_crash(case, &command);
             assert_eq!(
