@@ -109,6 +109,41 @@ fn the_broken_python_consumer_is_caught_where_the_zombie_write_lands() {
     assert_eq!(diverged, expected, "the traces the unfenced consumer fails");
 }
 
+/// Seeded random walks of each Python consumer's row at its default bounds (`conformance test
+/// --worker CMD --strategy ROW --walks 8 --seed 1`): every walk conforms, and together they
+/// exercise both kinds of kill the corpus's own traces of a row may lack: a crash (SIGKILL)
+/// followed by a restart (a new process resuming from what its store made durable), and a
+/// second live incarnation (pause).
+#[test]
+fn the_python_consumers_conform_on_seeded_walks_with_kills_and_restarts() {
+    const WALKS: u64 = 8;
+    let started = Instant::now();
+    for (script, row) in [("atomic_fenced.py", Strategy::AtomicFenced), ("effect_first.py", Strategy::EffectFirst)] {
+        let command = python(script, "");
+        let config = model::Config::new(row);
+        let model = model::ConsumerModel::new(config.clone());
+        let options = Options { command: Some(command.clone()), ..Options::new(Mode::Protocol) };
+        let (mut restarted, mut paused) = (false, false);
+        for seed in 1..=WALKS {
+            assert!(started.elapsed() < FAMILY_CAP, "the walks passed the cap of {FAMILY_CAP:?} at {row} seed {seed}");
+            let actions = conformance::generate::walk(&model, seed, 60);
+            let crashes = actions.iter().position(|a| matches!(a, Action::Crash { .. }));
+            restarted |= crashes.is_some_and(|at| actions[at..].iter().any(|a| matches!(a, Action::Restart { .. })));
+            paused |= actions.iter().any(|a| matches!(a, Action::Pause { .. }));
+            let trace = model::trace::Trace::new(config.clone(), None, None, format!("walk {seed}"), actions);
+            if let Err(failure) = replay(&trace, &options) {
+                panic!(
+                    "{row} walk {seed} diverges for '{command}':\n{failure}\nreproduce: cargo run -p conformance -- \
+                     test --worker {} --strategy {row} --walks 1 --seed {seed}",
+                    shell_quote(&command)
+                );
+            }
+        }
+        assert!(restarted, "{row}: no walk of seeds 1..={WALKS} crashes an owner and restarts it");
+        assert!(paused || row == Strategy::EffectFirst, "{row}: no walk of seeds 1..={WALKS} pauses an owner");
+    }
+}
+
 /// One armed crash: the strategy, the steps before it (each on record 0 of partition 0), the
 /// point, and the durable (total, next offset) a fresh process then reads.
 struct Crash {
