@@ -33,6 +33,53 @@ pub const REFUSED: i32 = 4;
 /// partition 0 (the committed checkpoint).
 pub type GroupState = (i64, u64);
 
+/// How long a command the tests expect to finish may take. The slowest finishes in seconds; a
+/// command still running after this is hung (a bug in the consumer, or a planted one: a
+/// retry-forever owner that never counts its failures), and the test fails naming it instead
+/// of waiting for ever.
+pub const RUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// `command.output()`, but a process still running after `timeout` is killed and the test
+/// fails, naming the command and showing what it printed so far.
+pub fn output_within(mut command: Command, timeout: std::time::Duration) -> Output {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the consumer binary starts");
+    let read = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = read(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = read(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the child's status can be read") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let (out, err) = (stdout.join().unwrap_or_default(), stderr.join().unwrap_or_default());
+            panic!(
+                "{command:?} still ran after {timeout:?}: killed (a hang)\n--- stdout ---\n{}--- stderr ---\n{}",
+                String::from_utf8_lossy(&out),
+                String::from_utf8_lossy(&err)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let (stdout, stderr) = (stdout.join().expect("stdout is read"), stderr.join().expect("stderr is read"));
+    Output { status, stdout, stderr }
+}
+
 /// Renders a finished process for a failure message, so the cause is visible without rerunning.
 pub fn describe(output: &Output) -> String {
     format!(
@@ -124,9 +171,9 @@ impl DataDir {
         command
     }
 
-    /// Runs `consumer SUBCOMMAND --dir DIR ARGS...` to completion.
+    /// Runs `consumer SUBCOMMAND --dir DIR ARGS...` to completion, within `RUN_TIMEOUT`.
     pub fn run(&self, subcommand: &str, args: &[&str]) -> Output {
-        self.command(subcommand, args).output().expect("the consumer binary starts")
+        output_within(self.command(subcommand, args), RUN_TIMEOUT)
     }
 
     pub fn append(&self, case: &str, partition: u32, delta: i64, count: u64) {
