@@ -13,8 +13,9 @@
 # Environment:
 #   MUTANTS_BASELINE=skip  skip the unmutated baseline (about 2 min): fine for a further shard
 #                          of a commit whose baseline another shard already ran
-#   MUTANTS_TIMEOUT=S      the test timeout in seconds (default 900: the whole oracle takes
-#                          about 4 min, and cargo-mutants' baseline times the mutated package's
+#   MUTANTS_TIMEOUT=S      the test timeout in seconds (default 420: the whole oracle takes
+#                          about 2.5 min on a quiet machine, and a hang of `consume` fails its
+#                          test in 2 min; cargo-mutants' baseline times the mutated package's
 #                          tests only, not conformance's, so its auto-set timeout is too short)
 #   CARGO_BUILD_JOBS=J     build jobs (default 1)
 #
@@ -58,7 +59,7 @@ fi
 
 export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1}
 baseline=${MUTANTS_BASELINE:-run}
-timeout=${MUTANTS_TIMEOUT:-900}
+timeout=${MUTANTS_TIMEOUT:-420}
 args=(--in-place --no-shuffle --shard "$k/$n" "${excludes[@]}" --baseline "$baseline" --timeout "$timeout")
 
 name="${k}of${n}"
