@@ -461,7 +461,14 @@ pub struct Owner {
     /// `None` for the others.
     email: Option<EmailProvider>,
     index: Option<Index>,
+    /// A test seam: called in `run_to_end` between the choice of a step and the step, where
+    /// another process may change the log (retention past the position, a lost tail) after
+    /// the owner looked at it. `None` outside tests.
+    before_step: Option<BeforeStep>,
 }
+
+/// The hook of `Owner::set_before_step`.
+pub type BeforeStep = Box<dyn FnMut(Step) + Send>;
 
 /// How many takes and output-log repairs an owner keeps for its report.
 const REPORTS_KEPT_MAX: usize = 64;
@@ -556,6 +563,7 @@ impl Owner {
             output_repairs,
             email,
             index,
+            before_step: None,
         };
         let taken: Vec<u32> = owner.leases.keys().copied().collect();
         for partition in taken {
@@ -582,6 +590,12 @@ impl Owner {
             return Ok(None);
         }
         Ok(Some(row.epoch))
+    }
+
+    /// Test seam: `hook` runs in `run_to_end` after each step is chosen and before it is
+    /// taken, so a test can make the race a concurrent process makes (`impl/tests/races.rs`).
+    pub fn set_before_step(&mut self, hook: BeforeStep) {
+        self.before_step = Some(hook);
     }
 
     /// Arms one more crash point (the worker's `arm` command).
@@ -848,6 +862,9 @@ impl Owner {
                 return Ok(taken);
             };
             draining |= step.kind == StepKind::ApplyEffect;
+            if let Some(hook) = &mut self.before_step {
+                hook(step);
+            }
             let outcome = match self.perform_enabled(step) {
                 Ok(outcome) => outcome,
                 // Retention passed the position after the steps were computed: the fetch
