@@ -920,6 +920,11 @@ impl Owner {
         // The end seen by `enabled_steps` just before (a fetch is enabled only after a fresh look).
         let log_end = self.log_end(partition, position)?;
         let limit = fetch_count(&self.settings, &self.leases[&partition], log_end);
+        // Enabled only below the end and within the interval (`serial_steps`, `parallel_steps`).
+        assert!(
+            limit > 0,
+            "an enabled fetch of partition {partition} reads nothing: position {position}, end {log_end}"
+        );
         let tolerates_poison = self.settings.rules().poison.is_handled();
         let mut deltas = Vec::with_capacity(limit as usize);
         let mut poison_payload = None;
