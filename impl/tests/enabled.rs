@@ -5,10 +5,10 @@
 //! `owner.rs:1406:17` and `1406:50`: `<` replaced by `<=` in `serial_steps` offered those
 //! fetches).
 
-use consumer::crash::CrashPlan;
-use consumer::log::{encode_delta, Log};
-use consumer::owner::{Owner, OwnerError, Settings};
-use consumer::store::{Location, Store, StoreOptions};
+mod common;
+
+use common::Lab;
+use consumer::owner::{OwnerError, Settings};
 use consumer::strategy::{Step, StepKind, Strategy};
 
 struct Case {
@@ -65,17 +65,8 @@ fn an_owner_offers_only_the_steps_its_rules_enable() {
     ];
     for case in &cases {
         let name = case.name;
-        let temp = tempfile::tempdir().expect("a temporary directory");
-        let location = Location::Sqlite(temp.path().join("store.db"));
-        let log_dir = temp.path().join("log");
-        let identity = Log::init(&log_dir, 1).expect("create the log");
-        Store::create_at(&location, identity, StoreOptions::default()).expect("create the store");
-        let (mut writer, _) = Log::open_writer(&log_dir, identity).expect("open the log");
-        writer.append_batch(0, &vec![encode_delta(1); case.records]).expect("append");
-        let store = Store::open_at(&location, StoreOptions::default()).expect("open the store");
-        let log = Log::open_reader(&log_dir, identity).expect("open the log");
-        let settings = Settings { commit_every: case.commit_every, ..Settings::new(case.strategy) };
-        let mut owner = Owner::start(store, log, "g", "o0", settings, CrashPlan::none()).expect("start the owner");
+        let lab = Lab::new(case.records);
+        let mut owner = lab.owner(Settings { commit_every: case.commit_every, ..Settings::new(case.strategy) });
         let step = |(kind, offset): (StepKind, u64)| Step { kind, partition: 0, offset };
         for &taken in case.taken {
             owner.perform(step(taken)).unwrap_or_else(|e| panic!("{name}: {:?}: {e}", taken));

@@ -10,12 +10,12 @@
 //! Each case: a strategy and policy, a log of five +1 records, the race (at which fetch, what
 //! it does), and the run's end: the steps' kinds and offsets and the total, or the error.
 
-use consumer::crash::CrashPlan;
-use consumer::log::{encode_delta, fault, Log, LogError};
-use consumer::owner::{OnFenced, Owner, OwnerError, Settings};
-use consumer::store::{Location, Store, StoreOptions};
+mod common;
+
+use common::Lab;
+use consumer::log::{fault, LogError};
+use consumer::owner::{OnFenced, OwnerError, Settings};
 use consumer::strategy::{OutOfRange, Step, StepKind, Strategy};
-use std::path::PathBuf;
 
 enum Race {
     /// Retention moves the start of partition 0 to this offset.
@@ -109,23 +109,15 @@ fn the_log_changing_under_a_fetch_is_judged_by_the_next_round() {
 /// One atomic-fenced owner (a new group) over five +1 records, the race made at the case's
 /// fetch; the run's result and the group's total.
 fn run(case: &Case) -> (Result<Vec<(Step, consumer::owner::Outcome)>, OwnerError>, i64) {
-    let temp = tempfile::tempdir().expect("a temporary directory");
-    let location = Location::Sqlite(temp.path().join("store.db"));
-    let log_dir: PathBuf = temp.path().join("log");
-    let identity = Log::init(&log_dir, 1).expect("create the log");
-    Store::create_at(&location, identity, StoreOptions::default()).expect("create the store");
-    let (mut writer, _) = Log::open_writer(&log_dir, identity).expect("open the log");
-    writer.append_batch(0, &vec![encode_delta(1); RECORDS]).expect("append");
-    let store = Store::open_at(&location, StoreOptions::default()).expect("open the store");
-    let log = Log::open_reader(&log_dir, identity).expect("open the log");
+    let mut lab = Lab::new(RECORDS);
     let settings = Settings { on_out_of_range: case.on_out_of_range, ..Settings::new(Strategy::AtomicFenced) };
-    let mut owner = Owner::start(store, log, "g", "o0", settings, CrashPlan::none()).expect("start the owner");
-    let (at, dir) = (case.at_fetch, log_dir.clone());
+    let mut owner = lab.owner(settings);
+    let (at, dir) = (case.at_fetch, lab.log_dir.clone());
     let mut race = match case.race {
         Race::Retain(before) => Some(Race::Retain(before)),
         Race::LoseTail(keep) => Some(Race::LoseTail(keep)),
     };
-    let mut writer = Some(writer);
+    let mut writer = lab.writer.take();
     owner.set_before_step(Box::new(move |step: Step| {
         if step.kind != StepKind::Fetch || step.offset != at {
             return;
@@ -142,6 +134,5 @@ fn run(case: &Case) -> (Result<Vec<(Step, consumer::owner::Outcome)>, OwnerError
         }
     }));
     let result = owner.run_to_end(OnFenced::Stop);
-    let total = Store::open_at(&location, StoreOptions::default()).expect("open").total("g").expect("total");
-    (result, total)
+    (result, lab.total())
 }

@@ -5,29 +5,19 @@
 //! soon as a slot frees: parallel-watermark then commits once instead of twice. Each case is a
 //! strategy, its window and a log of +1 records in, the exact steps out.
 
-use consumer::crash::CrashPlan;
-use consumer::log::{encode_delta, Log};
-use consumer::owner::{OnFenced, Owner, Settings};
-use consumer::store::{Location, Store, StoreOptions};
+mod common;
+
+use common::Lab;
+use consumer::owner::{OnFenced, Settings};
 use consumer::strategy::{StepKind, Strategy};
 
 /// Runs one owner of `strategy` over `records` records of +1 on one partition to the end, on
 /// SQLite; its steps as (kind, offset) and the total.
 fn run(strategy: Strategy, inflight: usize, records: usize) -> (Vec<(StepKind, u64)>, i64) {
-    let temp = tempfile::tempdir().expect("a temporary directory");
-    let location = Location::Sqlite(temp.path().join("store.db"));
-    let log_dir = temp.path().join("log");
-    let identity = Log::init(&log_dir, 1).expect("create the log");
-    Store::create_at(&location, identity, StoreOptions::default()).expect("create the store");
-    let (mut writer, _) = Log::open_writer(&log_dir, identity).expect("open the log");
-    writer.append_batch(0, &vec![encode_delta(1); records]).expect("append");
-    let store = Store::open_at(&location, StoreOptions::default()).expect("open the store");
-    let log = Log::open_reader(&log_dir, identity).expect("open the log");
-    let settings = Settings { inflight, ..Settings::new(strategy) };
-    let mut owner = Owner::start(store, log, "g", "o0", settings, CrashPlan::none()).expect("start the owner");
+    let lab = Lab::new(records);
+    let mut owner = lab.owner(Settings { inflight, ..Settings::new(strategy) });
     let steps = owner.run_to_end(OnFenced::Stop).expect("run to the end");
-    let total = Store::open_at(&location, StoreOptions::default()).expect("open").total("g").expect("total");
-    (steps.iter().map(|(step, _)| (step.kind, step.offset)).collect(), total)
+    (steps.iter().map(|(step, _)| (step.kind, step.offset)).collect(), lab.total())
 }
 
 /// A case: the strategy, its window (`inflight`), the records, and the exact steps.

@@ -33,6 +33,47 @@ pub const REFUSED: i32 = 4;
 /// partition 0 (the committed checkpoint).
 pub type GroupState = (i64, u64);
 
+/// The library-level tests' fixture: a fresh SQLite store and a one-partition log holding
+/// `records` records of +1, for an `Owner` driven in process (group `g`, owner `o0`).
+pub struct Lab {
+    _temp: tempfile::TempDir,
+    pub location: consumer::store::Location,
+    pub log_dir: PathBuf,
+    identity: consumer::log::LogIdentity,
+    /// The log's writer: a test may move it into a hook, or drop it to free the log's lock.
+    pub writer: Option<consumer::log::Log>,
+}
+
+impl Lab {
+    pub fn new(records: usize) -> Lab {
+        use consumer::log::{encode_delta, Log};
+        use consumer::store::{Location, Store, StoreOptions};
+        let temp = tempfile::tempdir().expect("a temporary directory");
+        let location = Location::Sqlite(temp.path().join("store.db"));
+        let log_dir = temp.path().join("log");
+        let identity = Log::init(&log_dir, 1).expect("create the log");
+        Store::create_at(&location, identity, StoreOptions::default()).expect("create the store");
+        let (mut writer, _) = Log::open_writer(&log_dir, identity).expect("open the log");
+        writer.append_batch(0, &vec![encode_delta(1); records]).expect("append");
+        Lab { _temp: temp, location, log_dir, identity, writer: Some(writer) }
+    }
+
+    /// An owner `o0` of group `g` with `settings`, started on the lab's store and log.
+    pub fn owner(&self, settings: consumer::owner::Settings) -> consumer::owner::Owner {
+        use consumer::store::{Store, StoreOptions};
+        let store = Store::open_at(&self.location, StoreOptions::default()).expect("open the store");
+        let log = consumer::log::Log::open_reader(&self.log_dir, self.identity).expect("open the log");
+        let crash = consumer::crash::CrashPlan::none();
+        consumer::owner::Owner::start(store, log, "g", "o0", settings, crash).expect("start the owner")
+    }
+
+    /// Group `g`'s total, read afresh.
+    pub fn total(&self) -> i64 {
+        use consumer::store::{Store, StoreOptions};
+        Store::open_at(&self.location, StoreOptions::default()).expect("open").total("g").expect("total")
+    }
+}
+
 /// How long a command the tests expect to finish may take. The slowest finishes in seconds; a
 /// command still running after this is hung (a bug in the consumer, or a planted one: a
 /// retry-forever owner that never counts its failures), and the test fails naming it instead
