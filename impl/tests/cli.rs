@@ -151,7 +151,9 @@ fn version_prints_the_package_version_and_exits_0() {
 
 /// Runs `consumer ARGS...` in `cwd` and asserts it succeeds.
 fn run_in(cwd: &Path, args: &[&str]) {
-    let output = Command::new(common::BIN).args(args).current_dir(cwd).output().expect("the consumer binary starts");
+    let mut command = Command::new(common::BIN);
+    command.args(args).current_dir(cwd);
+    let output = common::output_within(command, common::RUN_TIMEOUT);
     assert_eq!(output.status.code(), Some(0), "consumer {}\n{}", args.join(" "), describe(&output));
 }
 

@@ -95,10 +95,10 @@ fn a_reader_never_sees_an_end_a_power_cut_can_take_back() {
 
 #[test]
 fn the_command_prints_the_table_and_exits_0() {
-    let output = Command::new(BIN)
-        .args(["power-cuts", "--seed", "2", "--runs", "1", "--strategy", "atomic-cas"])
-        .output()
-        .unwrap();
+    let mut command = Command::new(BIN);
+    command.args(["power-cuts", "--seed", "2", "--runs", "1", "--strategy", "atomic-cas"]);
+    // Its owners run in process: a hang there is bounded here, as `consume`'s are.
+    let output = common::output_within(command, common::RUN_TIMEOUT);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
     for line in ["atomic-cas", "append:ack-written", "retention:renamed", "violations: 0", "12 fail-leader (clean)"] {
