@@ -1,9 +1,10 @@
 //! Which steps an owner offers (`Owner::perform` refuses the others, as the worker and the
 //! open protocol do): a table of a strategy, a log, the steps taken, then one step asked, and
 //! whether it is refused as not enabled. A periodic owner with a full interval commits before
-//! it fetches again, and nothing fetches at the log's end (owner shard 14's timeouts,
-//! `owner.rs:1406:17` and `1406:50`: `<` replaced by `<=` in `serial_steps` offered those
-//! fetches).
+//! it fetches again, a parallel owner fetches only while its window has room, and nothing
+//! fetches at the log's end (owner shard 14's timeouts: `owner.rs:1406:17` and `1406:50`, `<`
+//! replaced by `<=` in `serial_steps`, and `1432:36`, `&&` by `||` in `parallel_steps`, offered
+//! those fetches).
 
 mod common;
 
@@ -61,6 +62,33 @@ fn an_owner_offers_only_the_steps_its_rules_enable() {
             taken: &[(F, 0), (A, 0), (F, 1), (A, 1), (C, 2)],
             asked: (F, 2),
             enabled: false,
+        },
+        Case {
+            name: "parallel-max at the log's end fetches nothing",
+            strategy: Strategy::ParallelMax,
+            commit_every: 2,
+            records: 1,
+            taken: &[(F, 0), (A, 0), (C, 1)],
+            asked: (F, 1),
+            enabled: false,
+        },
+        Case {
+            name: "parallel-max with a full window fetches nothing",
+            strategy: Strategy::ParallelMax,
+            commit_every: 2,
+            records: 3,
+            taken: &[(F, 0), (F, 1)],
+            asked: (F, 2),
+            enabled: false,
+        },
+        Case {
+            name: "parallel-max fetches while its window has room",
+            strategy: Strategy::ParallelMax,
+            commit_every: 2,
+            records: 3,
+            taken: &[(F, 0)],
+            asked: (F, 1),
+            enabled: true,
         },
     ];
     for case in &cases {
