@@ -56,7 +56,14 @@ pub fn reproduce_command(path: &Path, options: &Options) -> String {
         (Some(_), Ok(trace)) => format!(" --strategy {}", trace.config.strategy),
         (Some(_) | None, _) => String::new(),
     };
-    format!("cargo run -p conformance -- replay {mode}{row}{mutation} {}", path.display())
+    // A wait other than the default is part of what failed (a slow consumer's timeout).
+    let ms = options.reply_timeout_ms;
+    let wait = if matches!(options.mode, Mode::Protocol) && ms != crate::protocol::REPLY_TIMEOUT_MS_DEFAULT {
+        format!(" --reply-timeout-ms {ms}")
+    } else {
+        String::new()
+    };
+    format!("cargo run -p conformance -- replay {mode}{row}{wait}{mutation} {}", path.display())
 }
 
 /// Replays one corpus file in every mode (in process, as worker processes, and as processes of

@@ -43,6 +43,8 @@ pub struct Options {
     /// Replay against PostgreSQL: a URL of the server's maintenance database (for example
     /// `postgres:///postgres?host=/run/postgresql`); each replay gets a fresh schema there.
     pub postgres: Option<String>,
+    /// Protocol mode: how long to wait for one reply before the consumer is taken for frozen.
+    pub reply_timeout_ms: u64,
 }
 
 impl Options {
@@ -51,7 +53,15 @@ impl Options {
     pub fn new(mode: Mode) -> Options {
         let shm = Path::new("/dev/shm");
         let tmp_root = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
-        Options { mode, tmp_root, command: None, mutation: None, worker_exe: None, postgres: None }
+        Options {
+            mode,
+            tmp_root,
+            command: None,
+            mutation: None,
+            worker_exe: None,
+            postgres: None,
+            reply_timeout_ms: crate::protocol::REPLY_TIMEOUT_MS_DEFAULT,
+        }
     }
 }
 
@@ -188,7 +198,8 @@ fn protocol_launch(config: &Config, row: &RealRow, options: &Options, dir: &Path
         ..Settings::new(row.strategy)
     };
     let (partitions, row) = (u32::from(config.partitions), config.strategy.name().to_string());
-    Ok(Launch { command, store, dir: dir.to_path_buf(), partitions, row, settings })
+    let reply_timeout_ms = options.reply_timeout_ms;
+    Ok(Launch { command, store, dir: dir.to_path_buf(), partitions, row, settings, reply_timeout_ms })
 }
 
 pub fn group_name(group: u8) -> String {

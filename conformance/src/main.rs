@@ -76,6 +76,10 @@ struct RunArgs {
     /// (implies --mode protocol); it runs from the current directory.
     #[arg(long, value_name = "CMD", conflicts_with_all = ["postgres", "mutation"])]
     worker: Option<String>,
+    /// Protocol mode only: how long to wait for one reply, in milliseconds (default 30000);
+    /// past it the consumer is taken for frozen, killed, and the trace fails naming the request.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    reply_timeout_ms: Option<u64>,
     /// Where fresh data directories are made (default: /dev/shm when present).
     #[arg(long)]
     tmp: Option<PathBuf>,
@@ -96,6 +100,9 @@ impl RunArgs {
             (ModeArg::InProcess, None) => Mode::InProcess,
             (ModeArg::InProcess, Some(_)) => bail!("--worker runs processes: it cannot be used with --mode in-process"),
         };
+        if self.reply_timeout_ms.is_some() && !matches!(mode, Mode::Protocol) {
+            bail!("--reply-timeout-ms applies to protocol mode only (--worker or --mode protocol)");
+        }
         if self.worker.as_deref().is_some_and(|command| command.trim().is_empty()) {
             bail!("--worker is empty: give the command that starts your consumer");
         }
@@ -103,6 +110,7 @@ impl RunArgs {
             mutation: self.mutation,
             postgres: self.postgres.clone(),
             command: self.worker.clone(),
+            reply_timeout_ms: self.reply_timeout_ms.unwrap_or(conformance::protocol::REPLY_TIMEOUT_MS_DEFAULT),
             ..Options::new(mode)
         };
         if let Some(tmp) = &self.tmp {

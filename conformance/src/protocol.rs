@@ -18,9 +18,16 @@ use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::Duration;
 
 /// The longest reply line read; a longer one is a broken consumer, not a state to compare.
 const REPLY_BYTES_MAX: u64 = 1024 * 1024;
+
+/// How long the harness waits for one reply by default (`--reply-timeout-ms`). A step is a few
+/// fsyncs, a start a process's start-up: seconds at worst on a loaded machine. Past the wait
+/// the consumer is taken for frozen, killed and reported, so a hang cannot stall a replay.
+pub const REPLY_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 
 /// A consumer's failure as seen over the protocol.
 #[derive(Debug)]
@@ -38,6 +45,11 @@ pub enum ProtocolError {
     Read {
         request: String,
         source: io::Error,
+    },
+    /// No reply to `request` within the wait: the consumer is frozen (it was killed).
+    Silent {
+        request: String,
+        waited_ms: u64,
     },
     /// The process's output ended before it replied to `request`: it exited or crashed.
     Ended {
@@ -68,6 +80,11 @@ impl fmt::Display for ProtocolError {
             ProtocolError::Spawn { command, source } => write!(f, "cannot start '{command}': {source}"),
             ProtocolError::Write { request, source } => write!(f, "cannot send {request}: {source}"),
             ProtocolError::Read { request, source } => write!(f, "cannot read the reply to {request}: {source}"),
+            ProtocolError::Silent { request, waited_ms } => write!(
+                f,
+                "no reply to {request} within {waited_ms} ms: the consumer is taken for frozen and killed \
+                 (--reply-timeout-ms sets the wait)"
+            ),
             ProtocolError::Ended { request, status } => {
                 write!(f, "the process ended ({status}) without replying to {request}")
             }
@@ -89,7 +106,8 @@ impl std::error::Error for ProtocolError {
             ProtocolError::Spawn { source, .. }
             | ProtocolError::Write { source, .. }
             | ProtocolError::Read { source, .. } => Some(source),
-            ProtocolError::Ended { .. }
+            ProtocolError::Silent { .. }
+            | ProtocolError::Ended { .. }
             | ProtocolError::Unreadable { .. }
             | ProtocolError::Unexpected { .. }
             | ProtocolError::Refused { .. } => None,
@@ -105,6 +123,7 @@ impl ProtocolError {
             ProtocolError::Spawn { .. }
             | ProtocolError::Write { .. }
             | ProtocolError::Read { .. }
+            | ProtocolError::Silent { .. }
             | ProtocolError::Ended { .. }
             | ProtocolError::Unreadable { .. }
             | ProtocolError::Unexpected { .. } => None,
@@ -116,14 +135,44 @@ impl ProtocolError {
 struct Peer {
     child: Child,
     input: ChildStdin,
-    output: BufReader<ChildStdout>,
+    /// The reply lines, read by a thread of their own so that a wait can end (`reply_timeout`).
+    replies: Receiver<Line>,
+    reply_timeout: Duration,
     next_id: u64,
+}
+
+/// What the reader thread saw: a line (its end of line included), the end of the output, or
+/// a read error. It stops after anything but a whole line.
+enum Line {
+    Whole(Vec<u8>),
+    Cut(Vec<u8>),
+    End,
+    Failed(io::Error),
+}
+
+/// Reads the consumer's output line by line until it ends; the thread ends with it (a
+/// killed process closes its output) or when the peer is gone.
+fn read_lines(output: ChildStdout, replies: mpsc::Sender<Line>) {
+    let mut output = BufReader::new(output);
+    loop {
+        let mut line = Vec::new();
+        let read = match (&mut output).take(REPLY_BYTES_MAX).read_until(b'\n', &mut line) {
+            Ok(0) => Line::End,
+            Ok(_) if line.ends_with(b"\n") => Line::Whole(line),
+            Ok(_) => Line::Cut(line),
+            Err(error) => Line::Failed(error),
+        };
+        let last = !matches!(read, Line::Whole(_));
+        if replies.send(read).is_err() || last {
+            return;
+        }
+    }
 }
 
 impl Peer {
     /// Starts `sh -c 'exec COMMAND'` (so the consumer is the child itself, and SIGKILL reaches
     /// it) and sends `init`.
-    fn spawn(command: &str, init: Init) -> Result<Peer, ProtocolError> {
+    fn spawn(command: &str, init: Init, reply_timeout_ms: u64) -> Result<Peer, ProtocolError> {
         let mut child = shell_command(command)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -131,8 +180,13 @@ impl Peer {
             .spawn()
             .map_err(|source| ProtocolError::Spawn { command: command.to_string(), source })?;
         let input = child.stdin.take().expect("stdin is piped");
-        let output = BufReader::new(child.stdout.take().expect("stdout is piped"));
-        let mut peer = Peer { child, input, output, next_id: 1 };
+        let output = child.stdout.take().expect("stdout is piped");
+        let (sender, replies) = mpsc::channel();
+        // Detached: it ends when the output does, and a grandchild holding the pipe open must
+        // not keep the harness waiting for a join.
+        std::thread::spawn(move || read_lines(output, sender));
+        let reply_timeout = Duration::from_millis(reply_timeout_ms);
+        let mut peer = Peer { child, input, replies, reply_timeout, next_id: 1 };
         match peer.request(Body::Init(init))? {
             Body::InitOk { protocol: VERSION } => Ok(peer),
             other => Err(ProtocolError::Unexpected { request: "init".into(), line: format!("{other:?}") }),
@@ -167,24 +221,33 @@ impl Peer {
     }
 
     fn read_line(&mut self, request: &str) -> Result<String, ProtocolError> {
-        let mut line = Vec::new();
-        let read = (&mut self.output)
-            .take(REPLY_BYTES_MAX)
-            .read_until(b'\n', &mut line)
-            .map_err(|source| ProtocolError::Read { request: request.to_string(), source })?;
-        if read == 0 {
-            let status = match self.child.wait() {
-                Ok(status) => status.to_string(),
-                Err(error) => format!("status unknown: {error}"),
-            };
-            return Err(ProtocolError::Ended { request: request.to_string(), status });
-        }
-        let text = String::from_utf8_lossy(&line).trim_end().to_string();
-        if !line.ends_with(b"\n") {
-            let reason = format!("no end of line within {REPLY_BYTES_MAX} bytes");
-            return Err(ProtocolError::Unreadable { request: request.to_string(), line: text, reason });
-        }
-        Ok(text)
+        let request = request.to_string();
+        let line = match self.replies.recv_timeout(self.reply_timeout) {
+            Ok(Line::Whole(line)) => line,
+            Ok(Line::Cut(line)) => {
+                let reason = if line.len() as u64 >= REPLY_BYTES_MAX {
+                    format!("no end of line within {REPLY_BYTES_MAX} bytes")
+                } else {
+                    "the output ended within the line".to_string()
+                };
+                let line = String::from_utf8_lossy(&line).trim_end().to_string();
+                return Err(ProtocolError::Unreadable { request, line, reason });
+            }
+            Ok(Line::Failed(source)) => return Err(ProtocolError::Read { request, source }),
+            Ok(Line::End) | Err(RecvTimeoutError::Disconnected) => {
+                let status = match self.child.wait() {
+                    Ok(status) => status.to_string(),
+                    Err(error) => format!("status unknown: {error}"),
+                };
+                return Err(ProtocolError::Ended { request, status });
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                self.kill();
+                let waited_ms = u64::try_from(self.reply_timeout.as_millis()).unwrap_or(u64::MAX);
+                return Err(ProtocolError::Silent { request, waited_ms });
+            }
+        };
+        Ok(String::from_utf8_lossy(&line).trim_end().to_string())
     }
 
     /// SIGKILL: the process gets no chance to finish anything, exactly like a crash.
@@ -228,6 +291,8 @@ pub struct Launch {
     pub row: String,
     /// The row's owner settings (the store role is told them too: it may check them).
     pub settings: consumer::owner::Settings,
+    /// How long to wait for one reply before taking the consumer for frozen.
+    pub reply_timeout_ms: u64,
 }
 
 impl Launch {
@@ -267,7 +332,8 @@ pub struct ProtocolOwner {
 impl ProtocolOwner {
     pub fn spawn(launch: &Launch, spec: &OwnerSpec) -> Result<ProtocolOwner, Error> {
         let fail = |source| Error::Protocol { who: format!("{}/{}", spec.group, spec.owner), source };
-        let peer = Peer::spawn(&launch.command, launch.init(Role::Owner, Some(spec))).map_err(fail)?;
+        let peer = Peer::spawn(&launch.command, launch.init(Role::Owner, Some(spec)), launch.reply_timeout_ms)
+            .map_err(fail)?;
         let log = open_log(&spec.dir)?;
         Ok(ProtocolOwner { peer, log, group: spec.group.clone(), owner: spec.owner.clone() })
     }
@@ -364,7 +430,8 @@ pub struct ProtocolStore {
 
 impl ProtocolStore {
     pub fn start(launch: Launch) -> Result<ProtocolStore, Error> {
-        let peer = Peer::spawn(&launch.command, launch.init(Role::Store, None)).map_err(store_failed)?;
+        let peer = Peer::spawn(&launch.command, launch.init(Role::Store, None), launch.reply_timeout_ms)
+            .map_err(store_failed)?;
         Ok(ProtocolStore { launch, peer })
     }
 
@@ -372,7 +439,9 @@ impl ProtocolStore {
     /// that cannot remember anything the killed one did not make durable.
     pub fn restart(&mut self) -> Result<(), Error> {
         self.peer.kill();
-        self.peer = Peer::spawn(&self.launch.command, self.launch.init(Role::Store, None)).map_err(store_failed)?;
+        self.peer =
+            Peer::spawn(&self.launch.command, self.launch.init(Role::Store, None), self.launch.reply_timeout_ms)
+                .map_err(store_failed)?;
         Ok(())
     }
 

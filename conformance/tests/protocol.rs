@@ -8,7 +8,9 @@
 
 use conformance::driver::{log_dir, Mode, OwnerHandle, OwnerSpec};
 use conformance::harness::Options;
-use conformance::protocol::{shell_quote, Launch, ProtocolError, ProtocolOwner, ProtocolStore};
+use conformance::protocol::{
+    shell_quote, Launch, ProtocolError, ProtocolOwner, ProtocolStore, REPLY_TIMEOUT_MS_DEFAULT,
+};
 use conformance::replay::{replay, ReplayFailure};
 use conformance::Error;
 use consumer::log::{encode_delta, Log};
@@ -223,6 +225,7 @@ fn run_crash(case: &Crash, command: &str) -> (i64, u64) {
         partitions: 1,
         row: case.row.to_string(),
         settings,
+        reply_timeout_ms: REPLY_TIMEOUT_MS_DEFAULT,
     };
     let mut agent = ProtocolStore::start(launch.clone()).expect("the store role starts");
     agent.setup("g0", "o0").expect("setup");
@@ -250,4 +253,82 @@ fn run_crash(case: &Crash, command: &str) -> (i64, u64) {
     agent.restart().expect("a fresh store process");
     let observed = agent.observe("g0").expect("observe");
     (observed.total, observed.partitions[0].next_offset)
+}
+
+/// A consumer that misbehaves on the wire, as a shell script: what it does after reading the
+/// store role's `init`, and the line the replay's failure must contain.
+struct Misbehaviour {
+    name: &'static str,
+    script: &'static str,
+    expected: &'static str,
+}
+
+const INIT_OK: &str = r#"echo '{"in_reply_to": 1, "type": "init_ok", "protocol": 1}'"#;
+
+const MISBEHAVIOURS: [Misbehaviour; 5] = [
+    Misbehaviour {
+        name: "frozen after init",
+        script: "read line; INIT_OK; exec sleep 600",
+        expected: "no reply to setup g0 o0 within 300 ms: the consumer is taken for frozen and killed",
+    },
+    Misbehaviour { name: "frozen at init", script: "exec sleep 600", expected: "no reply to init within 300 ms" },
+    Misbehaviour {
+        name: "exits",
+        script: "read line; exit 3",
+        expected: "the process ended (exit status: 3) without replying to init",
+    },
+    Misbehaviour {
+        name: "garbage",
+        script: "read line; echo hello; exec sleep 600",
+        expected: "unreadable reply 'hello' to init",
+    },
+    Misbehaviour {
+        name: "a line cut by its end",
+        script: "read line; printf '{\"in_reply_to\": 1'",
+        expected: "to init: the output ended within the line",
+    },
+];
+
+/// A consumer that freezes, exits or writes garbage fails the replay with one message naming
+/// the request, within the reply wait: nothing hangs (a frozen consumer is killed).
+#[test]
+fn a_consumer_that_freezes_exits_or_writes_garbage_fails_the_replay_naming_the_request() {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let trace_path = root().join("tests/traces/scenario--zombie-atomic-fenced.json");
+    let trace = conformance::corpus::load(&trace_path).expect("a corpus trace loads");
+    for (index, case) in MISBEHAVIOURS.iter().enumerate() {
+        let script = dir.path().join(format!("consumer-{index}.sh"));
+        std::fs::write(&script, format!("#!/bin/sh\n{}\n", case.script.replace("INIT_OK", INIT_OK))).expect("a script");
+        let command = format!("sh {}", shell_quote(&script.to_string_lossy()));
+        let options = Options { command: Some(command), reply_timeout_ms: 300, ..Options::new(Mode::Protocol) };
+        let started = Instant::now();
+        let outcome = replay(&trace, &options);
+        let Err(failure) = outcome else { panic!("{}: the replay passed", case.name) };
+        let message = failure.to_string();
+        assert!(message.contains(case.expected), "{}: expected '{}' in:\n{message}", case.name, case.expected);
+        assert!(started.elapsed() < Duration::from_secs(60), "{}: took {:?}", case.name, started.elapsed());
+    }
+}
+
+/// On the command line the wait is `--reply-timeout-ms`, and the reproduce command keeps it: a
+/// frozen consumer's trace fails (exit 1) naming the request, within the wait.
+#[test]
+fn a_frozen_consumer_fails_the_replay_at_the_wait_given_on_the_command_line() {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let script = dir.path().join("frozen.sh");
+    std::fs::write(&script, format!("#!/bin/sh\nread line\n{INIT_OK}\nexec sleep 600\n")).expect("a script");
+    let command = format!("sh {}", shell_quote(&script.to_string_lossy()));
+    let trace = root().join("tests/traces/scenario--zombie-atomic-fenced.json");
+    let started = Instant::now();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_conformance"))
+        .args(["replay", "--worker", &command, "--strategy", "atomic-fenced", "--reply-timeout-ms", "300"])
+        .arg(&trace)
+        .output()
+        .expect("conformance runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("no reply to setup g0 o0 within 300 ms"), "{stdout}");
+    let reproduce = format!("--strategy atomic-fenced --reply-timeout-ms 300 {}", trace.display());
+    assert!(stdout.contains(&reproduce), "the reproduce command keeps the wait:\n{stdout}");
+    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
 }
