@@ -910,7 +910,7 @@ impl Harness {
         };
         let mut groups = Vec::new();
         for group in 0..self.config.groups {
-            let store = self.observe_store(group, &log)?;
+            let store = self.observe_store(group)?;
             let mut owners = Vec::new();
             for owner in 0..self.config.owners {
                 owners.push(self.observe_owner(group, owner)?);
@@ -1006,59 +1006,15 @@ impl Harness {
         }
     }
 
-    /// A group's store; `log` is the observed log (its ends bound the attempts read).
-    fn observe_store(&mut self, group: u8, log: &[Vec<i64>]) -> Result<ModelStore, Error> {
+    /// A group's store, through the same abstraction as the open protocol's store role
+    /// (`consumer::protocol::observe`): every row of the group, attempts included.
+    fn observe_store(&mut self, group: u8) -> Result<ModelStore, Error> {
         let name = group_name(group);
-        let store = match &mut self.store {
-            StoreSide::Direct(store) => store,
-            StoreSide::Protocol(agent) => return Ok(model_store(agent.observe(&name)?, self.config.partitions)?),
+        let observed = match &mut self.store {
+            StoreSide::Direct(store) => consumer::protocol::observe(store, &name)?,
+            StoreSide::Protocol(agent) => agent.observe(&name)?,
         };
-        let total = store.total(&name)?;
-        let mut partitions = Vec::new();
-        for partition in 0..u32::from(self.config.partitions) {
-            let row = store.progress(&name, partition)?;
-            partitions.push(PartitionRow {
-                next_offset: narrow(row.next_offset, "next offset")?,
-                epoch: narrow(row.epoch, "epoch")?,
-                owner: parse_owner(&row.owner)?,
-                stamp: row.stamp.map(|stamp| narrow(stamp, "stamp")).transpose()?,
-            });
-        }
-        let processed = store
-            .processed(&name)?
-            .into_iter()
-            .map(|(p, o)| Ok((narrow(p, "partition")?, narrow(o, "offset")?)))
-            .collect::<Result<SortedSet<_>, Unobservable>>()?;
-        let mut attempts = SortedMap::new();
-        for (partition, records) in (0..).zip(log) {
-            for offset in 0..records.len() as u64 {
-                let count = store.attempts(&name, partition, offset)?;
-                if count > 0 {
-                    attempts.insert(
-                        (narrow(partition, "partition")?, narrow(offset, "offset")?),
-                        narrow(count, "attempts")?,
-                    );
-                }
-            }
-        }
-        let dead_letters = store
-            .dead_letters(Some(&name))?
-            .into_iter()
-            .map(|d| {
-                Ok((narrow(d.partition, "partition")?, narrow(d.offset, "offset")?, narrow(d.attempts, "attempts")?))
-            })
-            .collect::<Result<SortedSet<_>, Unobservable>>()?;
-        let resets = store
-            .resets(Some(&name))?
-            .into_iter()
-            .map(|r| Ok((narrow(r.partition, "partition")?, narrow(r.from, "offset")?, narrow(r.to, "offset")?)))
-            .collect::<Result<SortedSet<_>, Unobservable>>()?;
-        // Issue 14's rows (spec.md §3.4): the set value `v(o) = o + 1`, and the facts and
-        // outbox rows of the dual-write rows, as (partition, offset).
-        let value = store.value(&name)?.map(|value| narrow(value, "value")).transpose()?;
-        let facts = fact_set(store.facts(Some(&name))?)?;
-        let outbox = fact_set(store.outbox(Some(&name))?)?;
-        Ok(ModelStore { total, partitions, processed, attempts, dead_letters, resets, value, facts, outbox })
+        Ok(model_store(observed, self.config.partitions)?)
     }
 
     /// A group's records in the external systems: the provider's inbox, the times each record's
@@ -1094,8 +1050,8 @@ impl Harness {
     }
 }
 
-/// A protocol consumer's observed store as the model's (a partition row missing or extra is
-/// unobservable: the model has exactly one per partition).
+/// An observed store (a protocol consumer's, or this consumer's read directly) as the model's:
+/// a partition row missing or extra is unobservable (the model has exactly one per partition).
 fn model_store(observed: consumer::protocol::Observed, partitions: u8) -> Result<ModelStore, Unobservable> {
     if observed.partitions.len() != usize::from(partitions) {
         return Err(Unobservable::PartitionRows { rows: observed.partitions.len(), partitions });

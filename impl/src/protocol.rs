@@ -20,7 +20,7 @@ use crate::crash::{CrashPlan, CrashPoint};
 use crate::external::{ExternalDir, Relay};
 use crate::log::Log;
 use crate::owner::{Outcome, Owner, OwnerError, Settings};
-use crate::store::{Location, Store, StoreOptions};
+use crate::store::{Location, Store, StoreError, StoreOptions};
 use crate::strategy::{LogCheck, OutOfRange, Stage, StartPolicy, Step, StepKind, Strategy};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
@@ -350,34 +350,39 @@ impl Refusal {
     fn definite(code: ErrorCode, text: impl Into<String>) -> Refusal {
         Refusal(code, true, text.into())
     }
+
+    /// A failure of the store, the log or an external system, on one line: the request may or
+    /// may not have taken effect.
+    fn storage(error: &dyn std::fmt::Display) -> Refusal {
+        Refusal(ErrorCode::Storage, false, error.to_string().replace('\n', " "))
+    }
 }
 
 impl From<OwnerError> for Refusal {
     fn from(error: OwnerError) -> Refusal {
-        let text = error.to_string().replace('\n', " ");
         match error {
-            OwnerError::NotEnabled { .. } => Refusal(ErrorCode::NotEnabled, true, text),
-            error if error.is_refusal() => Refusal(ErrorCode::Refused, true, text),
-            _ => Refusal(ErrorCode::Storage, false, text),
+            OwnerError::NotEnabled { .. } => Refusal(ErrorCode::NotEnabled, true, error.to_string().replace('\n', " ")),
+            error if error.is_refusal() => Refusal(ErrorCode::Refused, true, error.to_string().replace('\n', " ")),
+            error => Refusal::storage(&error),
         }
     }
 }
 
-impl From<crate::store::StoreError> for Refusal {
-    fn from(error: crate::store::StoreError) -> Refusal {
-        Refusal(ErrorCode::Storage, false, error.to_string().replace('\n', " "))
+impl From<StoreError> for Refusal {
+    fn from(error: StoreError) -> Refusal {
+        Refusal::storage(&error)
     }
 }
 
 impl From<crate::external::ExternalError> for Refusal {
     fn from(error: crate::external::ExternalError) -> Refusal {
-        Refusal(ErrorCode::Storage, false, error.to_string().replace('\n', " "))
+        Refusal::storage(&error)
     }
 }
 
 impl From<crate::log::LogError> for Refusal {
     fn from(error: crate::log::LogError) -> Refusal {
-        Refusal(ErrorCode::Storage, false, error.to_string().replace('\n', " "))
+        Refusal::storage(&error)
     }
 }
 
@@ -625,8 +630,10 @@ fn open_or_create(location: &Location, log: &Path) -> Result<Store, Refusal> {
     }
 }
 
-/// A group's durable state in the protocol's (the model's) terms.
-fn observe(store: &Store, group: &str) -> Result<Observed, Refusal> {
+/// A group's durable state in the protocol's (the model's) terms: what the store role replies
+/// to `observe`, and what conformance reads from a store it opens itself (one abstraction
+/// function for both, so the two paths cannot drift apart).
+pub fn observe(store: &Store, group: &str) -> Result<Observed, StoreError> {
     let mut partitions = Vec::new();
     for partition in 0..store.partitions() {
         let row = store.progress(group, partition)?;
