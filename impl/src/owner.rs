@@ -1195,7 +1195,15 @@ impl Owner {
     /// reset from the stored next offset to the log start `to` and moving the next offset
     /// there; the lease resumes at `to`.
     fn reset_offset(&mut self, partition: u32, to: u64) -> Result<Outcome, OwnerError> {
-        let epoch = self.leases[&partition].epoch;
+        // A reset is enabled only with nothing in flight and no commit pending
+        // (`parallel_steps` offers the commit target first), so no completion is left to keep.
+        let lease = &self.leases[&partition];
+        assert!(
+            lease.done.is_empty(),
+            "invariant: a reset of partition {partition} finds completions {:?}",
+            lease.done
+        );
+        let epoch = lease.epoch;
         let crash = self.crash.clone();
         let mut inside = || crash.at(StepKind::ResetOffset, When::Inside, to..to + 1);
         let from = match self.store.reset_offset(&self.group, partition, epoch, to, &mut inside) {
@@ -1206,7 +1214,6 @@ impl Owner {
         let lease = self.lease_mut(partition);
         lease.position = to;
         lease.checkpoint = to;
-        lease.done.retain(|&offset| offset >= to);
         Ok(Outcome::Reset { from, to })
     }
 

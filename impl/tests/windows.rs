@@ -10,14 +10,31 @@ mod common;
 use common::Lab;
 use consumer::owner::{OnFenced, Settings};
 use consumer::strategy::{StepKind, Strategy};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
 
 /// Runs one owner of `strategy` over `records` records of +1 on one partition to the end, on
 /// SQLite; its steps as (kind, offset) and the total.
+/// A run ends within `RUN_BOUND` or the test fails: the owner runs on a thread of its own, so
+/// a window that never drains (a commit target that loops) is a failure, not a hung test.
 fn run(strategy: Strategy, inflight: usize, records: usize) -> (Vec<(StepKind, u64)>, i64) {
-    let lab = Lab::new(records);
-    let mut owner = lab.owner(Settings { inflight, ..Settings::new(strategy) });
-    let steps = owner.run_to_end(OnFenced::Stop).expect("run to the end");
-    (steps.iter().map(|(step, _)| (step.kind, step.offset)).collect(), lab.total())
+    const RUN_BOUND: Duration = Duration::from_secs(60);
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        let lab = Lab::new(records);
+        let mut owner = lab.owner(Settings { inflight, ..Settings::new(strategy) });
+        let steps = owner.run_to_end(OnFenced::Stop).expect("run to the end");
+        let steps: Vec<_> = steps.iter().map(|(step, _)| (step.kind, step.offset)).collect();
+        // The receiver is gone only when the test already failed.
+        let _ = sender.send((steps, lab.total()));
+    });
+    match receiver.recv_timeout(RUN_BOUND) {
+        Ok(run) => run,
+        Err(RecvTimeoutError::Timeout) => {
+            panic!("{strategy} (inflight {inflight}) did not finish within {RUN_BOUND:?}: a hang")
+        }
+        Err(RecvTimeoutError::Disconnected) => panic!("{strategy} (inflight {inflight}) panicked (above)"),
+    }
 }
 
 /// A case: the strategy, its window (`inflight`), the records, and the exact steps.
