@@ -156,6 +156,17 @@ fn process_then_commit_replays_and_commit_then_process_skips() {
             after_restart: (20, 3),
         },
         CrashCase {
+            name: "dedup-separate dies inside its id insert of offset 1: the insert rolls back, record 1 applied twice",
+            strategy: "dedup-separate",
+            records: 3,
+            delta: 5,
+            extra: &[],
+            crash: "insert-processed:inside@1",
+            journal_left: true,
+            after_crash: (10, 1),
+            after_restart: (20, 3),
+        },
+        CrashCase {
             name: "dedup-atomic crashes before its commit: the redelivery is recognised",
             strategy: "dedup-atomic",
             records: 3,
