@@ -1257,7 +1257,13 @@ impl Owner {
         // A jump past retained records moves the position with the checkpoint.
         lease.position = lease.position.max(next_offset);
         if jump {
-            lease.done.retain(|&offset| offset >= next_offset);
+            // Offered, like a reset, only with nothing in flight and no commit target pending:
+            // no completion is left to keep.
+            assert!(
+                lease.done.is_empty(),
+                "invariant: a jump of partition {partition} finds completions {:?}",
+                lease.done
+            );
             return Ok(Outcome::Committed);
         }
         match rules.checkpoint {
