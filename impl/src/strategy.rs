@@ -752,6 +752,50 @@ impl FromStr for Step {
 mod tests {
     use super::*;
 
+    /// `Rules::check` refuses each kind of invalid row with its own reason. The table is
+    /// checked at compile time, where no test sees the check act; here each assertion fails on
+    /// a row that breaks it (and only it), and every row of the table passes at run time too.
+    #[test]
+    fn the_table_check_refuses_each_kind_of_invalid_row() {
+        let fenced = Strategy::AtomicFenced.rules();
+        let dlq = Strategy::AtomicDlq.rules();
+        let blind = |sequence, checkpoint| Rules { sequence, checkpoint, guard: GuardKind::Blind, ..fenced };
+        let cases = [
+            (
+                "a fence needs an apply-atomic or the transactional sequence",
+                Rules { sequence: Sequence::EffectThenCommit, ..fenced },
+            ),
+            (
+                "a CAS needs an apply-atomic sequence",
+                Rules { sequence: Sequence::Transactional, guard: GuardKind::Cas, ..fenced },
+            ),
+            ("poison handling needs the apply-atomic sequence", Rules { sequence: Sequence::AtomicThenIndex, ..dlq }),
+            ("poison handling needs the fenced guard", Rules { guard: GuardKind::Cas, ..dlq }),
+            (
+                "per-batch checkpointing needs a commit in the sequence",
+                blind(Sequence::EffectOnly, Checkpointing::PerBatch),
+            ),
+            (
+                "parallel checkpointing needs apply-effect only",
+                blind(Sequence::Stamped, Checkpointing::Parallel(ParallelCommit::Max)),
+            ),
+            ("a set is a blind apply-effect or a stamped one", Rules { effect: EffectKind::Set, ..fenced }),
+            ("only apply-deduped has a dedup key to scope", Rules { dedup_key: DedupKey::OffsetOnly, ..fenced }),
+        ];
+        for strategy in Strategy::ALL {
+            strategy.rules().check();
+        }
+        for (expected, rules) in cases {
+            let panic = std::panic::catch_unwind(|| rules.check()).expect_err(expected);
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|text| text.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            assert_eq!(message, expected, "{rules:?}");
+        }
+    }
+
     #[test]
     fn every_name_parses_back_to_its_variant_and_names_are_distinct() {
         for strategy in Strategy::ALL {
