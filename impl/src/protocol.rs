@@ -354,15 +354,20 @@ impl Refusal {
     /// A failure of the store, the log or an external system, on one line: the request may or
     /// may not have taken effect.
     fn storage(error: &dyn std::fmt::Display) -> Refusal {
-        Refusal(ErrorCode::Storage, false, error.to_string().replace('\n', " "))
+        Refusal(ErrorCode::Storage, false, one_line(error))
     }
+}
+
+/// An error's text on one line: a reply is one line.
+fn one_line(error: &dyn std::fmt::Display) -> String {
+    error.to_string().replace('\n', " ")
 }
 
 impl From<OwnerError> for Refusal {
     fn from(error: OwnerError) -> Refusal {
         match error {
-            OwnerError::NotEnabled { .. } => Refusal(ErrorCode::NotEnabled, true, error.to_string().replace('\n', " ")),
-            error if error.is_refusal() => Refusal(ErrorCode::Refused, true, error.to_string().replace('\n', " ")),
+            OwnerError::NotEnabled { .. } => Refusal(ErrorCode::NotEnabled, true, one_line(&error)),
+            error if error.is_refusal() => Refusal(ErrorCode::Refused, true, one_line(&error)),
             error => Refusal::storage(&error),
         }
     }
