@@ -18,6 +18,8 @@ enum Setup {
     Uninitialised,
     /// Five records, and the test holds `BEGIN IMMEDIATE` on the store for the whole run.
     Locked,
+    /// Initialised, then its log directory removed: a store without its log.
+    StoreWithoutLog,
 }
 
 struct BadInput {
@@ -34,10 +36,15 @@ struct BadInput {
 
 /// Builds the case's data directory.
 fn prepare(case: &str, setup: Setup) -> DataDir {
-    if let Setup::Uninitialised = setup {
-        return DataDir::uninitialised(case);
+    match setup {
+        Setup::Uninitialised => DataDir::uninitialised(case),
+        Setup::FiveRecords | Setup::Locked => DataDir::with_records(case, 5, 5),
+        Setup::StoreWithoutLog => {
+            let dir = DataDir::with_records(case, 5, 5);
+            std::fs::remove_dir_all(dir.log_dir()).unwrap_or_else(|e| panic!("case '{case}': remove the log: {e}"));
+            dir
+        }
     }
-    DataDir::with_records(case, 5, 5)
 }
 
 /// For `Setup::Locked`, a connection holding the store's write lock until it is dropped. It is
@@ -125,6 +132,15 @@ fn bad_input_exits_2_with_one_error_line_and_changes_nothing() {
         BadInput {
             name: "init twice on the same directory",
             setup: Setup::FiveRecords,
+            args: &["init"],
+            expected: &["{dir}/store.db", "exists already"],
+            from_clap: false,
+        },
+        // `init` checks for a store before it creates anything: a log made first and then
+        // refused at the store would be half an `init` (the snapshot's check catches it).
+        BadInput {
+            name: "init on a store whose log was removed",
+            setup: Setup::StoreWithoutLog,
             args: &["init"],
             expected: &["{dir}/store.db", "exists already"],
             from_clap: false,
