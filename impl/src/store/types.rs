@@ -494,3 +494,84 @@ pub(super) enum Ending<T> {
     /// Nothing of the transaction is kept (a poison record's attempt that is not counted).
     RollBack(T),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bounds are exact: a total at a bound takes the delta, one step past it would leave
+    /// `i64` (checked against `checked_add`, not against the formula's own arithmetic).
+    #[test]
+    fn totals_accepting_is_exactly_the_totals_that_do_not_overflow() {
+        let cases: [(i64, (i64, i64)); 7] = [
+            (i64::MIN, (0, i64::MAX)),
+            (-5, (i64::MIN + 5, i64::MAX)),
+            (-1, (i64::MIN + 1, i64::MAX)),
+            (0, (i64::MIN, i64::MAX)),
+            (1, (i64::MIN, i64::MAX - 1)),
+            (5, (i64::MIN, i64::MAX - 5)),
+            (i64::MAX, (i64::MIN, 0)),
+        ];
+        for (delta, expected) in cases {
+            let (low, high) = totals_accepting(delta);
+            assert_eq!((low, high), expected, "delta {delta}");
+            assert!(low.checked_add(delta).is_some() && high.checked_add(delta).is_some(), "delta {delta}");
+            if let Some(below) = low.checked_sub(1) {
+                assert!(below.checked_add(delta).is_none(), "delta {delta}: {below} also takes it");
+            }
+            if let Some(above) = high.checked_add(1) {
+                assert!(above.checked_add(delta).is_none(), "delta {delta}: {above} also takes it");
+            }
+        }
+    }
+
+    #[test]
+    fn check_partitions_accepts_1_to_the_maximum_only() {
+        let max = i64::from(PARTITIONS_MAX);
+        let cases =
+            [(i64::MIN, None), (-1, None), (0, None), (1, Some(1)), (max, Some(PARTITIONS_MAX)), (max + 1, None)];
+        for (found, expected) in cases {
+            let checked = check_partitions("t", found);
+            match (expected, checked) {
+                (Some(partitions), Ok(got)) => assert_eq!(got, partitions, "found {found}"),
+                (None, Err(StoreError::BadMeta { key: "partitions", found: reported, .. })) => {
+                    assert_eq!(reported, found)
+                }
+                (expected, got) => panic!("found {found}: expected {expected:?}, got {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn check_name_accepts_1_to_the_maximum_bytes_without_spaces_or_controls() {
+        let longest = "g".repeat(NAME_BYTES_MAX);
+        let too_long = "g".repeat(NAME_BYTES_MAX + 1);
+        let cases = [
+            ("g", true),
+            (longest.as_str(), true),
+            ("", false),
+            (too_long.as_str(), false),
+            ("a b", false),
+            ("a\tb", false),
+            ("a\nb", false),
+            ("a\u{7}b", false),
+        ];
+        for (name, valid) in cases {
+            assert_eq!(check_name(name).is_ok(), valid, "name {name:?}: {:?}", check_name(name));
+        }
+    }
+
+    #[test]
+    fn small_conversions_of_the_rows() {
+        assert_eq!([set_value(0), set_value(41)], [1, 42]);
+        assert_eq!(processed_partition(3, DedupKey::PartitionOffset), 3);
+        assert_eq!(processed_partition(3, DedupKey::OffsetOnly), 0);
+        for state in [TxnState::Committed, TxnState::Aborted] {
+            assert_eq!(TxnState::from_name(state.name()), Some(state));
+        }
+        assert_eq!([TxnState::Committed.name(), TxnState::Aborted.name()], ["committed", "aborted"]);
+        assert_eq!(TxnState::from_name("open"), None);
+        assert_eq!(["delete".parse(), "wal".parse()], [Ok(Journal::Delete), Ok(Journal::Wal)]);
+        assert!("WAL".parse::<Journal>().is_err());
+    }
+}
