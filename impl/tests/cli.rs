@@ -20,6 +20,10 @@ enum Setup {
     Locked,
     /// Initialised, then its log directory removed: a store without its log.
     StoreWithoutLog,
+    /// No log; `store.db` is someone else's SQLite database: one table, version 0.
+    ForeignTable,
+    /// No log; `store.db` is an SQLite database with no table and a schema version (7).
+    ForeignVersion,
 }
 
 struct BadInput {
@@ -44,7 +48,19 @@ fn prepare(case: &str, setup: Setup) -> DataDir {
             std::fs::remove_dir_all(dir.log_dir()).unwrap_or_else(|e| panic!("case '{case}': remove the log: {e}"));
             dir
         }
+        Setup::ForeignTable => foreign_database(case, |conn| conn.execute_batch("CREATE TABLE notes (body TEXT)")),
+        Setup::ForeignVersion => foreign_database(case, |conn| conn.pragma_update(None, "user_version", 7)),
     }
+}
+
+/// An uninitialised directory whose `store.db` is an SQLite database `fill` made.
+fn foreign_database(case: &str, fill: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<()>) -> DataDir {
+    let dir = DataDir::uninitialised(case);
+    std::fs::create_dir(&dir.path).unwrap_or_else(|e| panic!("case '{case}': create the directory: {e}"));
+    let conn =
+        rusqlite::Connection::open(dir.store_path()).unwrap_or_else(|e| panic!("case '{case}': create store.db: {e}"));
+    fill(&conn).unwrap_or_else(|e| panic!("case '{case}': fill store.db: {e}"));
+    dir
 }
 
 /// For `Setup::Locked`, a connection holding the store's write lock until it is dropped. It is
@@ -141,6 +157,21 @@ fn bad_input_exits_2_with_one_error_line_and_changes_nothing() {
         BadInput {
             name: "init on a store whose log was removed",
             setup: Setup::StoreWithoutLog,
+            args: &["init"],
+            expected: &["{dir}/store.db", "exists already"],
+            from_clap: false,
+        },
+        // Any table or any schema version makes a database taken (not only this schema's).
+        BadInput {
+            name: "init on another program's SQLite database",
+            setup: Setup::ForeignTable,
+            args: &["init"],
+            expected: &["{dir}/store.db", "exists already"],
+            from_clap: false,
+        },
+        BadInput {
+            name: "init on an SQLite database with a schema version but no table",
+            setup: Setup::ForeignVersion,
             args: &["init"],
             expected: &["{dir}/store.db", "exists already"],
             from_clap: false,
