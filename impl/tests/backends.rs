@@ -48,8 +48,9 @@ enum Op {
     CommitTxn(&'static [(u64, i64)], Option<i64>, &'static str, u32, u64, i64),
     /// An output section of (group, partition) under `fence` that records an abort of the
     /// transaction at `aborted` (epoch 1, input 0..1) and reads the state of each of `reads`
-    /// before and after it.
-    OutputSection(&'static str, u32, Option<i64>, u64, &'static [u64]),
+    /// before and after it; with `fail`, its body then returns an error (the section rolls
+    /// back: the abort is not kept).
+    OutputSection(&'static str, u32, Option<i64>, u64, &'static [u64], bool),
 }
 
 /// The script and what each step returns (`Debug` of the result, errors backend-neutral).
@@ -59,109 +60,112 @@ const STEPS: &[(Op, &str)] = {
     use EffectKind::{Add, Set};
     use Op::*;
     &[
-        (EnsureGroup("g", "o1"), "Ok(())"),
-        (EnsureGroup("g", "o9"), "Ok(())"),
-        (Claim("g", 0, "o2"), "Ok(2)"),
-        (Claim("g", 2, "o2"), "Err(NoSuchPartition { partition: 2, partitions: 2 })"),
+        (EnsureGroup("g", "o1"), "Ok(()) inside 0"),
+        (EnsureGroup("g", "o9"), "Ok(()) inside 0"),
+        (Claim("g", 0, "o2"), "Ok(2) inside 0"),
+        (Claim("g", 2, "o2"), "Err(NoSuchPartition { partition: 2, partitions: 2 }) inside 0"),
         // atomic-fenced: a stale epoch lands nothing; the current one lands the batch.
         (
             ApplyAtomic("g", 0, &[(0, 5), (1, 7)], Guard::Fenced { epoch: 1 }, WithFact),
-            "Err(Fenced { group: \"g\", partition: 0, held: 1, current: 2 })",
+            "Err(Fenced { group: \"g\", partition: 0, held: 1, current: 2 }) inside 0",
         ),
-        (ApplyAtomic("g", 0, &[(0, 5), (1, 7)], Guard::Fenced { epoch: 2 }, WithFact), "Ok([true, true])"),
+        (ApplyAtomic("g", 0, &[(0, 5), (1, 7)], Guard::Fenced { epoch: 2 }, WithFact), "Ok([true, true]) inside 1"),
         // atomic-cas skips what is below the stored next offset.
-        (ApplyAtomic("g", 0, &[(1, 7), (2, 1)], Guard::Cas, FactAndOutbox), "Ok([false, true])"),
-        (ApplyAtomic("g", 1, &[(0, 4)], Guard::Blind, Nothing), "Ok([true])"),
-        (ApplyAtomic("g", 1, &[], Guard::Blind, Nothing), "Ok([])"),
-        (FirstOutbox("g"), "Ok(Some(Fact { group: \"g\", partition: 0, offset: 2 }))"),
-        (FirstOutbox("h"), "Ok(None)"),
-        (DeleteOutbox("g", 0, 2), "Ok(true)"),
-        (DeleteOutbox("g", 0, 2), "Ok(false)"),
+        (ApplyAtomic("g", 0, &[(1, 7), (2, 1)], Guard::Cas, FactAndOutbox), "Ok([false, true]) inside 1"),
+        (ApplyAtomic("g", 1, &[(0, 4)], Guard::Blind, Nothing), "Ok([true]) inside 1"),
+        (ApplyAtomic("g", 1, &[], Guard::Blind, Nothing), "Ok([]) inside 1"),
+        (FirstOutbox("g"), "Ok(Some(Fact { group: \"g\", partition: 0, offset: 2 })) inside 0"),
+        (FirstOutbox("h"), "Ok(None) inside 0"),
+        (DeleteOutbox("g", 0, 2), "Ok(true) inside 0"),
+        (DeleteOutbox("g", 0, 2), "Ok(false) inside 0"),
         // dedup-separate: the effect skips recorded ids only when asked to.
-        (AddEffect("g", 0, &[(3, 2), (4, 2)], true, Add), "Ok([true, true])"),
-        (InsertProcessed("g", 0, &[3]), "Ok(())"),
-        (AddEffect("g", 0, &[(3, 2), (4, 2)], true, Add), "Ok([false, true])"),
-        (AddEffect("g", 0, &[(3, 2)], false, Add), "Ok([true])"),
-        (CommitOffset("g", 0, 5), "Ok(())"),
+        (AddEffect("g", 0, &[(3, 2), (4, 2)], true, Add), "Ok([true, true]) inside 1"),
+        (InsertProcessed("g", 0, &[3]), "Ok(()) inside 1"),
+        (AddEffect("g", 0, &[(3, 2), (4, 2)], true, Add), "Ok([false, true]) inside 1"),
+        (AddEffect("g", 0, &[(3, 2)], false, Add), "Ok([true]) inside 1"),
+        (CommitOffset("g", 0, 5), "Ok(()) inside 1"),
         // offset-stamp: only offsets above the stamp apply.
-        (ApplyStamped("g", 1, &[(1, 3), (2, 3)], Add), "Ok([true, true])"),
-        (ApplyStamped("g", 1, &[(2, 3), (3, 3)], Add), "Ok([false, true])"),
+        (ApplyStamped("g", 1, &[(1, 3), (2, 3)], Add), "Ok([true, true]) inside 1"),
+        (ApplyStamped("g", 1, &[(2, 3), (3, 3)], Add), "Ok([false, true]) inside 1"),
         // The set rows: the value is the record's own, v(o) = o + 1.
-        (EnsureGroup("s", "o1"), "Ok(())"),
-        (ApplyStamped("s", 0, &[(4, 0), (2, 0)], Set), "Ok([true, false])"),
-        (AddEffect("s", 0, &[(1, 0)], false, Set), "Ok([true])"),
+        (EnsureGroup("s", "o1"), "Ok(()) inside 0"),
+        (ApplyStamped("s", 0, &[(4, 0), (2, 0)], Set), "Ok([true, false]) inside 1"),
+        (AddEffect("s", 0, &[(1, 0)], false, Set), "Ok([true]) inside 1"),
         // dedup-atomic, and the trap keyed by the offset alone.
-        (ApplyDeduped("g", 1, &[(4, 1), (5, 1)], PartitionOffset), "Ok([true, true])"),
-        (ApplyDeduped("g", 1, &[(5, 1), (6, 1)], PartitionOffset), "Ok([false, true])"),
-        (ApplyDeduped("g", 0, &[(5, 1)], OffsetOnly), "Ok([true])"),
-        (ApplyDeduped("g", 1, &[(5, 1)], OffsetOnly), "Ok([false])"),
+        (ApplyDeduped("g", 1, &[(4, 1), (5, 1)], PartitionOffset), "Ok([true, true]) inside 1"),
+        (ApplyDeduped("g", 1, &[(5, 1), (6, 1)], PartitionOffset), "Ok([false, true]) inside 1"),
+        (ApplyDeduped("g", 0, &[(5, 1)], OffsetOnly), "Ok([true]) inside 1"),
+        (ApplyDeduped("g", 1, &[(5, 1)], OffsetOnly), "Ok([false]) inside 1"),
         // An overflowing total is refused and nothing of the batch lands.
         (
             ApplyAtomic("g", 0, &[(5, 1), (6, i64::MAX)], Guard::Blind, Nothing),
-            "Err(Overflow { group: \"g\", partition: 0, offset: 6, total: 39, delta: 9223372036854775807 })",
+            "Err(Overflow { group: \"g\", partition: 0, offset: 6, total: 39, delta: 9223372036854775807 }) inside 0",
         ),
         (
             AddEffect("g", 0, &[(6, i64::MIN), (7, i64::MIN)], false, Add),
-            "Err(Overflow { group: \"g\", partition: 0, offset: 7, total: -9223372036854775770, delta: -9223372036854775808 })",
+            "Err(Overflow { group: \"g\", partition: 0, offset: 7, total: -9223372036854775770, delta: -9223372036854775808 }) inside 0",
         ),
         // atomic-dlq: counted attempts up to the maximum, then dead-lettered.
-        (PoisonAttempt("g", 0, 6, 2, FailurePolicy::Count { max_attempts: 2 }, "boom 1"), "Ok(Failed { attempts: 1 })"),
-        (PoisonAttempt("g", 0, 6, 2, FailurePolicy::Count { max_attempts: 2 }, "boom 2"), "Ok(Failed { attempts: 2 })"),
-        (PoisonAttempt("g", 0, 6, 2, FailurePolicy::Count { max_attempts: 2 }, "boom 3"), "Ok(Exhausted { attempts: 2 })"),
-        (PoisonAttempt("g", 0, 7, 2, FailurePolicy::Forget, "gone"), "Ok(Failed { attempts: 0 })"),
+        (PoisonAttempt("g", 0, 6, 2, FailurePolicy::Count { max_attempts: 2 }, "boom 1"), "Ok(Failed { attempts: 1 }) inside 1"),
+        (PoisonAttempt("g", 0, 6, 2, FailurePolicy::Count { max_attempts: 2 }, "boom 2"), "Ok(Failed { attempts: 2 }) inside 1"),
+        (PoisonAttempt("g", 0, 6, 2, FailurePolicy::Count { max_attempts: 2 }, "boom 3"), "Ok(Exhausted { attempts: 2 }) inside 1"),
+        (PoisonAttempt("g", 0, 7, 2, FailurePolicy::Forget, "gone"), "Ok(Failed { attempts: 0 }) inside 1"),
         (
             PoisonAttempt("g", 0, 7, 1, FailurePolicy::Count { max_attempts: 2 }, "zombie"),
-            "Err(Fenced { group: \"g\", partition: 0, held: 1, current: 2 })",
+            "Err(Fenced { group: \"g\", partition: 0, held: 1, current: 2 }) inside 0",
         ),
-        (PoisonAttempt("g", 1, 9, 1, FailurePolicy::Count { max_attempts: 3 }, "later"), "Ok(Failed { attempts: 1 })"),
-        (Attempts("g", 0, 6), "Ok(2)"),
-        (Attempts("g", 0, 7), "Ok(0)"),
-        (DeadLetter("g", 0, 6, 2, b"payload 6", "unused"), "Ok(2)"),
-        (DeadLetter("g", 0, 8, 2, b"payload 8", "never counted"), "Ok(0)"),
+        (PoisonAttempt("g", 1, 9, 1, FailurePolicy::Count { max_attempts: 3 }, "later"), "Ok(Failed { attempts: 1 }) inside 1"),
+        (Attempts("g", 0, 6), "Ok(2) inside 0"),
+        (Attempts("g", 0, 7), "Ok(0) inside 0"),
+        (DeadLetter("g", 0, 6, 2, b"payload 6", "unused"), "Ok(2) inside 1"),
+        (DeadLetter("g", 0, 8, 2, b"payload 8", "never counted"), "Ok(0) inside 1"),
         (
             DeadLetter("g", 0, 9, 1, b"payload 9", "zombie"),
-            "Err(Fenced { group: \"g\", partition: 0, held: 1, current: 2 })",
+            "Err(Fenced { group: \"g\", partition: 0, held: 1, current: 2 }) inside 0",
         ),
-        (Redrive("g", 0, 6, 10), "Ok(48)"),
-        (Redrive("g", 0, 6, 10), "Err(NoDeadLetter { group: \"g\", partition: 0, offset: 6 })"),
+        (Redrive("g", 0, 6, 10), "Ok(48) inside 0"),
+        (Redrive("g", 0, 6, 10), "Err(NoDeadLetter { group: \"g\", partition: 0, offset: 6 }) inside 0"),
         // earliest: the reset is recorded once however often it happens.
-        (ResetOffset("g", 0, 2, 3), "Ok(9)"),
-        (ResetOffset("g", 0, 1, 3), "Err(Fenced { group: \"g\", partition: 0, held: 1, current: 2 })"),
-        (CommitOffset("g", 0, 9), "Ok(())"),
-        (ResetOffset("g", 0, 2, 3), "Ok(9)"),
+        (ResetOffset("g", 0, 2, 3), "Ok(9) inside 1"),
+        (ResetOffset("g", 0, 1, 3), "Err(Fenced { group: \"g\", partition: 0, held: 1, current: 2 }) inside 0"),
+        (CommitOffset("g", 0, 9), "Ok(()) inside 1"),
+        (ResetOffset("g", 0, 2, 3), "Ok(9) inside 1"),
         // repair: ids, attempts and the stamp at or past the end go, an offset past it moves back.
         // (dedup-atomic and offset-stamp leave partition 1's next offset at 1: they commit apart.)
         (
             RewindToLogEnd("g", 1, 4),
-            "Ok(Some(Rewind { group: \"g\", partition: 1, from: 1, to: 1, processed_dropped: 3, attempts_dropped: 1, stamp_from: None, epoch: 2 }))",
+            "Ok(Some(Rewind { group: \"g\", partition: 1, from: 1, to: 1, processed_dropped: 3, attempts_dropped: 1, stamp_from: None, epoch: 2 })) inside 0",
         ),
-        (RewindToLogEnd("g", 1, 4), "Ok(None)"),
+        (RewindToLogEnd("g", 1, 4), "Ok(None) inside 0"),
         (
             RewindToLogEnd("g", 0, 3),
-            "Ok(Some(Rewind { group: \"g\", partition: 0, from: 3, to: 3, processed_dropped: 2, attempts_dropped: 1, stamp_from: None, epoch: 3 }))",
+            "Ok(Some(Rewind { group: \"g\", partition: 0, from: 3, to: 3, processed_dropped: 2, attempts_dropped: 1, stamp_from: None, epoch: 3 })) inside 0",
         ),
-        (ApplyStamped("g", 1, &[(5, 1)], Add), "Ok([true])"),
+        (ApplyStamped("g", 1, &[(5, 1)], Add), "Ok([true]) inside 1"),
         (
             RewindToLogEnd("g", 1, 5),
-            "Ok(Some(Rewind { group: \"g\", partition: 1, from: 1, to: 1, processed_dropped: 0, attempts_dropped: 0, stamp_from: Some(5), epoch: 3 }))",
+            "Ok(Some(Rewind { group: \"g\", partition: 1, from: 1, to: 1, processed_dropped: 0, attempts_dropped: 0, stamp_from: Some(5), epoch: 3 })) inside 0",
         ),
         (
             RewindToLogEnd("g", 1, 0),
-            "Ok(Some(Rewind { group: \"g\", partition: 1, from: 1, to: 0, processed_dropped: 0, attempts_dropped: 0, stamp_from: Some(4), epoch: 4 }))",
+            "Ok(Some(Rewind { group: \"g\", partition: 1, from: 1, to: 0, processed_dropped: 0, attempts_dropped: 0, stamp_from: Some(4), epoch: 4 })) inside 0",
         ),
         // An owner's start claims the rows that name it.
-        (ClaimOwn("g", "o2"), "Ok([Claimed { partition: 0, epoch: 4, next_offset: 3 }])"),
-        (ClaimOwn("g", "o3"), "Ok([])"),
-        (ClaimOwnPartition("g", 1, "o1"), "Ok(Some(Claimed { partition: 1, epoch: 5, next_offset: 0 }))"),
-        (ClaimOwnPartition("g", 1, "o2"), "Ok(None)"),
+        (ClaimOwn("g", "o2"), "Ok([Claimed { partition: 0, epoch: 4, next_offset: 3 }]) inside 0"),
+        (ClaimOwn("g", "o3"), "Ok([]) inside 0"),
+        (ClaimOwnPartition("g", 1, "o1"), "Ok(Some(Claimed { partition: 1, epoch: 5, next_offset: 0 })) inside 0"),
+        (ClaimOwnPartition("g", 1, "o2"), "Ok(None) inside 0"),
         // The transactional rows: the commit point and an output section's abort.
-        (EnsureGroup("t", "o1"), "Ok(())"),
-        (CommitTxn(&[(0, 5), (1, 6)], Some(1), "t", 0, 0, 1), "Ok(())"),
-        (CommitTxn(&[(2, 5)], Some(0), "t", 0, 3, 0), "Err(Fenced { group: \"t\", partition: 0, held: 0, current: 1 })"),
-        (CommitTxn(&[(0, 7)], None, "t", 1, 0, 1), "Ok(())"),
-        (OutputSection("t", 0, Some(1), 3, &[0, 3, 9]), "Ok([Some(Committed), None, None, Some(Committed), Some(Aborted), None])"),
-        (OutputSection("t", 0, Some(0), 4, &[4]), "Err(Fenced { group: \"t\", partition: 0, held: 0, current: 1 })"),
-        (OutputSection("t", 1, None, 5, &[0, 5]), "Ok([Some(Committed), None, Some(Committed), Some(Aborted)])"),
+        (EnsureGroup("t", "o1"), "Ok(()) inside 0"),
+        (CommitTxn(&[(0, 5), (1, 6)], Some(1), "t", 0, 0, 1), "Ok(()) inside 1"),
+        (CommitTxn(&[(2, 5)], Some(0), "t", 0, 3, 0), "Err(Fenced { group: \"t\", partition: 0, held: 0, current: 1 }) inside 0"),
+        (CommitTxn(&[(0, 7)], None, "t", 1, 0, 1), "Ok(()) inside 1"),
+        // A section whose body fails rolls back (the abort it recorded is not kept) and skips
+        // its hook: a crash point inside it is for sections that commit.
+        (OutputSection("t", 0, Some(1), 7, &[7], true), "Err(NoDeadLetter { group: \"[None, Some(Aborted)]\", partition: 0, offset: 7 }) inside 0"),
+        (OutputSection("t", 0, Some(1), 3, &[0, 3, 9], false), "Ok([Some(Committed), None, None, Some(Committed), Some(Aborted), None]) inside 1"),
+        (OutputSection("t", 0, Some(0), 4, &[4], false), "Err(Fenced { group: \"t\", partition: 0, held: 0, current: 1 }) inside 0"),
+        (OutputSection("t", 1, None, 5, &[0, 5], false), "Ok([Some(Committed), None, Some(Committed), Some(Aborted)]) inside 1"),
     ]
 };
 
@@ -185,9 +189,16 @@ fn items(pairs: &[(u64, i64)]) -> Vec<Item> {
     pairs.iter().map(|&(offset, delta)| Item { offset, delta }).collect()
 }
 
-/// Runs one step on `store`.
+/// Runs one step on `store`: its result, then how often the write's `inside` hook ran (the
+/// crash points' seam: once per write that reached its COMMIT or ROLLBACK, never for a read
+/// or a refused write).
 fn run(store: &mut Store, op: Op) -> String {
-    let hook = &mut || {};
+    let mut inside_runs = 0;
+    let result = call(store, op, &mut || inside_runs += 1);
+    format!("{result} inside {inside_runs}")
+}
+
+fn call(store: &mut Store, op: Op, hook: &mut dyn FnMut()) -> String {
     match op {
         Op::EnsureGroup(group, owner) => neutral(store.ensure_group(group, owner)),
         Op::Claim(group, partition, owner) => neutral(store.claim(group, partition, owner)),
@@ -237,7 +248,7 @@ fn run(store: &mut Store, op: Op) -> String {
             };
             neutral(store.commit_txn(&items(pairs), fence, &txn, hook))
         }
-        Op::OutputSection(group, partition, fence, aborted, reads) => {
+        Op::OutputSection(group, partition, fence, aborted, reads, fail) => {
             let row = TxnRow {
                 group: group.to_string(),
                 partition,
@@ -256,7 +267,10 @@ fn run(store: &mut Store, op: Op) -> String {
                 for &first_output in reads {
                     states.push(txns.state(first_output)?);
                 }
-                Ok::<_, StoreError>(states)
+                if fail {
+                    return Err(StoreError::NoDeadLetter { group: format!("{states:?}"), partition, offset: aborted });
+                }
+                Ok(states)
             }))
         }
     }
