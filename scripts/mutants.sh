@@ -18,6 +18,17 @@
 #                          test in 2 min; cargo-mutants' baseline times the mutated package's
 #                          tests only, not conformance's, so its auto-set timeout is too short)
 #   CARGO_BUILD_JOBS=J     build jobs (default 1)
+#   MUTANTS_STAGED=no      run the store or log group in one stage (see below)
+#
+# Stages. `cargo test` runs conformance's binaries first (its corpus, 30-60 s, and its walks,
+# 2-4 min), and a mutant of the store or the log is mostly caught by the consumer's own tests,
+# which run after them: such a mutant cost 3-6 min to be caught. So the store and log groups run
+# in two stages: stage 1 tests every mutant with the consumer's tests only (`--test-package
+# consumer`, the same `cargo test` arguments); stage 2 tests each mutant stage 1 did not catch
+# (missed or timed out) with the whole oracle of .cargo/mutants.toml, selected by name with
+# `-F '^NAME$'`. The verdicts are the one-stage oracle's: a test that fails in stage 1 is part of
+# the whole oracle, and every other mutant meets the whole oracle in stage 2. The owner group
+# runs in one stage (conformance's corpus, which runs first, catches most of its mutants).
 #
 # Results: target/mutants/GROUP/KofN/mutants.out (cargo-mutants' output with every log, not
 # committed) and mutants/GROUP/KofN/ (caught, missed, timeout and unviable lists, times.tsv:
@@ -71,27 +82,36 @@ started=$(date -u +%FT%TZ)
 commit=$(git rev-parse HEAD)
 echo "$group shard $k/$n of $listed mutants, $(cargo mutants --version), commit ${commit:0:7}"
 
-status=0
-nice -n 19 cargo mutants "${args[@]}" -o "$out" 2>&1 | tee "$out/console.txt" || status=$?
-# cargo-mutants: 0 all caught, 2 some missed, 3 some timed out; anything else is a failure
-# to run (4: the baseline failed, 1: bad usage or an interruption).
-finished=$(date -u +%FT%TZ)
+staged=no
+case $group in
+owner) ;;
+store | log) staged=${MUTANTS_STAGED:-yes} ;;
+esac
+[[ $staged == yes || $staged == no ]] || usage
 
-if ! git diff --quiet HEAD -- impl/src; then
-    echo "impl/src is left mutated (an interrupted run): restoring it from HEAD" >&2
-    git checkout HEAD -- impl/src
-fi
-
-results="$out/mutants.out"
-for list in caught missed timeout unviable; do
-    if [[ -f $results/$list.txt ]]; then
-        sort "$results/$list.txt" >"$record/$list.txt"
-    else
-        : >"$record/$list.txt"
+# One cargo-mutants run into $1 (its -o directory) with the further arguments; its exit status
+# (0 all caught, 2 some missed, 3 some timed out; anything else is a failure to run: 4 the
+# baseline failed, 1 bad usage or an interruption) is left in $status.
+run_mutants() {
+    local dir=$1
+    shift
+    mkdir -p "$dir"
+    status=0
+    nice -n 19 cargo mutants "$@" -o "$dir" 2>&1 | tee "$dir/console.txt" || status=$?
+    if ! git diff --quiet HEAD -- impl/src; then
+        echo "impl/src is left mutated (an interrupted run): restoring it from HEAD" >&2
+        git checkout HEAD -- impl/src
     fi
-done
-# Per mutant: its outcome and build and test seconds, for the estimates of MUTANTS.md.
-if [[ -f $results/outcomes.json ]]; then
+}
+
+# The lines of cargo-mutants' list $2 in results directory $1 (none when it wrote no list).
+outcome_list() {
+    if [[ -f $1/$2.txt ]]; then cat "$1/$2.txt"; fi
+}
+
+# Per mutant of results directory $1: its outcome and build and test seconds.
+outcome_times() {
+    [[ -f $1/outcomes.json ]] || return 0
     python3 -c '
 import json, sys
 for o in json.load(open(sys.argv[1]))["outcomes"]:
@@ -99,7 +119,67 @@ for o in json.load(open(sys.argv[1]))["outcomes"]:
     name = s["Mutant"]["name"] if isinstance(s, dict) else s
     t = {p["phase"]: p["duration"] for p in o["phase_results"]}
     print("%s\t%.1f\t%.1f\t%s" % (o["summary"], t.get("Build", 0), t.get("Test", 0), name))
-' "$results/outcomes.json" >"$record/times.tsv"
+' "$1/outcomes.json"
+}
+
+stage1=$out
+stage2=$out/whole-oracle
+rm -rf "$stage2"
+if [[ $staged == yes ]]; then
+    run_mutants "$stage1" "${args[@]}" --test-package consumer
+else
+    run_mutants "$stage1" "${args[@]}"
+fi
+stage1_status=$status
+stage1_results=$stage1/mutants.out
+rerun=$( (outcome_list "$stage1_results" missed && outcome_list "$stage1_results" timeout) | sort)
+stage2_status=none
+if [[ $staged == yes && -n $rerun && ($stage1_status -eq 0 || $stage1_status -eq 2 || $stage1_status -eq 3) ]]; then
+    # Each name as an anchored regex: the names hold regex metacharacters (`(`, `*`, `|`, ...).
+    selectors=()
+    while IFS= read -r name; do
+        selectors+=(-F "^$(sed 's/[][\\.+*?(){}|^$]/\\&/g' <<<"$name")\$")
+    done <<<"$rerun"
+    echo "stage 2: $(wc -l <<<"$rerun") mutants not caught by the consumer's tests, against the whole oracle"
+    run_mutants "$stage2" --in-place --no-shuffle "${excludes[@]}" --baseline "$baseline" --timeout "$timeout" "${selectors[@]}"
+    stage2_status=$status
+    if [[ $status -eq 0 || $status -eq 2 || $status -eq 3 ]]; then
+        # Every name must have selected exactly its mutant: a lost one would go unreported.
+        tested=$(outcome_times "$stage2/mutants.out" | grep -v -c $'\tBaseline$' || true)
+        if [[ $tested -ne $(wc -l <<<"$rerun") ]]; then
+            echo "stage 2 tested $tested mutants, not the $(wc -l <<<"$rerun") stage 1 left" >&2
+            status=1
+        fi
+    fi
+fi
+finished=$(date -u +%FT%TZ)
+
+# The record: stage 1's caught and unviable, and stage 2's verdicts on the rest (without stage
+# 2, stage 1's lists). times.tsv has each mutant's final outcome, with the seconds of both
+# stages added for a mutant tested twice.
+if [[ $stage2_status == none ]]; then
+    for list in caught missed timeout unviable; do
+        outcome_list "$stage1_results" "$list" | sort >"$record/$list.txt"
+    done
+    outcome_times "$stage1_results" >"$record/times.tsv"
+else
+    for list in caught missed timeout unviable; do
+        case $list in
+        caught | unviable) (outcome_list "$stage1_results" "$list" && outcome_list "$stage2/mutants.out" "$list") ;;
+        missed | timeout) outcome_list "$stage2/mutants.out" "$list" ;;
+        esac | sort >"$record/$list.txt"
+    done
+    python3 -c '
+import sys
+rows = {}
+for path in sys.argv[1:]:
+    for line in open(path):
+        outcome, build, test, name = line.rstrip("\n").split("\t", 3)
+        b, t = rows.get(name, ("", 0.0, 0.0))[1:]
+        rows[name] = (outcome, b + float(build), t + float(test))
+for name, (outcome, build, test) in rows.items():
+    print("%s\t%.1f\t%.1f\t%s" % (outcome, build, test, name))
+' <(outcome_times "$stage1_results") <(outcome_times "$stage2/mutants.out") >"$record/times.tsv"
 fi
 {
     echo "group: $group"
@@ -109,11 +189,19 @@ fi
     echo "started: $started"
     echo "finished: $finished"
     echo "test timeout: $timeout s"
+    if [[ $staged == yes ]]; then
+        echo "oracle: staged (stage 1 the consumer's tests, exit $stage1_status; stage 2 the whole oracle for $(grep -c . <<<"$rerun") mutants, exit $stage2_status)"
+    else
+        echo "oracle: whole"
+    fi
     echo "exit: $status"
     for list in caught missed timeout unviable; do
         echo "$list: $(wc -l <"$record/$list.txt")"
     done
-    grep -h -E '(Unmutated baseline|Auto-set test timeout|mutants tested in)' "$out/console.txt" || true
+    grep -h -E '(Unmutated baseline|Auto-set test timeout|mutants tested in)' "$stage1/console.txt" || true
+    if [[ -f $stage2/console.txt ]]; then
+        grep -h -E 'mutants tested in' "$stage2/console.txt" | sed 's/^/stage 2: /' || true
+    fi
 } >"$record/summary.txt"
 cat "$record/summary.txt"
 case $status in
