@@ -61,6 +61,16 @@ log) excludes=("${owner_globs[@]}" "${store_globs[@]}") ;;
 *) usage ;;
 esac
 
+staged=no
+case $group in
+owner) ;;
+store | log) staged=${MUTANTS_STAGED:-yes} ;;
+esac
+if [[ $staged != yes && $staged != no ]]; then
+    echo "MUTANTS_STAGED must be yes or no, not '$staged'" >&2
+    exit 2
+fi
+
 root=$(git rev-parse --show-toplevel)
 cd "$root"
 if ! git diff --quiet HEAD -- impl/src; then
@@ -81,13 +91,6 @@ listed=$(nice -n 19 cargo mutants --list "${excludes[@]}" | wc -l)
 started=$(date -u +%FT%TZ)
 commit=$(git rev-parse HEAD)
 echo "$group shard $k/$n of $listed mutants, $(cargo mutants --version), commit ${commit:0:7}"
-
-staged=no
-case $group in
-owner) ;;
-store | log) staged=${MUTANTS_STAGED:-yes} ;;
-esac
-[[ $staged == yes || $staged == no ]] || usage
 
 # One cargo-mutants run into $1 (its -o directory) with the further arguments; its exit status
 # (0 all caught, 2 some missed, 3 some timed out; anything else is a failure to run: 4 the
