@@ -333,8 +333,9 @@ fn earliest_records_a_reset_on_postgres() {
     assert_eq!(stdout(&output), "group g partition 0: reset from offset 0 to 3\n", "case '{case}': the reset table");
 }
 
-/// `init` refuses a database that holds the store already, and `status` names the target
-/// without a password; a database nobody initialised is refused with the command to run.
+/// `init` refuses a database that holds the store already, before it creates anything in its
+/// data directory, and `status` names the target without a password; a database nobody
+/// initialised is refused with the command to run.
 #[test]
 fn init_refuses_an_initialised_database_and_errors_name_the_target() {
     let case = "init twice on one database";
@@ -344,6 +345,13 @@ fn init_refuses_an_initialised_database_and_errors_name_the_target() {
     let output = again.run("init", &["--store", &url]);
     common::expect_code(case, "a second init", &output, FAILED);
     assert!(stderr(&output).contains("is already initialised"), "case '{case}': the refusal\n{}", describe(&output));
+    // Refused by the check before the logs are made (not by the store's own create, last):
+    // the directory `init` made for its lock is left empty.
+    let left: Vec<_> = std::fs::read_dir(&again.path)
+        .unwrap_or_else(|e| panic!("case '{case}': cannot list {}: {e}", again.path.display()))
+        .map(|entry| entry.expect("a directory entry").file_name())
+        .collect();
+    assert!(left.is_empty(), "case '{case}': the refused init created {left:?}");
     let output = dir.run("status", &[]);
     common::expect_code(case, "status", &output, 0);
     assert!(
