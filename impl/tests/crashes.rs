@@ -1,5 +1,6 @@
 //! Crash-point scenarios of the real consumer as child processes: each crashes `consume` at a
-//! named point (exit 9), reopens the store, restarts, and checks the effect and checkpoint.
+//! named point (exit 9), reopens the store, restarts, and checks the effect and checkpoint; and
+//! the journal mode (rollback journal or WAL) the store runs in, which decides what a crash leaves.
 
 mod common;
 
@@ -286,5 +287,29 @@ fn two_groups_on_one_log_never_touch_each_other() {
         dir.append(&case, 0, 5, 3);
         consume_beside(&dir, &case, "B", "A", run);
         assert_eq!(dir.state(&case, "B").1, 6, "case '{case}': group B's restart should reach the log end");
+    }
+}
+
+/// The journal mode `init --journal` names is the one the store runs in: its COMMITs' crash
+/// behaviour (a rollback journal or a WAL) depends on it, and README's figures are per mode.
+/// WAL is recorded in the database file itself, so a fresh connection reads the mode the store
+/// set, after `init` and after a `consume` reopened the store.
+#[test]
+fn the_store_runs_in_the_journal_mode_init_names() {
+    let rows: [(&[&str], &str); 3] =
+        [(&[], "delete"), (&["--journal", "delete"], "delete"), (&["--journal", "wal"], "wal")];
+    for (args, expected) in rows {
+        let case = format!("init {}", args.join(" "));
+        let dir = DataDir::uninitialised(&case);
+        common::expect_code(&case, "init", &dir.run("init", args), 0);
+        let mode = || {
+            let conn = rusqlite::Connection::open(dir.store_path()).expect("the store opens");
+            conn.pragma_query_value(None, "journal_mode", |row| row.get::<_, String>(0)).expect("journal_mode reads")
+        };
+        assert_eq!(mode(), expected, "case '{case}': after init");
+        dir.append(&case, 0, 5, 2);
+        dir.consume(&case, &["--group", "g", "--strategy", "atomic-fenced"], 0);
+        assert_eq!(dir.state(&case, "g"), (10, 2), "case '{case}': consumed");
+        assert_eq!(mode(), expected, "case '{case}': after consume");
     }
 }
