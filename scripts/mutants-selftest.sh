@@ -48,10 +48,12 @@ check "staged: selectors" "$(paste -sd' ' "$FAKE_CARGO_SELECTORS")" '^b\.rs:2:2:
 check "staged: stage 1 is the consumer's tests" "$(sed -n 1p "$FAKE_CARGO_LOG" | grep -c -- '--shard 0/25 .*--test-package consumer')" 1
 check "staged: stage 2 is the whole oracle" "$(sed -n 2p "$FAKE_CARGO_LOG" | grep -c -- '--test-package\|--shard')" 0
 check "staged: summary" "$(grep '^oracle:' $d/summary.txt)" "oracle: staged (stage 1 the consumer's tests, exit 3; stage 2 the whole oracle for 2 mutants, exit 3)"
+check "staged: summary of stage 2" "$(grep '^stage 2:' $d/summary.txt)" "stage 2: 2 mutants tested in 2m: 1 caught, 1 timeouts"
 
 # A stage 2 that does not test every mutant it was given is a failure to run, not a result.
 check "lost mutant: exit" "$(run log 1/48 FAKE_STAGE2_LOSES=yes)" 1
 check "lost mutant: message" "$(cat "$work/stderr")" "stage 2 tested 1 mutants, not the 2 stage 1 left"
+check "lost mutant: summary" "$(grep '^stage 2:' mutants/log/1of48/summary.txt)" "stage 2: 1 mutant tested in 1m: 1 caught"
 
 # One stage: the shard's lists are cargo-mutants' own.
 check "one stage: exit" "$(run log 2/48 MUTANTS_STAGED=no)" 0

@@ -201,9 +201,9 @@ fi
     for list in caught missed timeout unviable; do
         echo "$list: $(wc -l <"$record/$list.txt")"
     done
-    grep -h -E '(Unmutated baseline|Auto-set test timeout|mutants tested in)' "$stage1/console.txt" || true
+    grep -h -E '(Unmutated baseline|Auto-set test timeout|mutants? tested in)' "$stage1/console.txt" || true
     if [[ -f $stage2/console.txt ]]; then
-        grep -h -E 'mutants tested in' "$stage2/console.txt" | sed 's/^/stage 2: /' || true
+        grep -h -E 'mutants? tested in' "$stage2/console.txt" | sed 's/^/stage 2: /' || true
     fi
 } >"$record/summary.txt"
 cat "$record/summary.txt"
