@@ -54,11 +54,9 @@ pub(super) fn check_partitions(target: &str, found: i64) -> Result<u32, StoreErr
 /// statement adds only within them (both backends), so an overflow changes no row and is
 /// reported as `StoreError::Overflow` instead of becoming SQLite's REAL or PostgreSQL's error.
 pub(super) fn totals_accepting(delta: i64) -> (i64, i64) {
-    // Neither subtraction overflows: each takes a value of the delta's sign from the bound of
-    // the same sign.
-    let low = if delta < 0 { i64::MIN - delta } else { i64::MIN };
-    let high = if delta > 0 { i64::MAX - delta } else { i64::MAX };
-    (low, high)
+    // Only a negative delta narrows the low end and only a positive one the high end. Neither
+    // subtraction overflows: each takes a value of the bound's sign (or 0) from that bound.
+    (i64::MIN - delta.min(0), i64::MAX - delta.max(0))
 }
 
 /// SQLite's journal mode: DELETE (the mission's scenario, the default) or WAL.
