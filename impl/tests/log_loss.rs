@@ -143,6 +143,10 @@ fn a_log_opens_only_as_the_log_its_store_names() {
     fs::remove_file(dir.path().join("identity")).unwrap();
     let error = Log::init(dir.path(), 2).expect_err("records without an identity");
     assert!(matches!(error, LogError::Unidentified { .. }), "{error}");
+    // Already `init`'s read-only first half refuses them (`create` checks again, but `consumer
+    // init` runs other checks in between and must not get a fresh identity for them).
+    let error = Log::identity_for_init(dir.path(), 2).expect_err("records without an identity, read-only");
+    assert!(matches!(error, LogError::Unidentified { .. }), "{error}");
 }
 
 #[test]
