@@ -26,8 +26,9 @@
 # in two stages: stage 1 tests every mutant with the consumer's tests only (`--test-package
 # consumer`, the same `cargo test` arguments); stage 2 tests each mutant stage 1 did not catch
 # (missed or timed out) with the whole oracle of .cargo/mutants.toml, selected by name with
-# `-F '^NAME$'`. The verdicts are the one-stage oracle's: a test that fails in stage 1 is part of
-# the whole oracle, and every other mutant meets the whole oracle in stage 2. The owner group
+# `-F '^NAME$'`. A test that fails in stage 1 is part of the whole oracle, and every other
+# mutant meets the whole oracle in stage 2; only a mutant that hangs a conformance binary and
+# fails a consumer test differs (caught, not a timeout: MUTANTS.md). The owner group
 # runs in one stage (conformance's corpus, which runs first, catches most of its mutants).
 #
 # Results: target/mutants/GROUP/KofN/mutants.out (cargo-mutants' output with every log, not
@@ -136,6 +137,7 @@ fi
 stage1_status=$status
 stage1_results=$stage1/mutants.out
 rerun=$( (outcome_list "$stage1_results" missed && outcome_list "$stage1_results" timeout) | sort)
+rerun_count=$(grep -c . <<<"$rerun" || true)
 stage2_status=none
 if [[ $staged == yes && -n $rerun && ($stage1_status -eq 0 || $stage1_status -eq 2 || $stage1_status -eq 3) ]]; then
     # Each name as an anchored regex: the names hold regex metacharacters (`(`, `*`, `|`, ...).
@@ -143,36 +145,33 @@ if [[ $staged == yes && -n $rerun && ($stage1_status -eq 0 || $stage1_status -eq
     while IFS= read -r name; do
         selectors+=(-F "^$(sed 's/[][\\.+*?(){}|^$]/\\&/g' <<<"$name")\$")
     done <<<"$rerun"
-    echo "stage 2: $(wc -l <<<"$rerun") mutants not caught by the consumer's tests, against the whole oracle"
+    echo "stage 2: $rerun_count mutants not caught by the consumer's tests, against the whole oracle"
     run_mutants "$stage2" --in-place --no-shuffle "${excludes[@]}" --baseline "$baseline" --timeout "$timeout" "${selectors[@]}"
     stage2_status=$status
     if [[ $status -eq 0 || $status -eq 2 || $status -eq 3 ]]; then
         # Every name must have selected exactly its mutant: a lost one would go unreported.
         tested=$(outcome_times "$stage2/mutants.out" | grep -v -c $'\tBaseline$' || true)
-        if [[ $tested -ne $(wc -l <<<"$rerun") ]]; then
-            echo "stage 2 tested $tested mutants, not the $(wc -l <<<"$rerun") stage 1 left" >&2
+        if [[ $tested -ne $rerun_count ]]; then
+            echo "stage 2 tested $tested mutants, not the $rerun_count stage 1 left" >&2
             status=1
         fi
     fi
 fi
 finished=$(date -u +%FT%TZ)
 
-# The record: stage 1's caught and unviable, and stage 2's verdicts on the rest (without stage
-# 2, stage 1's lists). times.tsv has each mutant's final outcome, with the seconds of both
-# stages added for a mutant tested twice.
-if [[ $stage2_status == none ]]; then
-    for list in caught missed timeout unviable; do
-        outcome_list "$stage1_results" "$list" | sort >"$record/$list.txt"
-    done
-    outcome_times "$stage1_results" >"$record/times.tsv"
-else
-    for list in caught missed timeout unviable; do
-        case $list in
-        caught | unviable) (outcome_list "$stage1_results" "$list" && outcome_list "$stage2/mutants.out" "$list") ;;
-        missed | timeout) outcome_list "$stage2/mutants.out" "$list" ;;
-        esac | sort >"$record/$list.txt"
-    done
-    python3 -c '
+# The record: stage 1's caught and unviable, plus stage 2's; the missed and timeouts of the
+# last stage that judged them (stage 2 when it ran, its directory is gone otherwise).
+# times.tsv has each mutant's final outcome, with the seconds of both stages added for a mutant
+# tested twice.
+judged=$stage1_results
+if [[ $stage2_status != none ]]; then judged=$stage2/mutants.out; fi
+for list in caught missed timeout unviable; do
+    case $list in
+    caught | unviable) (outcome_list "$stage1_results" "$list" && outcome_list "$stage2/mutants.out" "$list") ;;
+    missed | timeout) outcome_list "$judged" "$list" ;;
+    esac | sort >"$record/$list.txt"
+done
+python3 -c '
 import sys
 rows = {}
 for path in sys.argv[1:]:
@@ -183,7 +182,6 @@ for path in sys.argv[1:]:
 for name, (outcome, build, test) in rows.items():
     print("%s\t%.1f\t%.1f\t%s" % (outcome, build, test, name))
 ' <(outcome_times "$stage1_results") <(outcome_times "$stage2/mutants.out") >"$record/times.tsv"
-fi
 {
     echo "group: $group"
     echo "shard: $k/$n of $listed mutants in the group"
@@ -193,7 +191,7 @@ fi
     echo "finished: $finished"
     echo "test timeout: $timeout s"
     if [[ $staged == yes ]]; then
-        echo "oracle: staged (stage 1 the consumer's tests, exit $stage1_status; stage 2 the whole oracle for $(grep -c . <<<"$rerun") mutants, exit $stage2_status)"
+        echo "oracle: staged (stage 1 the consumer's tests, exit $stage1_status; stage 2 the whole oracle for $rerun_count mutants, exit $stage2_status)"
     else
         echo "oracle: whole"
     fi
