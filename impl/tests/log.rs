@@ -7,6 +7,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use consumer::log::{decode_delta, encode_delta, Damage, Log, LogError, LogIdentity, Producer, Record, TailRepair};
 use proptest::prelude::*;
@@ -145,6 +146,39 @@ fn a_second_writer_is_locked_out_but_readers_are_not() {
         other => panic!("expected Locked, got {:?}", other.map(|_| ())),
     }
     open_reader(dir.path()).expect("a reader takes no lock");
+}
+
+/// `Log::open_writer_within(dir, wait)` run on a thread: its error (`None` when it opened) and
+/// the milliseconds it took, or `None` when it had not returned after `patience` (a waiter
+/// that never gives up fails the test instead of hanging it).
+fn wait_for_writer(dir: &Path, wait: Duration, patience: Duration) -> Option<(Option<LogError>, u128)> {
+    let (dir, identity) = (dir.to_path_buf(), identity(dir));
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        let outcome = Log::open_writer_within(&dir, identity, wait).err();
+        let _ = sender.send((outcome, started.elapsed().as_millis()));
+    });
+    receiver.recv_timeout(patience).ok()
+}
+
+#[test]
+fn a_waiting_writer_gives_up_once_its_wait_is_over_and_takes_a_lock_released_within_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = writer(dir.path(), 1);
+    let patience = Duration::from_secs(30);
+    let (outcome, waited_ms) = wait_for_writer(dir.path(), Duration::from_millis(100), patience)
+        .expect("a writer waiting 100 ms for a held lock returns");
+    assert!(matches!(outcome, Some(LogError::Locked { .. })), "{outcome:?}");
+    assert!(waited_ms >= 100, "gave up after {waited_ms} ms");
+    // Released while another waits: the waiter takes it.
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        drop(first);
+    });
+    let (outcome, _) = wait_for_writer(dir.path(), Duration::from_secs(30), patience).expect("the waiter returns");
+    assert!(outcome.is_none(), "the lock was released within the wait: {outcome:?}");
+    releaser.join().unwrap();
 }
 
 #[test]
