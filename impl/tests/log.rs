@@ -422,6 +422,57 @@ fn a_damaged_start_file_is_corrupt() {
     assert!(matches!(&err, LogError::Corrupt { path: p, .. } if *p == path), "{err}");
 }
 
+/// A start file that is intact (its checksum matches) but names an offset past the log's end:
+/// only damage makes one (retention never passes the end), so writer and reader refuse it.
+#[test]
+fn an_intact_start_file_past_the_end_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = writer(dir.path(), 1);
+    log.append(0, b"x").unwrap();
+    drop(log);
+    let path = dir.path().join("partition-0.start");
+    let mut bytes = 2u64.to_le_bytes().to_vec();
+    bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
+    fs::write(&path, &bytes).unwrap();
+    let writer_error = open_writer(dir.path()).err().expect("a start past the end must not open a writer");
+    let reader_error = open_reader(dir.path()).err().expect("nor a reader");
+    for error in [writer_error, reader_error] {
+        match &error {
+            LogError::Corrupt { path: p, offset: 2, reason, .. } if *p == path => {
+                assert!(reason.contains("the start 2 is past the end 1"), "{reason}");
+            }
+            other => panic!("expected Corrupt naming the start file, got {other}"),
+        }
+    }
+}
+
+/// A record rewritten under a reader after it indexed it (here: record 0's frame replaced by
+/// record 1's, an intact frame of the same length at another offset) is refused, not read.
+#[test]
+fn a_record_rewritten_after_a_reader_indexed_it_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = writer(dir.path(), 1);
+    log.append(0, b"abc").unwrap();
+    log.append(0, b"def").unwrap();
+    drop(log);
+    let mut reader = open_reader(dir.path()).unwrap();
+    assert_eq!(reader.read(0, 0).unwrap().payload, b"abc");
+    let path = log_file(dir.path(), 0);
+    let mut bytes = fs::read(&path).unwrap();
+    let frame_len = FRAME_HEAD + 3;
+    let second = bytes[HEADER + frame_len..HEADER + 2 * frame_len].to_vec();
+    bytes[HEADER..HEADER + frame_len].copy_from_slice(&second);
+    fs::write(&path, &bytes).unwrap();
+    match reader.read(0, 0) {
+        Err(LogError::Corrupt { offset: 0, position, reason, .. }) => {
+            assert_eq!(position, HEADER as u64);
+            assert!(reason.contains("changed after it was indexed"), "{reason}");
+        }
+        other => panic!("expected Corrupt at offset 0, got {other:?}"),
+    }
+    assert_eq!(reader.read(0, 1).unwrap().payload, b"def", "record 1 is as it was");
+}
+
 /// A flipped byte in an acknowledged record: the writer opens, changes nothing and refuses to
 /// append or retain on that partition, naming file, partition and offset in one line; readers
 /// read the records below the damage; another partition is unaffected. The unchecked writer
