@@ -6,10 +6,13 @@
 //! alone. Identity, acknowledgement record, fault injection and repair: `log_loss.rs`.
 
 use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use consumer::log::{decode_delta, encode_delta, Damage, Log, LogError, LogIdentity, Producer, Record, TailRepair};
+use consumer::log::{
+    decode_delta, encode_delta, Damage, Log, LogError, LogIdentity, Producer, Record, SimDisk, Storage, TailRepair,
+};
 use proptest::prelude::*;
 use proptest::test_runner::{RngAlgorithm, RngSeed};
 
@@ -295,6 +298,30 @@ fn a_foreign_file_is_a_bad_header_and_stays_untouched() {
     assert_eq!(fs::read(&path).unwrap(), b"NOTALOG!and more");
     fs::write(&path, b"ONCE").unwrap();
     assert!(matches!(open_reader(dir.path()), Err(LogError::BadHeader { .. })));
+}
+
+/// The header is read with `read_at` (a short file is a bad header, not an error): an
+/// `Interrupted` read is retried, as `read_exact_at` does, and any other read error is the
+/// open's error, naming the file, never retried or taken for a bad header.
+#[test]
+fn the_header_check_retries_an_interrupted_read_and_reports_an_io_error() {
+    let disk = SimDisk::new(Path::new("/sim"));
+    let storage = Storage::Simulated(disk.clone());
+    let dir = Path::new("/sim/log");
+    let identity = LogIdentity { id: 7, partitions: 1 };
+    Log::create_on(&storage, dir, identity).unwrap();
+    let path = log_file(dir, 0);
+    disk.fail_reads(&path, &[io::ErrorKind::Interrupted, io::ErrorKind::Interrupted]);
+    let mut reader = Log::open_reader_on(&storage, dir, identity).expect("interrupted reads are retried");
+    assert_eq!(reader.end(0).unwrap(), 0);
+    disk.fail_reads(&path, &[io::ErrorKind::Other]);
+    match Log::open_reader_on(&storage, dir, identity) {
+        Err(LogError::Io { path: p, source }) => {
+            assert_eq!((p, source.kind()), (path.clone(), io::ErrorKind::Other));
+        }
+        other => panic!("expected the read error, got {:?}", other.map(|_| ())),
+    }
+    Log::open_reader_on(&storage, dir, identity).expect("the next read succeeds");
 }
 
 #[test]

@@ -15,6 +15,9 @@
 //! prefix, which is harsher than ext4 or XFS). Files are never removed; inodes are kept for
 //! the life of the disk, which is a test's.
 //!
+//! [`SimDisk::fail_reads`] makes the next reads of one file fail with the given error kinds
+//! (an `Interrupted` read, or an I/O error), so the log's handling of failed reads is tested.
+//!
 //! [`SimDisk::halt_at`] stops a writer at one operation: that operation fails (undone, or
 //! done when the halt is after it) and the caller stops there, as if the power went then,
 //! while the disk serves everyone else until the test calls `power_cut`.
@@ -26,7 +29,7 @@
 //!
 //! [`Storage::Simulated`]: super::storage::Storage::Simulated
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ffi::OsString;
 use std::fmt;
 use std::io;
@@ -152,6 +155,8 @@ struct Disk {
     halted_op: Option<(SimOp, PathBuf)>,
     /// Operations a halt can name, done or halted, since the disk was made.
     ops: u64,
+    /// Per path, the errors its next `read_at` calls return, one each, in order.
+    read_faults: BTreeMap<PathBuf, VecDeque<io::ErrorKind>>,
 }
 
 /// The armed halt.
@@ -234,6 +239,7 @@ impl SimDisk {
             halted: false,
             halted_op: None,
             ops: 0,
+            read_faults: BTreeMap::new(),
         };
         SimDisk { inner: Arc::new(Mutex::new(disk)) }
     }
@@ -255,6 +261,12 @@ impl SimDisk {
         let mut disk = self.lock();
         disk.halt = Some(Armed::Nth { remaining: n });
         disk.halted = false;
+    }
+
+    /// The next reads (`read_at`, and the reads `read_exact_at` makes) of the file at `path`
+    /// fail, one with each of `kinds` in order; reads after those succeed.
+    pub fn fail_reads(&self, path: &Path, kinds: &[io::ErrorKind]) {
+        self.lock().read_faults.entry(path.to_path_buf()).or_default().extend(kinds);
     }
 
     /// The operations a halt can name done so far (halted ones included).
@@ -573,6 +585,9 @@ impl SimFile {
 
     pub(super) fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.with(|disk| {
+            if let Some(kind) = disk.read_faults.get_mut(&self.path).and_then(VecDeque::pop_front) {
+                return Err(io::Error::new(kind, format!("simulated read error of {}", self.path.display())));
+            }
             let live = &disk.files[self.inode].live;
             let from = (offset as usize).min(live.len());
             let count = buf.len().min(live.len() - from);
@@ -581,8 +596,18 @@ impl SimFile {
         })
     }
 
+    /// As `FileExt::read_exact_at`: an `Interrupted` read is retried.
     pub(super) fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        if self.read_at(buf, offset)? < buf.len() {
+        let mut got = 0;
+        while got < buf.len() {
+            match self.read_at(&mut buf[got..], offset + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if got < buf.len() {
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "failed to fill whole buffer"));
         }
         Ok(())
