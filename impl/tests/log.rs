@@ -117,6 +117,40 @@ fn start_and_end_of_an_empty_log() {
     assert!(matches!(log.read(0, 0), Err(LogError::OffsetOutOfRange { partition: 0, offset: 0, start: 0, end: 0 })));
 }
 
+/// `read_range` over a log holding 2..6 (records 0 and 1 retained away): the records of a
+/// range within it, nothing for an empty range wherever it lies, and otherwise
+/// `OffsetOutOfRange` naming the first offset outside (the range's start below the log's
+/// start, else the first offset past the end).
+#[test]
+fn read_range_reads_within_the_log_and_names_the_first_offset_outside() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = writer(dir.path(), 1);
+    for i in 0..6 {
+        log.append(0, &encode_delta(i)).unwrap();
+    }
+    log.retain_before(0, 2).unwrap();
+    // (range, Ok(the deltas read) or Err(the offset named))
+    let table: [(std::ops::Range<u64>, Result<Vec<i64>, u64>); 9] = [
+        (2..6, Ok(vec![2, 3, 4, 5])),
+        (3..5, Ok(vec![3, 4])),
+        (3..3, Ok(vec![])),
+        (9..9, Ok(vec![])),
+        (1..4, Err(1)),
+        (0..9, Err(0)),
+        (2..7, Err(6)),
+        (4..8, Err(6)),
+        (7..9, Err(7)),
+    ];
+    for (range, expected) in table {
+        let got = match log.read_range(0, range.clone()) {
+            Ok(records) => Ok(records.iter().map(|record| decode_delta(&record.payload).unwrap()).collect()),
+            Err(LogError::OffsetOutOfRange { partition: 0, offset, start: 2, end: 6 }) => Err(offset),
+            Err(other) => panic!("{range:?}: {other}"),
+        };
+        assert_eq!(got, expected, "read_range(0, {range:?})");
+    }
+}
+
 #[test]
 fn retention_hides_records_below_start_and_survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
