@@ -130,7 +130,8 @@ fn read_range_reads_within_the_log_and_names_the_first_offset_outside() {
     }
     log.retain_before(0, 2).unwrap();
     // (range, Ok(the deltas read) or Err(the offset named))
-    let table: [(std::ops::Range<u64>, Result<Vec<i64>, u64>); 9] = [
+    type Row = (std::ops::Range<u64>, Result<Vec<i64>, u64>);
+    let table: [Row; 9] = [
         (2..6, Ok(vec![2, 3, 4, 5])),
         (3..5, Ok(vec![3, 4])),
         (3..3, Ok(vec![])),
