@@ -30,6 +30,16 @@ fn writer(dir: &Path, partitions: u32) -> Log {
     log
 }
 
+/// The writer of a new one-partition log in `dir` holding records `0..count`, each its own
+/// offset as a delta.
+fn writer_of_deltas(dir: &Path, count: i64) -> Log {
+    let mut log = writer(dir, 1);
+    for delta in 0..count {
+        log.append(0, &encode_delta(delta)).unwrap();
+    }
+    log
+}
+
 /// The identity of the log already in `dir`.
 fn identity(dir: &Path) -> LogIdentity {
     Log::read_identity(dir).expect("read the identity").expect("the log was made")
@@ -124,10 +134,7 @@ fn start_and_end_of_an_empty_log() {
 #[test]
 fn read_range_reads_within_the_log_and_names_the_first_offset_outside() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = writer(dir.path(), 1);
-    for i in 0..6 {
-        log.append(0, &encode_delta(i)).unwrap();
-    }
+    let mut log = writer_of_deltas(dir.path(), 6);
     log.retain_before(0, 2).unwrap();
     // (range, Ok(the deltas read) or Err(the offset named))
     type Row = (std::ops::Range<u64>, Result<Vec<i64>, u64>);
@@ -155,10 +162,7 @@ fn read_range_reads_within_the_log_and_names_the_first_offset_outside() {
 #[test]
 fn retention_hides_records_below_start_and_survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = writer(dir.path(), 1);
-    for i in 0..6 {
-        log.append(0, &encode_delta(i)).unwrap();
-    }
+    let mut log = writer_of_deltas(dir.path(), 6);
     assert_eq!(log.retain_before(0, 4).unwrap(), 4);
     let below = log.read(0, 3).unwrap_err();
     assert!(matches!(below, LogError::OffsetOutOfRange { offset: 3, start: 4, end: 6, .. }));
