@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use consumer::log::{
     decode_delta, encode_delta, Damage, Log, LogError, LogIdentity, Producer, Record, SimDisk, Storage, TailRepair,
+    WriterMode,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{RngAlgorithm, RngSeed};
@@ -221,6 +222,26 @@ fn a_waiting_writer_gives_up_once_its_wait_is_over_and_takes_a_lock_released_wit
     let (outcome, _) = wait_for_writer(dir.path(), Duration::from_secs(30), patience).expect("the waiter returns");
     assert!(outcome.is_none(), "the lock was released within the wait: {outcome:?}");
     releaser.join().unwrap();
+}
+
+/// A writer's memory is authoritative (it alone appends and retains), in every mode: it
+/// reads its own appends back and its end is theirs, even when the acknowledgement record on
+/// disk says less (`WithoutAckRecord` leaves the record alone, so a handle that re-read it
+/// would forget what it wrote).
+#[test]
+fn a_writer_reads_back_what_it_appended_in_every_mode() {
+    let modes =
+        [WriterMode::Checked, WriterMode::Unchecked, WriterMode::WithoutAckRecord, WriterMode::AckBeforeDataSync];
+    for mode in modes {
+        let dir = tempfile::tempdir().unwrap();
+        let identity = Log::init(dir.path(), 1).unwrap();
+        let (mut log, _) = Log::open_writer_with(dir.path(), identity, mode).unwrap();
+        log.append(0, b"first").unwrap();
+        log.append(0, b"second").unwrap();
+        assert_eq!(log.end(0).unwrap(), 2, "{mode:?}");
+        assert_eq!(log.read(0, 1).unwrap().payload, b"second", "{mode:?}");
+        assert_eq!(log.read_range(0, 0..2).unwrap().len(), 2, "{mode:?}");
+    }
 }
 
 #[test]
