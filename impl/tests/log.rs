@@ -360,28 +360,31 @@ fn a_foreign_file_is_a_bad_header_and_stays_untouched() {
     assert!(matches!(open_reader(dir.path()), Err(LogError::BadHeader { .. })));
 }
 
-/// The header is read with `read_at` (a short file is a bad header, not an error): an
-/// `Interrupted` read is retried, as `read_exact_at` does, and any other read error is the
-/// open's error, naming the file, never retried or taken for a bad header.
+/// An open reads the partition file's header with `read_at` (a short file is a bad header)
+/// and the acknowledgement record's slots with `read_exact_at` (a short file leaves a slot
+/// unreadable, the other one counts): an `Interrupted` read is retried, as `read_exact_at`
+/// does, and any other read error is the open's error, naming the file, never retried, taken
+/// for a bad header or skipped as an unreadable slot.
 #[test]
-fn the_header_check_retries_an_interrupted_read_and_reports_an_io_error() {
+fn an_open_retries_an_interrupted_read_and_reports_an_io_error_naming_the_file() {
     let disk = SimDisk::new(Path::new("/sim"));
     let storage = Storage::Simulated(disk.clone());
     let dir = Path::new("/sim/log");
     let identity = LogIdentity { id: 7, partitions: 1 };
     Log::create_on(&storage, dir, identity).unwrap();
-    let path = log_file(dir, 0);
-    disk.fail_reads(&path, &[io::ErrorKind::Interrupted, io::ErrorKind::Interrupted]);
-    let mut reader = Log::open_reader_on(&storage, dir, identity).expect("interrupted reads are retried");
-    assert_eq!(reader.end(0).unwrap(), 0);
-    disk.fail_reads(&path, &[io::ErrorKind::Other]);
-    match Log::open_reader_on(&storage, dir, identity) {
-        Err(LogError::Io { path: p, source }) => {
-            assert_eq!((p, source.kind()), (path.clone(), io::ErrorKind::Other));
+    for path in [log_file(dir, 0), ack_file(dir, 0)] {
+        disk.fail_reads(&path, &[io::ErrorKind::Interrupted, io::ErrorKind::Interrupted]);
+        let mut reader = Log::open_reader_on(&storage, dir, identity).expect("interrupted reads are retried");
+        assert_eq!(reader.end(0).unwrap(), 0);
+        disk.fail_reads(&path, &[io::ErrorKind::Other]);
+        match Log::open_reader_on(&storage, dir, identity) {
+            Err(LogError::Io { path: p, source }) => {
+                assert_eq!((p, source.kind()), (path.clone(), io::ErrorKind::Other));
+            }
+            other => panic!("{}: expected the read error, got {:?}", path.display(), other.map(|_| ())),
         }
-        other => panic!("expected the read error, got {:?}", other.map(|_| ())),
+        Log::open_reader_on(&storage, dir, identity).expect("the next read succeeds");
     }
-    Log::open_reader_on(&storage, dir, identity).expect("the next read succeeds");
 }
 
 #[test]

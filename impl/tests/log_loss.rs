@@ -111,6 +111,67 @@ fn a_torn_slot_write_leaves_the_previous_acknowledged_state() {
     }
 }
 
+/// An acknowledgement file cut short (a file system that lost its tail) keeps the slot it
+/// still holds whole: a slot past the file's end is unreadable like a torn one, never an I/O
+/// error; with neither slot whole every open is refused. A reader leaves the file as it is.
+#[test]
+fn an_acknowledgement_file_cut_short_keeps_the_slot_it_still_holds() {
+    // After `init` slot 0 holds generation 2 (end 0) and slot 1 generation 1; one append
+    // writes generation 3 (end 1) to slot 1, a second generation 4 (end 2) to slot 0.
+    // (case, records appended, bytes of the file kept, the acknowledged end; None: refused)
+    let cases: &[(&str, u64, usize, Option<u64>)] = &[
+        ("slot 1 cut, the older slot 0 left", 1, SLOT_STRIDE, Some(0)),
+        ("slot 1 cut, the newer slot 0 left", 2, SLOT_STRIDE, Some(2)),
+        ("slot 1 cut within its record", 1, SLOT_STRIDE + RECORD_LEN - 1, Some(0)),
+        ("only slot 0's record left", 2, RECORD_LEN, Some(2)),
+        ("slot 0 cut within its record", 2, RECORD_LEN - 1, None),
+        ("nothing left", 1, 0, None),
+    ];
+    for &(case, records, kept, end) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let identity = log_with(dir.path(), 1, records);
+        let ack = path(dir.path(), 0, "ack");
+        fs::OpenOptions::new().write(true).open(&ack).unwrap().set_len(kept as u64).unwrap();
+        match (Log::open_reader(dir.path(), identity), end) {
+            (Ok(mut reader), Some(end)) => assert_eq!(reader.end(0).unwrap(), end, "{case}"),
+            (Err(error), None) => {
+                assert!(matches!(&error, LogError::Corrupt { path, .. } if *path == ack), "{case}: {error}");
+                assert!(error.to_string().contains("neither slot"), "{case}: {error}");
+            }
+            (reader, end) => panic!("{case}: expected end {end:?}, got {:?}", reader.map(|_| ())),
+        }
+        assert_eq!(fs::metadata(&ack).unwrap().len(), kept as u64, "{case}: the reader changed the file");
+    }
+}
+
+/// A file the log cannot reach for another reason than its absence (here a symbolic link to
+/// itself: `ELOOP`) is an I/O error naming it, never taken for a missing file: not for a
+/// partition file without records, which `init` would write over, nor for a missing
+/// acknowledgement record, which `repair` would rebuild.
+#[test]
+fn a_file_unreachable_for_another_reason_than_absence_is_an_io_error_naming_it() {
+    let is_io_error_of = |error: Option<LogError>, file: &Path| {
+        let error = error.expect("an unreachable file is refused");
+        assert!(matches!(&error, LogError::Io { path, .. } if path == file), "{error}");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let looped = path(dir.path(), 0, "log");
+    std::os::unix::fs::symlink(&looped, &looped).unwrap();
+    is_io_error_of(Log::identity_for_init(dir.path(), 1).err(), &looped);
+    is_io_error_of(Log::init(dir.path(), 1).err(), &looped);
+    assert!(!dir.path().join("identity").exists(), "init wrote no identity");
+
+    let dir = tempfile::tempdir().unwrap();
+    let identity = log_with(dir.path(), 1, 1);
+    let looped = path(dir.path(), 0, "ack");
+    fs::remove_file(&looped).unwrap();
+    std::os::unix::fs::symlink(&looped, &looped).unwrap();
+    is_io_error_of(Log::open_reader(dir.path(), identity).err(), &looped);
+    is_io_error_of(Log::open_writer(dir.path(), identity).err(), &looped);
+    is_io_error_of(Log::repair(dir.path(), identity, |_| {}).err(), &looped);
+    assert!(fs::symlink_metadata(&looped).unwrap().file_type().is_symlink(), "repair left the link");
+}
+
 /// Every open checks the directory holds the store's log, whole.
 #[test]
 fn a_log_opens_only_as_the_log_its_store_names() {
