@@ -603,10 +603,29 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", causes_on_one_line(&error));
             ExitCode::from(exit_code(&error))
         }
     }
+}
+
+/// The error and its causes on one line, joined by ": " as anyhow's `{:#}` joins them, minus
+/// every cause whose text the line already holds: the library's errors include their cause's
+/// message and also return it from `source()` (so that `exit_code` finds a refusal anywhere in
+/// the chain), which `{:#}` would print twice.
+fn causes_on_one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 /// 4 for a refusal to protect data (wherever in the chain of causes), else 2.

@@ -24,6 +24,9 @@ enum Setup {
     ForeignTable,
     /// No log; `store.db` is an SQLite database with no table and a schema version (7).
     ForeignVersion,
+    /// No store; `log/partition-0.log` is a symbolic link to itself, which no one can stat
+    /// (`ELOOP`): an I/O error that is not a missing file.
+    LoopedPartitionFile,
 }
 
 struct BadInput {
@@ -50,6 +53,13 @@ fn prepare(case: &str, setup: Setup) -> DataDir {
         }
         Setup::ForeignTable => foreign_database(case, |conn| conn.execute_batch("CREATE TABLE notes (body TEXT)")),
         Setup::ForeignVersion => foreign_database(case, |conn| conn.pragma_update(None, "user_version", 7)),
+        Setup::LoopedPartitionFile => {
+            let dir = DataDir::uninitialised(case);
+            let file = dir.log_file(0);
+            std::fs::create_dir_all(dir.log_dir()).unwrap_or_else(|e| panic!("case '{case}': create log/: {e}"));
+            std::os::unix::fs::symlink(&file, &file).unwrap_or_else(|e| panic!("case '{case}': the link: {e}"));
+            dir
+        }
     }
 }
 
@@ -98,6 +108,10 @@ fn run_bad_input(case: &BadInput) {
     }
     if !case.from_clap {
         assert_eq!(errors.lines().count(), 1, "case '{name}': the error must be one line\n{}", describe(&output));
+        // The library's errors include their cause's message and return the cause from
+        // `source()` too: the line shows each cause once.
+        let parts: Vec<&str> = first.split(": ").collect();
+        assert!(!parts.windows(2).any(|pair| pair[0] == pair[1]), "case '{name}': a cause repeated in '{first}'");
     }
     assert!(
         snapshot(&dir.path) == before,
@@ -174,6 +188,13 @@ fn bad_input_exits_2_with_one_error_line_and_changes_nothing() {
             setup: Setup::ForeignVersion,
             args: &["init"],
             expected: &["{dir}/store.db", "exists already"],
+            from_clap: false,
+        },
+        BadInput {
+            name: "init on a log whose partition file cannot be reached",
+            setup: Setup::LoopedPartitionFile,
+            args: &["init"],
+            expected: &["log I/O error on {dir}/log/partition-0.log: Too many levels of symbolic links"],
             from_clap: false,
         },
         BadInput {

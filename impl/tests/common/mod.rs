@@ -393,16 +393,22 @@ impl Drop for Worker {
     }
 }
 
-/// Every file under `root` with its bytes, sorted by path: a rejected command must leave it as is.
+/// Every file under `root` with its bytes, sorted by path: a rejected command must leave it as
+/// is. A symbolic link is not followed: its bytes are `->` and its target.
 pub fn snapshot(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut files = Vec::new();
     let mut pending = vec![root.to_path_buf()];
     while let Some(dir) = pending.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for entry in entries {
-            let path = entry.expect("a directory entry is readable").path();
-            if path.is_dir() {
+            let entry = entry.expect("a directory entry is readable");
+            let (path, kind) = (entry.path(), entry.file_type().expect("a directory entry has a type"));
+            if kind.is_dir() {
                 pending.push(path);
+            } else if kind.is_symlink() {
+                let target =
+                    std::fs::read_link(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+                files.push((path, format!("-> {}", target.display()).into_bytes()));
             } else {
                 let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
                 files.push((path, bytes));
