@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use consumer::log::{
-    decode_delta, encode_delta, Damage, Log, LogError, LogIdentity, Producer, Record, SimDisk, Storage, TailRepair,
-    WriterMode,
+    create_dir_durably, decode_delta, encode_delta, Damage, Log, LogError, LogIdentity, Producer, Record, SimDisk,
+    Storage, TailRepair, WriterMode,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{RngAlgorithm, RngSeed};
@@ -378,13 +378,38 @@ fn an_open_retries_an_interrupted_read_and_reports_an_io_error_naming_the_file()
         assert_eq!(reader.end(0).unwrap(), 0);
         disk.fail_reads(&path, &[io::ErrorKind::Other]);
         match Log::open_reader_on(&storage, dir, identity) {
-            Err(LogError::Io { path: p, source }) => {
-                assert_eq!((p, source.kind()), (path.clone(), io::ErrorKind::Other));
+            Err(error @ LogError::Io { .. }) => {
+                // The I/O error is the error's source too, for callers that walk the chain.
+                let source = std::error::Error::source(&error).and_then(|cause| cause.downcast_ref::<io::Error>());
+                assert_eq!(source.map(io::Error::kind), Some(io::ErrorKind::Other), "{error}");
+                assert!(matches!(&error, LogError::Io { path: p, .. } if *p == path), "{error}");
             }
             other => panic!("{}: expected the read error, got {:?}", path.display(), other.map(|_| ())),
         }
         Log::open_reader_on(&storage, dir, identity).expect("the next read succeeds");
     }
+}
+
+/// A directory `create_dir_durably` cannot make (here, under a regular file) is an I/O error
+/// naming it, not a success that leaves it missing; one that exists already is made by
+/// nobody and is fine, and every missing parent is made.
+#[test]
+fn create_dir_durably_makes_every_missing_directory_or_names_the_one_it_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let nested = dir.path().join("a/b/c");
+    create_dir_durably(&nested).unwrap();
+    create_dir_durably(&nested).expect("an existing directory is fine");
+    assert!(nested.is_dir());
+    let file = dir.path().join("file");
+    fs::write(&file, b"not a directory").unwrap();
+    let under = file.join("log");
+    match create_dir_durably(&under) {
+        Err(LogError::Io { path, source }) => {
+            assert_eq!((path, source.kind()), (under.clone(), io::ErrorKind::NotADirectory));
+        }
+        other => panic!("expected an I/O error naming {}, got {other:?}", under.display()),
+    }
+    assert_eq!(fs::read(&file).unwrap(), b"not a directory");
 }
 
 #[test]
