@@ -170,6 +170,75 @@ fn a_file_unreachable_for_another_reason_than_absence_is_an_io_error_naming_it()
     is_io_error_of(Log::open_writer(dir.path(), identity).err(), &looped);
     is_io_error_of(Log::repair(dir.path(), identity, |_| {}).err(), &looped);
     assert!(fs::symlink_metadata(&looped).unwrap().file_type().is_symlink(), "repair left the link");
+
+    // An unreadable identity file is not a missing one (a log without it is `Unidentified`).
+    let dir = tempfile::tempdir().unwrap();
+    let identity = log_with(dir.path(), 1, 1);
+    let looped = dir.path().join("identity");
+    fs::remove_file(&looped).unwrap();
+    std::os::unix::fs::symlink(&looped, &looped).unwrap();
+    is_io_error_of(Log::open_reader(dir.path(), identity).err(), &looped);
+    is_io_error_of(Log::init(dir.path(), 1).err(), &looped);
+    is_io_error_of(Log::read_identity(dir.path()).err(), &looped);
+}
+
+/// The identity file's documented layout (`src/log/identity.rs`, 24 bytes): `ONCELID1`, the
+/// id (u64 LE), the partition count (u32 LE) and the crc32c of those 20 bytes. Any other
+/// content is refused by every open and by `init`, and left as it is: `ONCELID` with another
+/// version digit as another format version, anything else as corrupt.
+#[test]
+fn an_identity_file_is_the_documented_layout_or_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let identity = log_with(dir.path(), 2, 1);
+    let file = dir.path().join("identity");
+    let written = fs::read(&file).unwrap();
+    let mut expected = b"ONCELID1".to_vec();
+    expected.extend_from_slice(&identity.id.to_le_bytes());
+    expected.extend_from_slice(&2u32.to_le_bytes());
+    expected.extend_from_slice(&crc32c::crc32c(&expected).to_le_bytes());
+    assert_eq!(written, expected, "the identity file's layout");
+
+    let edited = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut bytes = written.clone();
+        edit(&mut bytes);
+        bytes
+    };
+    // (case, the file's content, the refusal: `None` corrupt, `Some(found)` another version)
+    let mut cases: Vec<(String, Vec<u8>, Option<Vec<u8>>)> = vec![
+        ("version 2".into(), edited(&|b| b[7] = b'2'), Some(b"ONCELID2".to_vec())),
+        ("a byte appended".into(), edited(&|b| b.push(0)), None),
+        ("the checksum's last byte cut".into(), edited(&|b| b.truncate(23)), None),
+        ("the magic alone".into(), edited(&|b| b.truncate(8)), None),
+        ("the magic cut".into(), edited(&|b| b.truncate(7)), None),
+        ("empty".into(), Vec::new(), None),
+        ("another file's magic".into(), edited(&|b| b[..8].copy_from_slice(b"ONCEACK1")), None),
+    ];
+    for byte in 0..written.len() {
+        let flipped = edited(&|b| b[byte] ^= 0x01);
+        // Byte 7 is the version digit: `ONCELID0` is another version, not damage.
+        let version = (byte == 7).then(|| flipped[..8].to_vec());
+        cases.push((format!("byte {byte} flipped"), flipped, version));
+    }
+    for (case, bytes, version) in cases {
+        fs::write(&file, &bytes).unwrap();
+        let errors = [
+            ("read_identity", Log::read_identity(dir.path()).err()),
+            ("open_reader", Log::open_reader(dir.path(), identity).err()),
+            ("open_writer", Log::open_writer(dir.path(), identity).err()),
+            ("init", Log::init(dir.path(), 2).err()),
+        ];
+        for (what, error) in errors {
+            let error = error.unwrap_or_else(|| panic!("{case}: {what} accepted the identity file"));
+            match (&error, &version) {
+                (LogError::FormatVersion { path, found, .. }, Some(version)) => {
+                    assert_eq!((path, found), (&file, version), "{case}: {what}");
+                }
+                (LogError::Corrupt { path, .. }, None) => assert_eq!(path, &file, "{case}: {what}"),
+                _ => panic!("{case}: {what}: expected {}, got {error}", version.map_or("corrupt", |_| "a version")),
+            }
+        }
+        assert_eq!(fs::read(&file).unwrap(), bytes, "{case}: the file was changed");
+    }
 }
 
 /// Every open checks the directory holds the store's log, whole.
