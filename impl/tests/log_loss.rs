@@ -145,41 +145,35 @@ fn an_acknowledgement_file_cut_short_keeps_the_slot_it_still_holds() {
 }
 
 /// A file the log cannot reach for another reason than its absence (here a symbolic link to
-/// itself: `ELOOP`) is an I/O error naming it, never taken for a missing file: not for a
-/// partition file without records, which `init` would write over, nor for a missing
-/// acknowledgement record, which `repair` would rebuild.
+/// itself: `ELOOP`) is an I/O error naming it, never taken for a missing file: not a
+/// partition file without records, which `init` would write over, nor a missing file of a
+/// complete log, which `repair` would make again. Nothing follows or replaces the link.
 #[test]
 fn a_file_unreachable_for_another_reason_than_absence_is_an_io_error_naming_it() {
-    let is_io_error_of = |error: Option<LogError>, file: &Path| {
-        let error = error.expect("an unreachable file is refused");
-        assert!(matches!(&error, LogError::Io { path, .. } if path == file), "{error}");
+    let is_io_error_of = |case: &str, error: Option<LogError>, file: &Path| {
+        let error = error.unwrap_or_else(|| panic!("{case}: an unreachable file is accepted"));
+        assert!(matches!(&error, LogError::Io { path, .. } if path == file), "{case}: {error}");
     };
+    let is_link = |file: &Path| fs::symlink_metadata(file).unwrap().file_type().is_symlink();
     let dir = tempfile::tempdir().unwrap();
     let looped = path(dir.path(), 0, "log");
     std::os::unix::fs::symlink(&looped, &looped).unwrap();
-    is_io_error_of(Log::identity_for_init(dir.path(), 1).err(), &looped);
-    is_io_error_of(Log::init(dir.path(), 1).err(), &looped);
-    assert!(!dir.path().join("identity").exists(), "init wrote no identity");
+    is_io_error_of("identity_for_init", Log::identity_for_init(dir.path(), 1).err(), &looped);
+    is_io_error_of("init", Log::init(dir.path(), 1).err(), &looped);
+    assert!(!dir.path().join("identity").exists() && is_link(&looped), "init wrote nothing");
 
-    let dir = tempfile::tempdir().unwrap();
-    let identity = log_with(dir.path(), 1, 1);
-    let looped = path(dir.path(), 0, "ack");
-    fs::remove_file(&looped).unwrap();
-    std::os::unix::fs::symlink(&looped, &looped).unwrap();
-    is_io_error_of(Log::open_reader(dir.path(), identity).err(), &looped);
-    is_io_error_of(Log::open_writer(dir.path(), identity).err(), &looped);
-    is_io_error_of(Log::repair(dir.path(), identity, |_| {}).err(), &looped);
-    assert!(fs::symlink_metadata(&looped).unwrap().file_type().is_symlink(), "repair left the link");
-
-    // An unreadable identity file is not a missing one (a log without it is `Unidentified`).
-    let dir = tempfile::tempdir().unwrap();
-    let identity = log_with(dir.path(), 1, 1);
-    let looped = dir.path().join("identity");
-    fs::remove_file(&looped).unwrap();
-    std::os::unix::fs::symlink(&looped, &looped).unwrap();
-    is_io_error_of(Log::open_reader(dir.path(), identity).err(), &looped);
-    is_io_error_of(Log::init(dir.path(), 1).err(), &looped);
-    is_io_error_of(Log::read_identity(dir.path()).err(), &looped);
+    for name in ["identity", "partition-0.log", "partition-0.ack", "partition-0.start"] {
+        let dir = tempfile::tempdir().unwrap();
+        let identity = log_with(dir.path(), 1, 1);
+        let looped = dir.path().join(name);
+        fs::remove_file(&looped).unwrap();
+        std::os::unix::fs::symlink(&looped, &looped).unwrap();
+        is_io_error_of(name, Log::open_reader(dir.path(), identity).err(), &looped);
+        is_io_error_of(name, Log::open_writer(dir.path(), identity).err(), &looped);
+        is_io_error_of(name, Log::init(dir.path(), 1).err(), &looped);
+        is_io_error_of(name, Log::repair(dir.path(), identity, |_| {}).err(), &looped);
+        assert!(is_link(&looped), "{name}: the link was replaced");
+    }
 }
 
 /// The identity file's documented layout (`src/log/identity.rs`, 24 bytes): `ONCELID1`, the
