@@ -273,6 +273,58 @@ fn a_log_opens_only_as_the_log_its_store_names() {
     assert!(matches!(error, LogError::Unidentified { .. }), "{error}");
 }
 
+/// A reader that indexed four records follows the log through a change made under it: a
+/// lost tail is damage at its next refresh; after a repair cut the log back, appends that
+/// end past what it indexed (in records or in bytes) are read afresh, never through the
+/// positions it indexed before. Each case changes one of the three things a refresh compares
+/// (the acknowledged end, the acknowledged length, the file's length).
+#[test]
+fn a_reader_follows_a_loss_and_a_repair_made_under_it() {
+    struct Case {
+        name: &'static str,
+        /// After the loss of records 1.. and the repair, what the writer appends (if it
+        /// appends), and bytes then added past the acknowledged length.
+        appended: Option<(&'static [&'static [u8]], &'static [u8])>,
+        /// The reader's view after it: (end, acknowledged end, damaged).
+        view: (u64, u64, bool),
+    }
+    let cases = [
+        Case { name: "the tail lost, no repair: only the file is shorter", appended: None, view: (1, 4, true) },
+        Case {
+            name: "repaired, then one longer record: fewer records, more bytes",
+            appended: Some((&[&[7u8; 200]], b"")),
+            view: (2, 2, false),
+        },
+        Case {
+            name: "repaired, then three 1-byte records and an unacknowledged tail: as many records, \
+                   fewer acknowledged bytes, a longer file",
+            appended: Some((&[b"a", b"b", b"c"], b"half a frame, never acknowledged")),
+            view: (4, 4, false),
+        },
+    ];
+    for case in &cases {
+        let dir = tempfile::tempdir().unwrap();
+        let identity = log_with(dir.path(), 1, 4);
+        let mut reader = Log::open_reader(dir.path(), identity).unwrap();
+        assert_eq!(reader.end(0).unwrap(), 4, "{}", case.name);
+        fault::lose_tail(dir.path(), 0, 1).unwrap();
+        let mut expected = vec![b"r00".to_vec()];
+        if let Some((payloads, unacknowledged)) = case.appended {
+            Log::repair(dir.path(), identity, |_| {}).unwrap();
+            let (mut writer, _) = Log::open_writer(dir.path(), identity).unwrap();
+            writer.append_batch(0, &payloads.iter().map(|payload| payload.to_vec()).collect::<Vec<_>>()).unwrap();
+            drop(writer);
+            let mut file = fs::OpenOptions::new().append(true).open(path(dir.path(), 0, "log")).unwrap();
+            std::io::Write::write_all(&mut file, unacknowledged).unwrap();
+            expected.extend(payloads.iter().map(|payload| payload.to_vec()));
+        }
+        let view = reader.view(0).unwrap();
+        assert_eq!((view.end, view.acked_end, view.damage.is_some()), case.view, "{}: {view:?}", case.name);
+        let read: Vec<Vec<u8>> = (0..view.end).map(|offset| reader.read(0, offset).unwrap().payload).collect();
+        assert_eq!(read, expected, "{}: the records read", case.name);
+    }
+}
+
 #[test]
 fn lose_tail_keeps_the_records_below_and_refuses_a_held_log_or_a_keep_past_the_end() {
     for keep in 0..=4 {
