@@ -351,6 +351,8 @@ struct RepairCase {
     /// The actions in the log directory given, every `reason` empty (the reasons are checked
     /// to be there, not word for word).
     actions: fn(&Path) -> Vec<RepairAction>,
+    /// Texts the journal (each action's line) must hold.
+    says: &'static [&'static str],
     end: u64,
 }
 
@@ -379,7 +381,7 @@ fn without_reason(action: &RepairAction) -> (RepairAction, bool) {
 fn repair_makes_each_damage_consistent_and_says_what_it_removed() {
     use RepairAction::*;
     let cases = [
-        RepairCase { name: "a healthy log", damage: |_| {}, actions: |_| vec![], end: 4 },
+        RepairCase { name: "a healthy log", damage: |_| {}, actions: |_| vec![], says: &[], end: 4 },
         RepairCase {
             name: "a lost tail",
             damage: |dir| fault::lose_tail(dir, 0, 1).unwrap(),
@@ -392,6 +394,7 @@ fn repair_makes_each_damage_consistent_and_says_what_it_removed() {
                     reason: String::new(),
                 }]
             },
+            says: &["lost acknowledged offsets 1..4", "0 byte(s) removed"],
             end: 1,
         },
         RepairCase {
@@ -403,6 +406,7 @@ fn repair_makes_each_damage_consistent_and_says_what_it_removed() {
             actions: |dir| {
                 vec![CutUnacknowledged { path: path(dir, 0, "log"), partition: 0, kept_records: 4, cut_bytes: 12 }]
             },
+            says: &["held 12 byte(s) past its acknowledged end 4"],
             end: 4,
         },
         RepairCase {
@@ -425,6 +429,7 @@ fn repair_makes_each_damage_consistent_and_says_what_it_removed() {
                     RebuiltAck { path: path(dir, 0, "ack"), partition: 0, end: 3, reason: String::new() },
                 ]
             },
+            says: &["held 38 byte(s) past its intact records 0..3", "the intact records 0..3 are accepted"],
             end: 3,
         },
         RepairCase {
@@ -446,6 +451,7 @@ fn repair_makes_each_damage_consistent_and_says_what_it_removed() {
                     MovedStart { path: path(dir, 0, "start"), partition: 0, from: 3, to: 2 },
                 ]
             },
+            says: &["lost acknowledged offsets 2..4", "the start 3 is past the new end: moved back to 2"],
             end: 2,
         },
         RepairCase {
@@ -466,7 +472,46 @@ fn repair_makes_each_damage_consistent_and_says_what_it_removed() {
                     },
                 ]
             },
+            says: &["the identity file was missing", "lost acknowledged offsets 0..4"],
             end: 0,
+        },
+        RepairCase {
+            name: "a partition file lost that held records",
+            damage: |dir| fs::remove_file(path(dir, 0, "log")).unwrap(),
+            actions: |dir| vec![RecreatedPartition { path: path(dir, 0, "log"), partition: 0, lost: Some(0..4) }],
+            says: &["partition-0.log was missing: made again, empty; acknowledged offsets 0..4 are lost"],
+            end: 0,
+        },
+        RepairCase {
+            name: "a partition file lost that held no record",
+            damage: |dir| fs::remove_file(path(dir, 1, "log")).unwrap(),
+            actions: |dir| vec![RecreatedPartition { path: path(dir, 1, "log"), partition: 1, lost: Some(0..0) }],
+            says: &["partition-1.log was missing: made again, empty; it held no acknowledged record"],
+            end: 4,
+        },
+        RepairCase {
+            name: "a partition file lost with its acknowledgement record",
+            damage: |dir| {
+                fs::remove_file(path(dir, 1, "log")).unwrap();
+                fs::remove_file(path(dir, 1, "ack")).unwrap();
+            },
+            actions: |dir| {
+                vec![
+                    RecreatedPartition { path: path(dir, 1, "log"), partition: 1, lost: None },
+                    RebuiltAck { path: path(dir, 1, "ack"), partition: 1, end: 0, reason: String::new() },
+                ]
+            },
+            says: &["how many acknowledged records it held is unknown", "the intact records 0..0 are accepted"],
+            end: 4,
+        },
+        RepairCase {
+            name: "a start file lost",
+            damage: |dir| fs::remove_file(path(dir, 0, "start")).unwrap(),
+            actions: |dir| {
+                vec![RecreatedStart { path: path(dir, 0, "start"), partition: 0, start: 0, reason: String::new() }]
+            },
+            says: &["partition-0.start (missing) made again at offset 0"],
+            end: 4,
         },
     ];
     for case in &cases {
@@ -484,6 +529,9 @@ fn repair_makes_each_damage_consistent_and_says_what_it_removed() {
         let journal: String = repaired.actions.iter().map(|action| format!("{action}\n")).collect();
         let kept = fs::read_to_string(dir.path().join("repairs.log")).unwrap_or_default();
         assert_eq!(kept, journal, "{}: repairs.log", case.name);
+        for text in case.says {
+            assert!(journal.contains(text), "{}: the journal does not say '{text}':\n{journal}", case.name);
+        }
         assert_eq!(repaired.ends, vec![case.end, 0], "{}", case.name);
         let (mut writer, repairs) = Log::open_writer(dir.path(), identity).unwrap();
         assert_eq!((repairs, writer.damaged(0).unwrap()), (vec![], false), "{}", case.name);
