@@ -165,6 +165,25 @@ fn each_replica_keeps_the_plain_logs_rules_and_the_whole_log_refuses_plain_write
     assert_eq!(replication(&log), (Some(0), 1, set(&[0, 1])));
 }
 
+/// A log error met by a replication step is passed on as it is: the same one line, the same
+/// source (an I/O error stays reachable through `source()`), the same refusal status. Here
+/// the follower's partition file is a symbolic link to itself (`ELOOP`).
+#[test]
+fn a_log_error_in_a_step_is_passed_on_transparently() {
+    let (_temp, dir, log) = real();
+    log.append_leader(0, Batch { payloads: &payloads(1), producer: None }).unwrap();
+    let looped = replica_dir(&dir, 1).join("partition-0.log");
+    std::fs::remove_file(&looped).unwrap();
+    std::os::unix::fs::symlink(&looped, &looped).unwrap();
+    let error = log.replicate(0).unwrap_err();
+    let ReplicationError::Log(inner @ LogError::Io { path, .. }) = &error else { panic!("{error}") };
+    assert_eq!(path, &looped);
+    assert_eq!(error.to_string(), inner.to_string());
+    let source = std::error::Error::source(&error).and_then(|cause| cause.downcast_ref::<std::io::Error>());
+    assert_eq!(source.map(|io| io.raw_os_error()), Some(Some(40)), "ELOOP is the source: {error}");
+    assert!(!error.is_refusal() && error.appended().is_none(), "{error}");
+}
+
 #[test]
 fn another_log_in_a_replica_is_refused() {
     let (_temp, dir, _log) = real();
