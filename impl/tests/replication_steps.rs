@@ -250,3 +250,110 @@ fn a_truncation_record_cut_by_the_power_leaves_the_replica_as_it_was_or_as_cut_n
     assert_eq!(ends, BTreeSet::from([1, 3]));
     assert!(damaged_seeds >= 8, "{damaged_seeds} seeds damaged a write");
 }
+
+/// `ONCEREP1`, the replica count, the partition count and the generation, then per partition
+/// (leader, or `u32::MAX` for none; leader epoch; high watermark; ISR bits; alive bits), then
+/// the crc32c of every byte before it: `src/log/replication/state.rs`'s documented layout,
+/// encoded independently of it.
+fn encode_state(replicas: u32, generation: u64, partitions: &[(u32, u32, u64, u32, u32)]) -> Vec<u8> {
+    let mut bytes = b"ONCEREP1".to_vec();
+    bytes.extend_from_slice(&replicas.to_le_bytes());
+    bytes.extend_from_slice(&(partitions.len() as u32).to_le_bytes());
+    bytes.extend_from_slice(&generation.to_le_bytes());
+    for &(leader, epoch, high_watermark, isr, alive) in partitions {
+        bytes.extend_from_slice(&leader.to_le_bytes());
+        bytes.extend_from_slice(&epoch.to_le_bytes());
+        bytes.extend_from_slice(&high_watermark.to_le_bytes());
+        bytes.extend_from_slice(&isr.to_le_bytes());
+        bytes.extend_from_slice(&alive.to_le_bytes());
+    }
+    bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
+    bytes
+}
+
+/// A replicated log of two partitions made to differ in every field (partition 0 after a
+/// clean election, partition 1 with a replicated record): its state file is the documented
+/// layout, and `state()` reads back exactly what it holds.
+fn two_partitions_that_differ(dir: &Path) -> (ReplicatedLog, Vec<u8>) {
+    let identity = LogIdentity { id: 0x5eed, partitions: 2 };
+    ReplicatedLog::create_on(&Storage::Real, dir, identity, 2).unwrap();
+    let log = ReplicatedLog::open(dir, identity).unwrap().expect("a replicated log");
+    log.append_leader(1, Batch { payloads: &payloads(1), producer: None }).unwrap();
+    log.replicate(1).unwrap();
+    log.fail_leader(0, false).unwrap();
+    let state = log.state().unwrap();
+    // Partition 0: broker 1 leads in epoch 1, alone; partition 1: broker 0, high watermark 1.
+    let parts = [(1, 1, 0, 0b10, 0b10), (0, 0, 1, 0b11, 0b11)];
+    let written = std::fs::read(dir.join("replication.state")).unwrap();
+    assert_eq!(written, encode_state(2, state.generation, &parts), "the documented layout, {state:?}");
+    let read: Vec<_> = state.partitions.iter().map(|p| (p.leader, p.leader_epoch, p.high_watermark)).collect();
+    assert_eq!(read, vec![(Some(1), 1, 0), (Some(0), 0, 1)]);
+    let sets: Vec<_> = state.partitions.iter().map(|p| (p.isr.clone(), p.alive.clone())).collect();
+    assert_eq!(sets, vec![(set(&[1]), set(&[1])), (set(&[0, 1]), set(&[0, 1]))]);
+    (log, written)
+}
+
+/// Every damage to the replication state file is refused by every open, naming the file
+/// and why, and leaves it as it is; a state that is well formed but breaks an invariant of
+/// the replication (a broker that does not exist, an ISR member that failed, a leader out of
+/// the ISR) is damage too. A partition without a leader is a valid state.
+#[test]
+fn the_replication_state_file_is_the_documented_layout_or_refused_untouched() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("log");
+    let (_log, written) = two_partitions_that_differ(&dir);
+    let identity = LogIdentity { id: 0x5eed, partitions: 2 };
+    let generation = u64::from_le_bytes(written[16..24].try_into().unwrap());
+    let state = |p0: (u32, u32, u64, u32, u32)| encode_state(2, generation, &[p0, (0, 0, 1, 0b11, 0b11)]);
+    let cut = |len: usize| written[..len].to_vec();
+    // (case, the file's content, what the refusal says; "" for a valid state)
+    let mut cases: Vec<(String, Vec<u8>, &str)> = vec![
+        ("empty".into(), cut(0), "it does not start with ONCEREP1"),
+        ("the magic alone".into(), cut(8), "it does not start with ONCEREP1"),
+        ("the head alone".into(), cut(24), "it does not start with ONCEREP1"),
+        ("the head and 3 bytes".into(), cut(27), "it does not start with ONCEREP1"),
+        ("the checksum's last byte cut".into(), cut(written.len() - 1), "75 bytes cannot hold 2 partitions"),
+        ("a byte appended".into(), [written.clone(), vec![0]].concat(), "77 bytes cannot hold 2 partitions"),
+        ("another file's magic".into(), [b"ONCEACK1".to_vec(), written[8..].to_vec()].concat(), "ONCEREP1"),
+        ("one replica".into(), encode_state(1, generation, &[(0, 0, 0, 1, 1); 2]), "1 replicas (supported: 2..=2)"),
+        ("three replicas".into(), encode_state(3, generation, &[(0, 0, 0, 1, 1); 2]), "3 replicas (supported"),
+        ("a broker 2 alive".into(), state((1, 1, 0, 0b10, 0b110)), "partition 0: a broker outside 0..2"),
+        ("leader 2".into(), state((2, 1, 0, 0b11, 0b11)), "partition 0: a broker outside 0..2"),
+        ("an ISR member failed".into(), state((1, 1, 0, 0b11, 0b10)), "partition 0: an ISR member is not alive"),
+        ("a leader out of the ISR".into(), state((0, 1, 0, 0b10, 0b11)), "partition 0: the leader 0 is not in the ISR"),
+        ("no leader".into(), state((u32::MAX, 1, 0, 0b10, 0b10)), ""),
+    ];
+    for byte in 0..written.len() {
+        let mut flipped = written.clone();
+        flipped[byte] ^= 0x01;
+        // The partition count's bytes make the length wrong; the magic's, another file.
+        let says = match byte {
+            0..=7 => "it does not start with ONCEREP1",
+            12..=15 => "cannot hold",
+            _ => "checksum mismatch",
+        };
+        cases.push((format!("byte {byte} flipped"), flipped, says));
+    }
+    let path = dir.join("replication.state");
+    for (case, bytes, says) in cases {
+        std::fs::write(&path, &bytes).unwrap();
+        match (ReplicatedLog::open(&dir, identity), says) {
+            (Ok(Some(log)), "") => assert_eq!(log.state().unwrap().partitions[0].leader, None, "{case}"),
+            (Err(LogError::Corrupt { path: p, reason, .. }), _) if !says.is_empty() => {
+                assert_eq!(p, path, "{case}");
+                assert!(reason.contains(says), "{case}: '{reason}' does not say '{says}'");
+            }
+            (other, _) => panic!("{case}: expected '{says}', got {:?}", other.map(|log| log.map(|log| log.state()))),
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "{case}: the file was changed");
+    }
+    // Well formed, with no partition: the log's identity names two.
+    std::fs::write(&path, encode_state(2, generation, &[])).unwrap();
+    let error = ReplicatedLog::open(&dir, identity).err().expect("a state of no partition");
+    assert!(matches!(error, LogError::PartitionCount { found: 0, expected: 2, .. }), "{error}");
+    // Unreadable (a symbolic link to itself) is an I/O error naming it, not a missing file.
+    std::fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink(&path, &path).unwrap();
+    let error = ReplicatedLog::open(&dir, identity).err().expect("an unreadable state file");
+    assert!(matches!(&error, LogError::Io { path: p, .. } if *p == path), "{error}");
+}
