@@ -349,11 +349,11 @@ fn the_replication_state_file_is_the_documented_layout_or_refused_untouched() {
     }
     // Well formed, with no partition: the log's identity names two.
     std::fs::write(&path, encode_state(2, generation, &[])).unwrap();
-    let error = ReplicatedLog::open(&dir, identity).err().expect("a state of no partition");
+    let error = ReplicatedLog::open(&dir, identity).expect_err("a state of no partition");
     assert!(matches!(error, LogError::PartitionCount { found: 0, expected: 2, .. }), "{error}");
     // Unreadable (a symbolic link to itself) is an I/O error naming it, not a missing file.
     std::fs::remove_file(&path).unwrap();
     std::os::unix::fs::symlink(&path, &path).unwrap();
-    let error = ReplicatedLog::open(&dir, identity).err().expect("an unreadable state file");
+    let error = ReplicatedLog::open(&dir, identity).expect_err("an unreadable state file");
     assert!(matches!(&error, LogError::Io { path: p, .. } if *p == path), "{error}");
 }
