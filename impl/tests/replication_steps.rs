@@ -10,6 +10,7 @@ use consumer::log::{
 };
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 const IDENTITY: LogIdentity = LogIdentity { id: 0x5eed, partitions: 1 };
 const PRODUCER: Producer = Producer { id: 3, epoch: 0 };
@@ -53,6 +54,43 @@ fn a_pending_batch_is_answered_once_the_high_watermark_covers_it() {
         other => panic!("{other:?}"),
     }
     assert_eq!(log.acknowledge(&pending).unwrap(), Answer::Acknowledged { high_watermark: 1, isr: set(&[0, 1]) });
+}
+
+/// `acks=all` waits for the high watermark no longer than its timeout: with no fetch it gives
+/// up with `AckTimeout` (appended, not acknowledged: a refusal), and the retry with the same
+/// producer and sequence, once a fetch covered the batch, is acknowledged as the original
+/// append. The wait runs on a thread with 30 s of patience, so a wait that never ends fails
+/// here instead of hanging the test.
+#[test]
+fn acks_all_gives_up_at_its_timeout_and_the_retry_finds_the_original() {
+    let (_temp, dir, log) = real();
+    let data = payloads(5);
+    let timeout = Duration::from_millis(200);
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let waiting = {
+        let data = data.clone();
+        std::thread::spawn(move || {
+            let batch = Batch { payloads: &data, producer: Some((PRODUCER, 0)) };
+            sender.send(log.append_all(0, batch, 2, timeout)).unwrap();
+        })
+    };
+    let answer = receiver.recv_timeout(Duration::from_secs(30)).expect("append_all gave up within 30 s");
+    waiting.join().unwrap();
+    let error = answer.expect_err("nobody fetched: not acknowledged");
+    match &error {
+        ReplicationError::AckTimeout { partition: 0, offsets, high_watermark: 0, waited_ms } => {
+            assert_eq!(offsets, &(0..1));
+            assert!(*waited_ms >= 200, "gave up after {waited_ms} ms, before its 200 ms");
+        }
+        other => panic!("expected AckTimeout, got {other}"),
+    }
+    assert!(error.is_refusal() && error.appended() == Some(&(0..1)), "{error}");
+    let log = ReplicatedLog::open(&dir, IDENTITY).unwrap().expect("a replicated log");
+    log.replicate(0).unwrap();
+    let retry = log.append_all(0, Batch { payloads: &data, producer: Some((PRODUCER, 0)) }, 2, timeout).unwrap();
+    assert_eq!(retry.append.appended.offsets, 0..1);
+    assert!(retry.append.appended.duplicate, "the retry found the original batch");
+    assert_eq!((retry.high_watermark, retry.isr), (1, set(&[0, 1])));
 }
 
 #[test]
