@@ -395,3 +395,41 @@ fn the_replication_state_file_is_the_documented_layout_or_refused_untouched() {
     let error = ReplicatedLog::open(&dir, identity).expect_err("an unreadable state file");
     assert!(matches!(&error, LogError::Io { path: p, .. } if *p == path), "{error}");
 }
+
+/// A step's outcome (the replication lock's path if it gave up) and the milliseconds it took;
+/// run on a thread, `None` if it did not return within `patience`.
+fn step_within(log: ReplicatedLog, patience: Duration) -> Option<(Result<(), LogError>, u128)> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        let outcome = log.replicate(0).map(|_| ()).map_err(|error| match error {
+            ReplicationError::Log(error) => error,
+            other => panic!("{other}"),
+        });
+        let _ = sender.send((outcome, started.elapsed().as_millis()));
+    });
+    receiver.recv_timeout(patience).ok()
+}
+
+/// Every step waits for another process's step to release the replication lock, at most
+/// 10 s (`LOCK_WAIT_MS_MAX`): past that it gives up with `Locked`, naming the lock; a lock
+/// released within the wait is taken. The lock is held here as another process holds it.
+#[test]
+fn a_step_waits_for_the_replication_lock_ten_seconds_at_most() {
+    let (_temp, dir, _log) = real();
+    let path = dir.join("replication.lock");
+    let held = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).unwrap();
+    held.lock().unwrap();
+    let open = || ReplicatedLog::open(&dir, IDENTITY).unwrap().expect("a replicated log");
+    let patience = Duration::from_secs(30);
+    let (outcome, waited_ms) = step_within(open(), patience).expect("a step waiting for a held lock returns");
+    assert!(matches!(&outcome, Err(LogError::Locked { path: p }) if *p == path), "{outcome:?}");
+    assert!((10_000..patience.as_millis()).contains(&waited_ms), "gave up after {waited_ms} ms");
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        drop(held);
+    });
+    let (outcome, _) = step_within(open(), patience).expect("the waiting step returns");
+    assert!(outcome.is_ok(), "the lock was released within the wait: {outcome:?}");
+    releaser.join().unwrap();
+}
