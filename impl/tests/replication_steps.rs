@@ -185,6 +185,55 @@ fn a_promoted_replica_past_the_high_watermark_is_truncated_explicitly_and_on_rec
     drop(writer);
 }
 
+/// The replication journal records every ISR change and election, one line each, word for
+/// word, before the step's change: here a follower leaving the ISR and rejoining it, a clean
+/// election with nothing to truncate, an election that finds nobody, and (in a second log) an
+/// unclean election that loses a committed record.
+#[test]
+fn the_journal_records_every_isr_change_and_election_word_for_word() {
+    let (_temp, _dir, log) = real();
+    log.append_leader(0, Batch { payloads: &payloads(1), producer: None }).unwrap();
+    log.shrink_isr(0).unwrap();
+    log.replicate(0).unwrap();
+    log.fail_leader(0, false).unwrap();
+    log.fail_leader(0, false).unwrap();
+    let expected = [
+        "partition 0: broker 1 left the ISR at offset 0, behind the leader, broker 0, at 1",
+        "partition 0: broker 1 caught up with the leader, broker 0, at offset 1 and rejoined the ISR",
+        "partition 0 leader epoch 1: broker 0 failed (log end 1, high watermark 1); broker 1 promoted by a clean \
+         election",
+        "partition 0 leader epoch 2: broker 1 failed (log end 1); no alive in-sync replica to promote: the \
+         partition has no leader (unavailable)",
+    ];
+    assert_eq!(log.journal().unwrap(), expected.map(|line| format!("{line}\n")).concat());
+
+    let (_temp, _dir, log) = real();
+    log.append_leader(0, Batch { payloads: &payloads(1), producer: None }).unwrap();
+    log.shrink_isr(0).unwrap();
+    log.fail_leader(0, true).unwrap();
+    let expected = [
+        "partition 0: broker 1 left the ISR at offset 0, behind the leader, broker 0, at 1",
+        "partition 0 leader epoch 1: broker 0 failed (log end 1, high watermark 1); broker 1, out of sync at log \
+         end 0, promoted by an UNCLEAN election: committed records 0..1 are lost",
+    ];
+    assert_eq!(log.journal().unwrap(), expected.map(|line| format!("{line}\n")).concat());
+
+    // A follower out of the ISR that copied the last record, its step stopped before the
+    // state said it rejoined: promoted uncleanly, it loses nothing, and the line says so.
+    let disk = SimDisk::new(Path::new("/sim"));
+    let dir = Path::new("/sim/log");
+    let log = replicated(&Storage::Simulated(disk.clone()), dir);
+    log.append_leader(0, Batch { payloads: &payloads(1), producer: None }).unwrap();
+    log.shrink_isr(0).unwrap();
+    disk.halt_at(Halt { op: SimOp::Rename, path: dir.join("replication.state"), after: false });
+    assert!(log.replicate(0).is_err() && disk.halted());
+    assert_eq!((log.replica_view(1, 0).unwrap().end, replication(&log)), (1, (Some(0), 1, set(&[0]))));
+    assert_eq!(log.fail_leader(0, true).unwrap().kind, ElectionKind::Unclean);
+    let last = "partition 0 leader epoch 1: broker 0 failed (log end 1, high watermark 1); broker 1, out of sync at \
+                log end 1, promoted by an UNCLEAN election\n";
+    assert!(log.journal().unwrap().ends_with(last), "{}", log.journal().unwrap());
+}
+
 #[test]
 fn each_replica_keeps_the_plain_logs_rules_and_the_whole_log_refuses_plain_writes() {
     let (_temp, dir, log) = real();
