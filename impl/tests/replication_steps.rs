@@ -93,6 +93,24 @@ fn acks_all_gives_up_at_its_timeout_and_the_retry_finds_the_original() {
     assert_eq!((retry.high_watermark, retry.isr), (1, set(&[0, 1])));
 }
 
+/// The state file is replaced (one generation on) only when a step changes it: an append
+/// that does not move the high watermark and a fetch that finds the follower caught up leave
+/// it byte for byte, so a reader that sees a new generation knows something changed.
+#[test]
+fn a_step_that_changes_nothing_leaves_the_state_file_as_it_is() {
+    let (_temp, dir, log) = real();
+    let path = dir.join("replication.state");
+    let generation = || log.state().unwrap().generation;
+    let before = (generation(), std::fs::read(&path).unwrap());
+    log.append_leader(0, Batch { payloads: &payloads(1), producer: None }).unwrap();
+    assert_eq!((generation(), std::fs::read(&path).unwrap()), before, "an append below the ISR's ends");
+    assert!(matches!(log.replicate(0).unwrap(), Replicate::Copied { high_watermark: 1, .. }));
+    let copied = (generation(), std::fs::read(&path).unwrap());
+    assert_eq!(copied.0, before.0 + 1, "the high watermark moved: one replacement");
+    assert!(matches!(log.replicate(0).unwrap(), Replicate::CaughtUp { end: 1, rejoined: false, .. }));
+    assert_eq!((generation(), std::fs::read(&path).unwrap()), copied, "a fetch with nothing to copy");
+}
+
 #[test]
 fn a_shrunk_isr_answers_not_enough_replicas_after_append_and_the_retry_finds_the_original() {
     let (_temp, _dir, log) = real();
