@@ -72,24 +72,33 @@ fn a_seed_gives_the_same_report() {
 }
 
 /// An append halted after writing its acknowledgement slot, before syncing it: a reader that
-/// sees the new end has made the slot durable, so no cut takes back what it may consume.
+/// sees the new end has made the slot durable, so no cut takes back what it may consume. The
+/// reader is opened after the append (its first refresh finds the slot) or before it (a
+/// later refresh finds it: every refresh that finds a new slot syncs it, not only the first).
 #[test]
 fn a_reader_never_sees_an_end_a_power_cut_can_take_back() {
     let ack = Path::new("/sim/log/partition-0.ack");
-    for seed in 0..32 {
-        let disk = SimDisk::new(Path::new("/sim"));
-        let storage = Storage::Simulated(disk.clone());
-        let (dir, identity) = (Path::new("/sim/log"), LogIdentity { id: 1, partitions: 1 });
-        Log::create_on(&storage, dir, identity).unwrap();
-        let (mut writer, _) = Log::open_writer_on(&storage, dir, identity, WriterMode::Checked).unwrap();
-        disk.halt_at(Halt { op: SimOp::Sync, path: ack.to_path_buf(), after: false });
-        assert!(writer.append(0, &encode_delta(1)).is_err() && disk.halted());
-        let seen = Log::open_reader_on(&storage, dir, identity).unwrap().end(0).unwrap();
-        assert_eq!(seen, 1, "the reader sees the written slot");
-        drop(writer);
-        disk.power_cut(seed);
-        let (mut reopened, repairs) = Log::open_writer_on(&storage, dir, identity, WriterMode::Checked).unwrap();
-        assert_eq!((reopened.end(0).unwrap(), repairs), (1, vec![]), "seed {seed}");
+    for reader_first in [false, true] {
+        for seed in 0..32 {
+            let disk = SimDisk::new(Path::new("/sim"));
+            let storage = Storage::Simulated(disk.clone());
+            let (dir, identity) = (Path::new("/sim/log"), LogIdentity { id: 1, partitions: 1 });
+            Log::create_on(&storage, dir, identity).unwrap();
+            let (mut writer, _) = Log::open_writer_on(&storage, dir, identity, WriterMode::Checked).unwrap();
+            let mut early = reader_first.then(|| Log::open_reader_on(&storage, dir, identity).unwrap());
+            if let Some(reader) = early.as_mut() {
+                assert_eq!(reader.end(0).unwrap(), 0);
+            }
+            disk.halt_at(Halt { op: SimOp::Sync, path: ack.to_path_buf(), after: false });
+            assert!(writer.append(0, &encode_delta(1)).is_err() && disk.halted());
+            let mut reader = early.unwrap_or_else(|| Log::open_reader_on(&storage, dir, identity).unwrap());
+            assert_eq!(reader.end(0).unwrap(), 1, "the reader sees the written slot");
+            drop(writer);
+            disk.power_cut(seed);
+            let (mut reopened, repairs) = Log::open_writer_on(&storage, dir, identity, WriterMode::Checked).unwrap();
+            let case = format!("seed {seed}, reader opened {}", if reader_first { "first" } else { "after" });
+            assert_eq!((reopened.end(0).unwrap(), repairs), (1, vec![]), "{case}");
+        }
     }
 }
 
