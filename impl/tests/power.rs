@@ -5,10 +5,13 @@
 mod common;
 
 use common::BIN;
-use consumer::log::{encode_delta, Batch, Halt, Log, LogIdentity, ReplicatedLog, SimDisk, SimOp, Storage, WriterMode};
+use consumer::log::{
+    encode_delta, fault, Batch, Cut, Halt, Log, LogIdentity, ReplicatedLog, SimDisk, SimOp, Storage, WriterMode,
+};
 use consumer::power::replication::{self, Step, SCHEDULE};
 use consumer::power::{self, Config, PointKind, Report};
 use consumer::strategy::Strategy;
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
@@ -100,6 +103,49 @@ fn a_reader_never_sees_an_end_a_power_cut_can_take_back() {
             assert_eq!((reopened.end(0).unwrap(), repairs), (1, vec![]), "{case}");
         }
     }
+}
+
+/// Three acknowledged records (generation 5, end 3, in slot 1; generation 4, end 2, in slot
+/// 0), the file then cut to one; the unchecked writer's open (the trap) writes the record that
+/// forgets the lost two, and is halted after that write, before its sync; the power is cut
+/// with `seed`. Returns the cut and the acknowledged end a reader then finds.
+fn forgetting_cut_by_power(seed: u64) -> (Cut, u64) {
+    let disk = SimDisk::new(Path::new("/sim"));
+    let storage = Storage::Simulated(disk.clone());
+    let (dir, identity) = (Path::new("/sim/log"), LogIdentity { id: 1, partitions: 1 });
+    Log::create_on(&storage, dir, identity).unwrap();
+    let (mut writer, _) = Log::open_writer_on(&storage, dir, identity, WriterMode::Checked).unwrap();
+    for delta in 1..=3 {
+        writer.append(0, &encode_delta(delta)).unwrap();
+    }
+    drop(writer);
+    fault::lose_tail_on(&storage, dir, 0, 1).unwrap();
+    let ack = dir.join("partition-0.ack");
+    disk.halt_at(Halt { op: SimOp::Write, path: ack.clone(), after: true });
+    assert!(Log::open_writer_on(&storage, dir, identity, WriterMode::Unchecked).is_err());
+    assert_eq!(disk.halted_op(), Some((SimOp::Write, ack)), "seed {seed}");
+    let cut = disk.power_cut(seed);
+    let acked_end = Log::open_reader_on(&storage, dir, identity).unwrap().view(0).unwrap().acked_end;
+    (cut, acked_end)
+}
+
+/// The unchecked writer's record that forgets lost records goes, like every new record, to
+/// the slot of the older one: a cut that drops, tears or garbles it leaves the newest intact
+/// record (end 3); a kept one says end 1. Never the record before the newest (end 2, a state
+/// no open left).
+#[test]
+fn the_unchecked_writers_forgetting_record_cut_by_the_power_leaves_the_newest_or_itself() {
+    let mut ends = BTreeSet::new();
+    let mut damaged_seeds = 0;
+    for seed in 0..64 {
+        let (cut, acked_end) = forgetting_cut_by_power(seed);
+        assert!(acked_end == 1 || acked_end == 3, "seed {seed}: acknowledged end {acked_end} after {cut:?}");
+        ends.insert(acked_end);
+        damaged_seeds += u32::from(cut.torn + cut.garbled > 0);
+    }
+    // Not vacuous: the record survived and did not, and cuts damaged writes.
+    assert_eq!(ends, BTreeSet::from([1, 3]));
+    assert!(damaged_seeds >= 8, "{damaged_seeds} seeds damaged a write");
 }
 
 #[test]

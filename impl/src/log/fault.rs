@@ -20,8 +20,12 @@ use std::path::Path;
 /// inside a batch loses the whole batch for readers, who never read part of one. The cut is
 /// durable when this returns.
 pub fn lose_tail(log_dir: &Path, partition: u32, keep_records: u64) -> Result<(), LogError> {
-    let storage = Storage::Real;
-    let _lock = lock_dir(&storage, log_dir)?;
+    lose_tail_on(&Storage::Real, log_dir, partition, keep_records)
+}
+
+/// [`lose_tail`] on `storage` (a simulated disk's log, for the power-cut tests).
+pub fn lose_tail_on(storage: &Storage, log_dir: &Path, partition: u32, keep_records: u64) -> Result<(), LogError> {
+    let _lock = lock_dir(storage, log_dir)?;
     let path = partition_path(log_dir, partition, "log");
     let file = storage.open(&path, OpenMode::ReadWrite).map_err(io_err(&path))?;
     check_header(&file, &path)?;
