@@ -4,6 +4,8 @@
 //! an election, the explicit and recorded truncation of a promoted replica (and its record cut by
 //! the power), and each replica keeping the plain log's rules.
 
+mod common;
+
 use consumer::log::{
     encode_delta, fault, replica_dir, Answer, Batch, Cut, ElectionKind, Halt, Log, LogError, LogIdentity, Producer,
     Replicate, ReplicatedLog, ReplicationError, SimDisk, SimOp, Storage, WriterMode,
@@ -343,17 +345,7 @@ fn a_truncation_record_cut_by_the_power_leaves_the_replica_as_it_was_or_as_cut_n
     // older one: a record the power drops, tears or garbles leaves the newest intact one, the
     // replica's state before the election (end 3); a kept record is the truncation's (end 1).
     // Never the record before the newest (end 2, a state no step left).
-    let mut ends = BTreeSet::new();
-    let mut damaged_seeds = 0;
-    for seed in 0..64 {
-        let (cut, acked_end) = truncation_cut_by_power(seed);
-        assert!(acked_end == 1 || acked_end == 3, "seed {seed}: acknowledged end {acked_end} after {cut:?}");
-        ends.insert(acked_end);
-        damaged_seeds += u32::from(cut.torn + cut.garbled > 0);
-    }
-    // Not vacuous: the truncation's record survived and did not, and cuts damaged writes.
-    assert_eq!(ends, BTreeSet::from([1, 3]));
-    assert!(damaged_seeds >= 8, "{damaged_seeds} seeds damaged a write");
+    common::every_cut_leaves_one_of([1, 3], truncation_cut_by_power);
 }
 
 /// `ONCEREP1`, the replica count, the partition count and the generation, then per partition

@@ -444,3 +444,24 @@ pub fn run_bad_input_row(row: &BadInputRow, cwd: &Path, replace: &[(&str, &str)]
     assert_eq!(String::from_utf8_lossy(&output.stderr), format!("{}\n", substitute(&row.line)), "{command}");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "", "{command}");
 }
+
+/// Runs `cut_at` for seeds 0..64: each run stops a step after it wrote an acknowledgement
+/// record, before its sync, cuts the power with the seed and returns the cut and the
+/// acknowledged end a reader then finds. Every run must leave one of `ends` (the state before
+/// the record, or the record's own), both must occur, and at least 8 seeds must have torn or
+/// garbled a write, so that the check is not vacuous.
+pub fn every_cut_leaves_one_of(ends: [u64; 2], cut_at: impl Fn(u64) -> (consumer::log::Cut, u64)) {
+    let mut found = std::collections::BTreeSet::new();
+    let mut damaged_seeds = 0;
+    for seed in 0..64 {
+        let (cut, acked_end) = cut_at(seed);
+        assert!(
+            ends.contains(&acked_end),
+            "seed {seed}: acknowledged end {acked_end} after {cut:?}, not one of {ends:?}"
+        );
+        found.insert(acked_end);
+        damaged_seeds += u32::from(cut.torn + cut.garbled > 0);
+    }
+    assert_eq!(found, ends.into_iter().collect(), "the record survived some cuts and not others");
+    assert!(damaged_seeds >= 8, "{damaged_seeds} seeds damaged a write");
+}
