@@ -5,10 +5,12 @@
 //! and reported, and the unchecked writer (the trap) still classifies torn tails from the file
 //! alone. Identity, acknowledgement record, fault injection and repair: `log_loss.rs`.
 
+mod common;
+
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use consumer::log::{
     create_dir_durably, decode_delta, encode_delta, Damage, Log, LogError, LogIdentity, Producer, Record, SimDisk,
@@ -196,13 +198,7 @@ fn a_second_writer_is_locked_out_but_readers_are_not() {
 /// that never gives up fails the test instead of hanging it).
 fn wait_for_writer(dir: &Path, wait: Duration, patience: Duration) -> Option<(Option<LogError>, u128)> {
     let (dir, identity) = (dir.to_path_buf(), identity(dir));
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let started = Instant::now();
-        let outcome = Log::open_writer_within(&dir, identity, wait).err();
-        let _ = sender.send((outcome, started.elapsed().as_millis()));
-    });
-    receiver.recv_timeout(patience).ok()
+    common::within(patience, move || Log::open_writer_within(&dir, identity, wait).err())
 }
 
 #[test]

@@ -68,16 +68,11 @@ fn acks_all_gives_up_at_its_timeout_and_the_retry_finds_the_original() {
     let (_temp, dir, log) = real();
     let data = payloads(5);
     let timeout = Duration::from_millis(200);
-    let (sender, receiver) = std::sync::mpsc::channel();
-    let waiting = {
-        let data = data.clone();
-        std::thread::spawn(move || {
-            let batch = Batch { payloads: &data, producer: Some((PRODUCER, 0)) };
-            sender.send(log.append_all(0, batch, 2, timeout)).unwrap();
-        })
-    };
-    let answer = receiver.recv_timeout(Duration::from_secs(30)).expect("append_all gave up within 30 s");
-    waiting.join().unwrap();
+    let waiting = data.clone();
+    let (answer, _) = common::within(Duration::from_secs(30), move || {
+        log.append_all(0, Batch { payloads: &waiting, producer: Some((PRODUCER, 0)) }, 2, timeout)
+    })
+    .expect("append_all gave up within 30 s");
     let error = answer.expect_err("nobody fetched: not acknowledged");
     match &error {
         ReplicationError::AckTimeout { partition: 0, offsets, high_watermark: 0, waited_ms } => {
@@ -455,19 +450,15 @@ fn the_replication_state_file_is_the_documented_layout_or_refused_untouched() {
     assert!(matches!(&error, LogError::Io { path: p, .. } if *p == path), "{error}");
 }
 
-/// A step's outcome (the replication lock's path if it gave up) and the milliseconds it took;
-/// run on a thread, `None` if it did not return within `patience`.
+/// A step's outcome (the replication lock's path if it gave up) and the milliseconds it took,
+/// or `None` if it did not return within `patience`.
 fn step_within(log: ReplicatedLog, patience: Duration) -> Option<(Result<(), LogError>, u128)> {
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let started = std::time::Instant::now();
-        let outcome = log.replicate(0).map(|_| ()).map_err(|error| match error {
+    common::within(patience, move || {
+        log.replicate(0).map(|_| ()).map_err(|error| match error {
             ReplicationError::Log(error) => error,
             other => panic!("{other}"),
-        });
-        let _ = sender.send((outcome, started.elapsed().as_millis()));
-    });
-    receiver.recv_timeout(patience).ok()
+        })
+    })
 }
 
 /// Every step waits for another process's step to release the replication lock, at most

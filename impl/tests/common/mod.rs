@@ -465,3 +465,19 @@ pub fn every_cut_leaves_one_of(ends: [u64; 2], cut_at: impl Fn(u64) -> (consumer
     assert_eq!(found, ends.into_iter().collect(), "the record survived some cuts and not others");
     assert!(damaged_seeds >= 8, "{damaged_seeds} seeds damaged a write");
 }
+
+/// Runs `f` on a thread: what it returned and the milliseconds it took, or `None` when it had
+/// not returned after `patience` (a wait that never ends then fails its test instead of
+/// hanging it; the thread is left behind).
+pub fn within<T: Send + 'static>(
+    patience: std::time::Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<(T, u128)> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        let outcome = f();
+        let _ = sender.send((outcome, started.elapsed().as_millis()));
+    });
+    receiver.recv_timeout(patience).ok()
+}
