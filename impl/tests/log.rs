@@ -518,6 +518,52 @@ fn a_frame_that_does_not_continue_its_batch_is_corrupt() {
     assert_eq!(fs::read(log_file(dir.path(), 0)).unwrap(), bytes, "damage is never repaired away");
 }
 
+/// A damage's reason says where the scan of the acknowledged bytes stopped and why, word for
+/// word, one row per way a frame can end the intact records: record 0 (a plain record) is
+/// intact and what follows it is cut or damaged, with every byte acknowledged.
+#[test]
+fn a_damage_names_why_the_scan_stopped() {
+    let zero = frame(0, 0, 0, 0, 1, b"zero");
+    let at = HEADER + zero.len();
+    let one = frame(1, 0, 0, 0, 1, b"one");
+    let pair = [frame(1, 0, 0, 0, 2, b"a"), frame(2, 0, 0, 1, 2, b"b")].concat();
+    let mut flipped = one.clone();
+    flipped[FRAME_HEAD] ^= 1;
+    /// What follows record 0 and how many of its bytes are left, the records acknowledged, the
+    /// record the scan stopped at and its byte after record 0, and why it stopped.
+    struct Row {
+        after: Vec<u8>,
+        kept: usize,
+        records: u64,
+        stopped: (u64, usize),
+        why: &'static str,
+    }
+    let row = |after: Vec<u8>, kept, records, stopped, why| Row { after, kept, records, stopped, why };
+    let rows = [
+        row(pair, FRAME_HEAD + 1, 3, (2, FRAME_HEAD + 1), "the file ends inside a batch"),
+        row(one.clone(), FRAME_HEAD, 2, (1, 0), "the frame runs past the end of the file"),
+        row(flipped, one.len(), 2, (1, 0), "checksum mismatch"),
+        row(frame(1, 0, 0, 0, 0, b"one"), one.len(), 2, (1, 0), "the frame there claims a batch of 0 records"),
+        row(frame(5, 0, 0, 0, 1, b"one"), one.len(), 2, (1, 0), "the frame there carries offset 5"),
+    ];
+    for Row { after, kept, records, stopped: (record, byte), why } in rows {
+        let dir = tempfile::tempdir().unwrap();
+        Log::init(dir.path(), 1).unwrap();
+        let bytes = [b"ONCELOG2".to_vec(), zero.clone(), after].concat();
+        write_acknowledged(dir.path(), &bytes, records);
+        let file = &bytes[..at + kept];
+        fs::write(log_file(dir.path(), 0), file).unwrap();
+        let (mut log, _) = open_writer(dir.path()).unwrap();
+        let damage = log.damage(0).unwrap().unwrap_or_else(|| panic!("{why}: no damage"));
+        let mut reason = format!("record {record} at byte {}: {why}", at + byte);
+        if file.len() < bytes.len() {
+            reason.push_str(&format!("; the file has {} of the {} acknowledged bytes", file.len(), bytes.len()));
+        }
+        assert_eq!(damage, Damage { offset: 1, position: at as u64, acked_end: records, reason });
+        assert_eq!(fs::read(log_file(dir.path(), 0)).unwrap(), file, "{why}: nobody modifies a damaged partition");
+    }
+}
+
 #[test]
 fn a_damaged_start_file_is_corrupt() {
     let dir = tempfile::tempdir().unwrap();
@@ -650,6 +696,43 @@ fn a_missing_record_in_the_middle_is_damage() {
         other => panic!("expected Corrupt at offset 1, got {:?}", other.map(|_| ())),
     }
     assert_eq!(fs::read(log_file(dir.path(), 0)).unwrap(), bytes, "corruption is never repaired");
+}
+
+/// The unchecked writer tells damage from a torn tail by an intact frame after it, and trusts
+/// such a frame only if its offset is above the expected one by no more than the bytes left
+/// could hold frames, plus one (a payload may hold bytes that parse as a frame with any
+/// offset). Record 0, then `missing` records cut out, then one record: its offset, `missing +
+/// 1`, is inside that bound for 1 and 2 missing (damage, the file untouched) and beyond it for
+/// 3 (taken for a torn tail and cut, as the file alone cannot tell).
+#[test]
+fn the_unchecked_writer_trusts_a_later_frame_only_within_the_bytes_left() {
+    for (missing, damage) in [(1u64, true), (2, true), (3, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let payloads: Vec<Vec<u8>> = (0..missing + 2).map(|i| format!("r{i}").into_bytes()).collect();
+        let original = write_log(dir.path(), &payloads);
+        let ends = frame_ends(&payloads);
+        let mut bytes = original[..ends[0]].to_vec();
+        bytes.extend_from_slice(&original[ends[missing as usize]..]);
+        let last = missing + 1;
+        match reopen_unchecked(dir.path(), &bytes, &payloads) {
+            Err(LogError::Corrupt { offset: 1, position, reason, .. }) if damage => {
+                assert_eq!(position, ends[0] as u64, "{missing} missing");
+                let follows = format!(
+                    "the frame there carries offset {last}, yet record {last} follows intact at byte {}",
+                    ends[0]
+                );
+                assert!(reason.ends_with(&follows), "{missing} missing: {reason}");
+                assert_eq!(fs::read(log_file(dir.path(), 0)).unwrap(), bytes, "damage is never repaired");
+            }
+            Ok((records, repairs)) if !damage => {
+                assert_eq!(records, payloads[..1], "{missing} missing");
+                assert_eq!(repairs.len(), 1, "{missing} missing: {repairs:?}");
+                assert_eq!((repairs[0].kept_records, repairs[0].dropped_bytes), (1, (bytes.len() - ends[0]) as u64));
+                assert_eq!(fs::read(log_file(dir.path(), 0)).unwrap(), bytes[..ends[0]], "{missing} missing");
+            }
+            other => panic!("{missing} missing: expected damage {damage}, got {:?}", other.map(|(r, _)| r.len())),
+        }
+    }
 }
 
 #[test]

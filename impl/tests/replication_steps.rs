@@ -108,6 +108,28 @@ fn a_step_that_changes_nothing_leaves_the_state_file_as_it_is() {
     assert_eq!((generation(), std::fs::read(&path).unwrap()), copied, "a fetch with nothing to copy");
 }
 
+/// A fetch copies the leader's next batch whole (a batch is never split across fetches, so a
+/// follower holds whole batches only): a batch of three, then one of one, takes two fetches,
+/// and the follower's records are the leader's.
+#[test]
+fn a_fetch_copies_the_leaders_next_batch_whole() {
+    let (_temp, _dir, log) = real();
+    let three: Vec<Vec<u8>> = (1..=3).map(encode_delta).collect();
+    let one = payloads(4);
+    log.append_leader(0, Batch { payloads: &three, producer: Some((PRODUCER, 0)) }).unwrap();
+    log.append_leader(0, Batch { payloads: &one, producer: None }).unwrap();
+    for (offsets, high_watermark) in [(0..3, 3), (3..4, 4)] {
+        match log.replicate(0).unwrap() {
+            Replicate::Copied { follower: 1, offsets: copied, high_watermark: moved, .. } => {
+                assert_eq!((copied, moved), (offsets, high_watermark))
+            }
+            other => panic!("fetch of {offsets:?}: {other:?}"),
+        }
+    }
+    let records = |broker| log.replica_read(broker, 0, 0..4).unwrap();
+    assert_eq!(records(1), records(0));
+}
+
 #[test]
 fn a_shrunk_isr_answers_not_enough_replicas_after_append_and_the_retry_finds_the_original() {
     let (_temp, _dir, log) = real();
