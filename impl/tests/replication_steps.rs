@@ -130,6 +130,45 @@ fn a_fetch_copies_the_leaders_next_batch_whole() {
     assert_eq!(records(1), records(0));
 }
 
+/// `init`'s read-only check of the replica count, over each directory an `init` can leave:
+/// none, a plain log, a replicated one, and a replicated `init` killed after its first replica
+/// or after both (before its identity file): the killed one is finished by an `init` of as
+/// many replicas, and one that made both replicas is refused to a plain `init`.
+#[test]
+fn init_checks_the_replica_count_of_whatever_an_init_left() {
+    fn replicas(dir: &Path, brokers: &[u32]) {
+        for &broker in brokers {
+            Log::create(&replica_dir(dir, broker), IDENTITY).unwrap();
+        }
+    }
+    // (what is in the directory, the replica counts `init` may ask for, and the count it may
+    // not ask for with the count it finds instead).
+    type Row = (&'static str, fn(&Path), &'static [u32], Option<(u32, u32)>);
+    let rows: [Row; 5] = [
+        ("nothing", |_| {}, &[1, 2], None),
+        ("a plain log", |dir| Log::create(dir, IDENTITY).unwrap(), &[1], Some((2, 1))),
+        ("a replicated log", |dir| ReplicatedLog::create(dir, IDENTITY, 2).unwrap(), &[2], Some((1, 2))),
+        ("a replicated init killed after replica 0", |dir| replicas(dir, &[0]), &[2], None),
+        ("a replicated init killed after both replicas", |dir| replicas(dir, &[0, 1]), &[2], Some((1, 2))),
+    ];
+    for (case, make, accepted, refused) in rows {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("log");
+        make(&dir);
+        for &count in accepted {
+            assert!(ReplicatedLog::check_init(&dir, count).is_ok(), "{case}: init --replicas {count} refused");
+        }
+        if let Some((expected, found)) = refused {
+            match ReplicatedLog::check_init(&dir, expected) {
+                Err(LogError::ReplicaCount { path, found: at, expected: asked }) => {
+                    assert_eq!((path, at, asked), (dir.clone(), found, expected), "{case}")
+                }
+                other => panic!("{case}: init --replicas {expected}: {other:?}"),
+            }
+        }
+    }
+}
+
 #[test]
 fn a_shrunk_isr_answers_not_enough_replicas_after_append_and_the_retry_finds_the_original() {
     let (_temp, _dir, log) = real();
