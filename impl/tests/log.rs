@@ -408,6 +408,35 @@ fn create_dir_durably_makes_every_missing_directory_or_names_the_one_it_cannot()
     assert_eq!(fs::read(&file).unwrap(), b"not a directory");
 }
 
+/// Two processes making the same directories at once (two `consumer init` of a new data
+/// directory: they take the directory's lock only once it exists) both succeed: a directory
+/// the other one made between the check and the `mkdir` is made, not an error. Two threads
+/// start together on a fresh nested path, round after round.
+#[test]
+fn create_dir_durably_racing_another_creator_succeeds() {
+    const ROUNDS: usize = 200;
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..ROUNDS {
+        let nested = dir.path().join(format!("{round}/a/b/c/d"));
+        let start = std::sync::Barrier::new(2);
+        let results: Vec<Result<(), LogError>> = std::thread::scope(|scope| {
+            let racers: Vec<_> = (0..2)
+                .map(|_| {
+                    scope.spawn(|| {
+                        start.wait();
+                        create_dir_durably(&nested)
+                    })
+                })
+                .collect();
+            racers.into_iter().map(|racer| racer.join().unwrap()).collect()
+        });
+        for result in results {
+            result.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        }
+        assert!(nested.is_dir(), "round {round}");
+    }
+}
+
 #[test]
 fn a_version_1_log_is_refused_with_one_line_and_stays_untouched() {
     let dir = tempfile::tempdir().unwrap();
