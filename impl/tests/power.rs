@@ -137,6 +137,38 @@ fn the_unchecked_writers_forgetting_record_cut_by_the_power_leaves_the_newest_or
     common::every_cut_leaves_one_of([1, 3], forgetting_cut_by_power);
 }
 
+/// A repair makes its journal durable before it carries out any action (`repair.rs`): the
+/// first repair of a log, halted at its first change to the partition's files (the rename of
+/// the rebuilt acknowledgement record) and cut by the power, leaves the journal it had just
+/// created holding every action it was about to take, and a second repair finds the same
+/// damage, makes the same repair and journals it again.
+#[test]
+fn a_repairs_journal_is_durable_before_its_first_action() {
+    let (dir, identity) = (Path::new("/sim/log"), LogIdentity { id: 1, partitions: 1 });
+    let journal = dir.join("repairs.log");
+    for seed in 0..32 {
+        let disk = SimDisk::new(Path::new("/sim"));
+        let storage = Storage::Simulated(disk.clone());
+        Log::create_on(&storage, dir, identity).unwrap();
+        let (mut writer, _) = Log::open_writer_on(&storage, dir, identity, WriterMode::Checked).unwrap();
+        for delta in 1..=3 {
+            writer.append(0, &encode_delta(delta)).unwrap();
+        }
+        drop(writer);
+        fault::lose_tail_on(&storage, dir, 0, 1).unwrap();
+        disk.halt_at(Halt { op: SimOp::Rename, path: dir.join("partition-0.ack"), after: false });
+        let mut planned = Vec::new();
+        let halted = fault::repair_on(&storage, dir, identity, |actions| planned = actions.to_vec());
+        assert!(halted.is_err() && disk.halted() && !planned.is_empty(), "seed {seed}: {halted:?}");
+        disk.power_cut(seed);
+        let lines: String = planned.iter().map(|action| format!("{action}\n")).collect();
+        assert_eq!(disk.len(&journal).ok(), Some(lines.len() as u64), "seed {seed}: the journal after the cut");
+        let repaired = fault::repair_on(&storage, dir, identity, |_| {}).unwrap();
+        assert_eq!((repaired.actions, repaired.ends), (planned, vec![1]), "seed {seed}: the second repair");
+        assert_eq!(disk.len(&journal).unwrap(), 2 * lines.len() as u64, "seed {seed}");
+    }
+}
+
 #[test]
 fn the_command_prints_the_table_and_exits_0() {
     let mut command = Command::new(BIN);

@@ -5,8 +5,10 @@
 use super::error::{io_err, LogError};
 use super::frame::{parse_frame, Frame};
 use super::header::HEADER_LEN;
+use super::identity::LogIdentity;
 use super::lock_dir;
 use super::partition::{check_header, partition_path};
+use super::repair::{repair, RepairAction, Repaired};
 use super::storage::{OpenMode, Storage};
 use std::path::Path;
 
@@ -42,4 +44,16 @@ pub fn lose_tail_on(storage: &Storage, log_dir: &Path, partition: u32, keep_reco
     }
     file.set_len(HEADER_LEN + at as u64).map_err(io_err(&path))?;
     file.sync_all().map_err(io_err(&path))
+}
+
+/// [`super::Log::repair`] on `storage` (a simulated disk's log, for the power-cut tests: the
+/// consumer repairs real disks only, so only a test halts a repair between its journal and its
+/// actions and cuts the power there).
+pub fn repair_on(
+    storage: &Storage,
+    dir: &Path,
+    expected: LogIdentity,
+    before: impl FnOnce(&[RepairAction]),
+) -> Result<Repaired, LogError> {
+    repair(storage, dir, expected, before)
 }
