@@ -182,6 +182,27 @@ fn retention_hides_records_below_start_and_survives_reopen() {
     assert!(matches!(log.read(0, 5), Err(LogError::OffsetOutOfRange { start: 6, end: 6, .. })));
 }
 
+/// Opening a consistent log writes nothing, whichever way it is opened: the checked writer,
+/// the unchecked one (whose acknowledgement record already says what the file holds: nothing
+/// to forget) and a reader leave every file byte for byte, so an open is never a write that a
+/// power cut could tear.
+#[test]
+fn opening_a_consistent_log_leaves_every_file_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = writer_of_deltas(dir.path(), 3);
+    log.retain_before(0, 1).unwrap();
+    drop(log);
+    let before = common::snapshot(dir.path());
+    for mode in [WriterMode::Checked, WriterMode::Unchecked] {
+        let (log, repairs) = Log::open_writer_on(&Storage::Real, dir.path(), identity(dir.path()), mode).unwrap();
+        assert_eq!(repairs, vec![], "{mode:?}");
+        drop(log);
+        assert_eq!(common::snapshot(dir.path()), before, "{mode:?}");
+    }
+    drop(open_reader(dir.path()).unwrap());
+    assert_eq!(common::snapshot(dir.path()), before, "a reader");
+}
+
 #[test]
 fn a_second_writer_is_locked_out_but_readers_are_not() {
     let dir = tempfile::tempdir().unwrap();
