@@ -368,13 +368,18 @@ fn a_foreign_file_is_a_bad_header_and_stays_untouched() {
     let dir = tempfile::tempdir().unwrap();
     Log::init(dir.path(), 1).unwrap();
     let path = log_file(dir.path(), 0);
-    fs::write(&path, b"NOTALOG!and more").unwrap();
-    let err = open_writer(dir.path()).err().expect("a foreign file must not open");
-    assert!(matches!(&err, LogError::BadHeader { path: p, .. } if *p == path));
-    assert!(err.to_string().contains("partition-0.log"), "{err}");
-    assert_eq!(fs::read(&path).unwrap(), b"NOTALOG!and more");
-    fs::write(&path, b"ONCE").unwrap();
-    assert!(matches!(open_reader(dir.path()), Err(LogError::BadHeader { .. })));
+    // Not this format at all, too short a file, and the format's family name cut short: none
+    // is a header of another version of this format.
+    for (bytes, found) in [(&b"NOTALOG!and more"[..], "NOTALOG!"), (b"ONCE", "ONCE"), (b"ONCELOG", "ONCELOG")] {
+        fs::write(&path, bytes).unwrap();
+        let err = open_writer(dir.path()).err().expect("a foreign file must not open");
+        assert!(matches!(&err, LogError::BadHeader { path: p, .. } if *p == path));
+        let says =
+            format!("{} is not a log file: its first 8 bytes are not ONCELOG2 (found \"{found}\")", path.display());
+        assert_eq!(err.to_string(), says);
+        assert_eq!(fs::read(&path).unwrap(), bytes);
+        assert_eq!(open_reader(dir.path()).err().map(|e| e.to_string()), Some(says), "a reader");
+    }
 }
 
 /// An open reads the partition file's header with `read_at` (a short file is a bad header)
