@@ -201,12 +201,23 @@ fn cuts_during_replication_leave_the_old_state_or_the_new_and_lose_nothing_commi
     assert!(election.2.old_state > 0, "no cut fell before the election's state: {:?}", election.2);
 }
 
+/// Who reads the replicated log around a halted fetch.
+#[derive(Clone, Copy, Debug)]
+enum Reader {
+    Nobody,
+    /// A reader opened after the fetch: its first refresh reads the new state.
+    OpenedAfter,
+    /// A reader opened before the fetch (it made the old state durable) that refreshes after
+    /// it: every new generation is synced, not only the first one a reader meets.
+    OpenedBefore,
+}
+
 /// A fetch halted before the directory sync of its new state (the rename done): a reader that
-/// reads the new high watermark has made the state durable, so no cut takes it back; without
-/// the reader, some cuts do.
+/// reads the new high watermark has made the state durable, so no cut takes it back, whether
+/// it opened before the fetch or after it; without a reader, some cuts do.
 #[test]
 fn a_reader_never_reads_below_a_high_watermark_a_cut_can_take_back() {
-    let reverted = |with_reader: bool| {
+    let reverted = |reader: Reader| {
         (0..32)
             .filter(|&seed| {
                 let disk = SimDisk::new(Path::new("/sim"));
@@ -215,17 +226,29 @@ fn a_reader_never_reads_below_a_high_watermark_a_cut_can_take_back() {
                 ReplicatedLog::create_on(&storage, dir, identity, 2).unwrap();
                 let log = ReplicatedLog::open_on(&storage, dir, identity).unwrap().unwrap();
                 log.append_leader(0, Batch { payloads: &[encode_delta(1)], producer: None }).unwrap();
+                let mut early = matches!(reader, Reader::OpenedBefore).then(|| {
+                    let mut early = Log::open_reader_on(&storage, dir, identity).unwrap();
+                    assert_eq!(early.end(0).unwrap(), 0, "seed {seed}: below the high watermark");
+                    early
+                });
                 // Halted once the new state is renamed into place, before the directory's sync.
                 disk.halt_at(Halt { op: SimOp::Rename, path: dir.join("replication.state"), after: true });
                 assert!(log.replicate(0).is_err() && disk.halted(), "seed {seed}: halted after the rename");
-                if with_reader {
-                    assert_eq!(Log::open_reader_on(&storage, dir, identity).unwrap().end(0).unwrap(), 1);
+                match (reader, early.as_mut()) {
+                    (Reader::Nobody, _) => {}
+                    (Reader::OpenedAfter, _) => {
+                        assert_eq!(Log::open_reader_on(&storage, dir, identity).unwrap().end(0).unwrap(), 1)
+                    }
+                    (Reader::OpenedBefore, Some(early)) => assert_eq!(early.end(0).unwrap(), 1, "seed {seed}"),
+                    (Reader::OpenedBefore, None) => unreachable!("opened above"),
                 }
                 disk.power_cut(seed);
                 log.state().unwrap().partitions[0].high_watermark == 0
             })
             .count()
     };
-    assert_eq!(reverted(true), 0, "a high watermark a reader read was taken back by a cut");
-    assert!(reverted(false) > 0, "no cut ever took back an unsynced state: the test shows nothing");
+    for reader in [Reader::OpenedAfter, Reader::OpenedBefore] {
+        assert_eq!(reverted(reader), 0, "{reader:?}: a high watermark a reader read was taken back by a cut");
+    }
+    assert!(reverted(Reader::Nobody) > 0, "no cut ever took back an unsynced state: the test shows nothing");
 }
