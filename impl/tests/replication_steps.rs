@@ -169,6 +169,35 @@ fn init_checks_the_replica_count_of_whatever_an_init_left() {
     }
 }
 
+/// `init`'s identity for a replicated `init` killed before its identity file (its last
+/// write): the replicas' own, so that the rerun finishes the same log; refused when another
+/// partition count is asked, or when a replica holds records (nothing can tell which log
+/// they belong to).
+#[test]
+fn init_takes_the_identity_of_the_replicas_a_killed_init_made() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("log");
+    for broker in [0, 1] {
+        Log::create(&replica_dir(&dir, broker), IDENTITY).unwrap();
+    }
+    assert_eq!(Log::identity_for_init(&dir, 1).unwrap(), IDENTITY);
+    match Log::identity_for_init(&dir, 2) {
+        Err(LogError::PartitionCount { found: 1, expected: 2, .. }) => {}
+        other => panic!("two partitions asked of replicas of one: {other:?}"),
+    }
+    let (mut replica, _) = Log::open_writer(&replica_dir(&dir, 1), IDENTITY).unwrap();
+    replica.append(0, &encode_delta(1)).unwrap();
+    drop(replica);
+    match Log::identity_for_init(&dir, 1) {
+        Err(LogError::Unidentified { path }) => assert_eq!(path, dir),
+        other => panic!("a replica holding records: {other:?}"),
+    }
+    let empty = temp.path().join("other");
+    Log::create(&replica_dir(&empty, 0), IDENTITY).unwrap();
+    ReplicatedLog::create(&empty, Log::identity_for_init(&empty, 1).unwrap(), 2).expect("the rerun finishes the log");
+    assert_eq!(Log::read_identity(&empty).unwrap(), Some(IDENTITY));
+}
+
 #[test]
 fn a_shrunk_isr_answers_not_enough_replicas_after_append_and_the_retry_finds_the_original() {
     let (_temp, _dir, log) = real();
