@@ -198,6 +198,60 @@ fn init_takes_the_identity_of_the_replicas_a_killed_init_made() {
     assert_eq!(Log::read_identity(&empty).unwrap(), Some(IDENTITY));
 }
 
+/// Appends `deltas` to broker `broker`'s replica as a plain log would, behind the replication
+/// steps' back (a replica altered from outside: no step makes a follower diverge).
+fn append_to_replica(dir: &Path, broker: u32, deltas: &[i64]) {
+    let (mut replica, _) = Log::open_writer(&replica_dir(dir, broker), IDENTITY).unwrap();
+    for &delta in deltas {
+        replica.append(0, &encode_delta(delta)).unwrap();
+    }
+}
+
+/// A follower that is not a prefix of its leader is refused by a fetch, which copies nothing
+/// and changes no state: longer than the leader, or its last record another than the
+/// leader's at that offset (at the leader's end or behind it). A replica cannot diverge
+/// through the steps; these are replicas altered from outside.
+#[test]
+fn a_fetch_refuses_a_follower_that_is_not_a_prefix_of_its_leader() {
+    // (the leader's records, the follower's, why the follower is refused)
+    let rows: [(&[i64], &[i64], &str); 3] = [
+        (&[1], &[1, 2], "its log ends at 2, past the leader's end 1"),
+        (&[1, 2], &[1, 9], "its record 1 differs from the leader's"),
+        (&[1, 2, 3], &[1, 9], "its record 1 differs from the leader's"),
+    ];
+    for (leader, follower, why) in rows {
+        let (_temp, dir, log) = real();
+        append_to_replica(&dir, 0, leader);
+        append_to_replica(&dir, 1, follower);
+        let state = std::fs::read(dir.join("replication.state")).unwrap();
+        match log.replicate(0) {
+            Err(ReplicationError::Diverged { partition: 0, broker: 1, reason }) => assert_eq!(reason, why),
+            other => panic!("{follower:?} following {leader:?}: {other:?}"),
+        }
+        assert_eq!(log.replica_view(1, 0).unwrap().end, follower.len() as u64, "{follower:?}: nothing copied");
+        assert_eq!(std::fs::read(dir.join("replication.state")).unwrap(), state, "{follower:?}: the state");
+    }
+}
+
+/// A clean election refuses to promote an ISR member whose log ends below the high watermark
+/// (it lost committed records behind the steps' back): the state names no new leader.
+#[test]
+fn a_clean_election_refuses_an_in_sync_follower_below_the_high_watermark() {
+    let (_temp, dir, log) = real();
+    log.append_leader(0, Batch { payloads: &payloads(1), producer: None }).unwrap();
+    log.replicate(0).unwrap();
+    assert_eq!(replication(&log), (Some(0), 1, set(&[0, 1])));
+    fault::lose_tail(&replica_dir(&dir, 1), 0, 0).unwrap();
+    let state = std::fs::read(dir.join("replication.state")).unwrap();
+    match log.fail_leader(0, false) {
+        Err(ReplicationError::Diverged { partition: 0, broker: 1, reason }) => {
+            assert_eq!(reason, "it is in the ISR, yet its log ends at 0, below the high watermark 1")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(std::fs::read(dir.join("replication.state")).unwrap(), state);
+}
+
 #[test]
 fn a_shrunk_isr_answers_not_enough_replicas_after_append_and_the_retry_finds_the_original() {
     let (_temp, _dir, log) = real();
