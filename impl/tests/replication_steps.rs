@@ -532,7 +532,8 @@ fn two_partitions_that_differ(dir: &Path) -> (ReplicatedLog, Vec<u8>) {
 /// Every damage to the replication state file is refused by every open, naming the file
 /// and why, and leaves it as it is; a state that is well formed but breaks an invariant of
 /// the replication (a broker that does not exist, an ISR member that failed, a leader out of
-/// the ISR) is damage too. A partition without a leader is a valid state.
+/// the ISR) is damage too. A partition without a leader is a valid state. A missing file is
+/// refused as missing, an unreadable one as an I/O error.
 #[test]
 fn the_replication_state_file_is_the_documented_layout_or_refused_untouched() {
     let temp = tempfile::tempdir().unwrap();
@@ -587,8 +588,12 @@ fn the_replication_state_file_is_the_documented_layout_or_refused_untouched() {
     std::fs::write(&path, encode_state(2, generation, &[])).unwrap();
     let error = ReplicatedLog::open(&dir, identity).expect_err("a state of no partition");
     assert!(matches!(error, LogError::PartitionCount { found: 0, expected: 2, .. }), "{error}");
-    // Unreadable (a symbolic link to itself) is an I/O error naming it, not a missing file.
+    // Missing (the replicas are there) is refused as missing, naming it; unreadable (a
+    // symbolic link to itself) is an I/O error naming it, not a missing file.
     std::fs::remove_file(&path).unwrap();
+    let error = ReplicatedLog::open(&dir, identity).expect_err("a missing state file");
+    assert!(matches!(&error, LogError::Missing { path: p, .. } if *p == path), "{error}");
+    assert!(!path.exists(), "nothing makes it again");
     std::os::unix::fs::symlink(&path, &path).unwrap();
     let error = ReplicatedLog::open(&dir, identity).expect_err("an unreadable state file");
     assert!(matches!(&error, LogError::Io { path: p, .. } if *p == path), "{error}");
