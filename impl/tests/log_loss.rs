@@ -193,6 +193,8 @@ fn an_identity_file_is_the_documented_layout_or_refused_untouched() {
     expected.extend_from_slice(&2u32.to_le_bytes());
     expected.extend_from_slice(&crc32c::crc32c(&expected).to_le_bytes());
     assert_eq!(written, expected, "the identity file's layout");
+    // Shown as the refusals name ids: 16 hex digits, then the partition count.
+    assert_eq!(identity.to_string(), format!("{:016x} (2 partition(s))", identity.id));
 
     let edited = |edit: &dyn Fn(&mut Vec<u8>)| {
         let mut bytes = written.clone();
