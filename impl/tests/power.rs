@@ -104,21 +104,33 @@ fn a_reader_never_sees_an_end_a_power_cut_can_take_back() {
     }
 }
 
-/// Three acknowledged records (generation 5, end 3, in slot 1; generation 4, end 2, in slot
-/// 0), the file then cut to one; the unchecked writer's open (the trap) writes the record that
-/// forgets the lost two, and is halted after that write, before its sync; the power is cut
-/// with `seed`. Returns the cut and the acknowledged end a reader then finds.
-fn forgetting_cut_by_power(seed: u64) -> (Cut, u64) {
+/// The one-partition log of the simulated disks below.
+const SIM_LOG: &str = "/sim/log";
+const SIM_IDENTITY: LogIdentity = LogIdentity { id: 1, partitions: 1 };
+
+/// A simulated disk whose log (`SIM_LOG`) acknowledged three records, then lost the last two
+/// (its file cut to one, `fault::lose_tail_on`): a damaged partition.
+fn three_acknowledged_cut_to_one() -> (SimDisk, Storage) {
     let disk = SimDisk::new(Path::new("/sim"));
     let storage = Storage::Simulated(disk.clone());
-    let (dir, identity) = (Path::new("/sim/log"), LogIdentity { id: 1, partitions: 1 });
-    Log::create_on(&storage, dir, identity).unwrap();
-    let (mut writer, _) = Log::open_writer_on(&storage, dir, identity, WriterMode::Checked).unwrap();
+    let dir = Path::new(SIM_LOG);
+    Log::create_on(&storage, dir, SIM_IDENTITY).unwrap();
+    let (mut writer, _) = Log::open_writer_on(&storage, dir, SIM_IDENTITY, WriterMode::Checked).unwrap();
     for delta in 1..=3 {
         writer.append(0, &encode_delta(delta)).unwrap();
     }
     drop(writer);
     fault::lose_tail_on(&storage, dir, 0, 1).unwrap();
+    (disk, storage)
+}
+
+/// Three acknowledged records (generation 5, end 3, in slot 1; generation 4, end 2, in slot
+/// 0), the file then cut to one; the unchecked writer's open (the trap) writes the record that
+/// forgets the lost two, and is halted after that write, before its sync; the power is cut
+/// with `seed`. Returns the cut and the acknowledged end a reader then finds.
+fn forgetting_cut_by_power(seed: u64) -> (Cut, u64) {
+    let (disk, storage) = three_acknowledged_cut_to_one();
+    let (dir, identity) = (Path::new(SIM_LOG), SIM_IDENTITY);
     let ack = dir.join("partition-0.ack");
     disk.halt_at(Halt { op: SimOp::Write, path: ack.clone(), after: true });
     assert!(Log::open_writer_on(&storage, dir, identity, WriterMode::Unchecked).is_err());
@@ -144,18 +156,10 @@ fn the_unchecked_writers_forgetting_record_cut_by_the_power_leaves_the_newest_or
 /// damage, makes the same repair and journals it again.
 #[test]
 fn a_repairs_journal_is_durable_before_its_first_action() {
-    let (dir, identity) = (Path::new("/sim/log"), LogIdentity { id: 1, partitions: 1 });
+    let (dir, identity) = (Path::new(SIM_LOG), SIM_IDENTITY);
     let journal = dir.join("repairs.log");
     for seed in 0..32 {
-        let disk = SimDisk::new(Path::new("/sim"));
-        let storage = Storage::Simulated(disk.clone());
-        Log::create_on(&storage, dir, identity).unwrap();
-        let (mut writer, _) = Log::open_writer_on(&storage, dir, identity, WriterMode::Checked).unwrap();
-        for delta in 1..=3 {
-            writer.append(0, &encode_delta(delta)).unwrap();
-        }
-        drop(writer);
-        fault::lose_tail_on(&storage, dir, 0, 1).unwrap();
+        let (disk, storage) = three_acknowledged_cut_to_one();
         disk.halt_at(Halt { op: SimOp::Rename, path: dir.join("partition-0.ack"), after: false });
         let mut planned = Vec::new();
         let halted = fault::repair_on(&storage, dir, identity, |actions| planned = actions.to_vec());
