@@ -619,6 +619,24 @@ fn a_damage_names_why_the_scan_stopped() {
     }
 }
 
+/// Acknowledged bytes all there, every frame intact, yet fewer records than the
+/// acknowledgement record counts (the records rewritten as one longer record over the same
+/// bytes): damage naming both counts, for a writer and a reader, and nothing modified.
+#[test]
+fn acknowledged_bytes_holding_fewer_records_than_acknowledged_are_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    Log::init(dir.path(), 1).unwrap();
+    let bytes = [b"ONCELOG2".to_vec(), frame(0, 0, 0, 0, 1, &[7; 81])].concat();
+    write_acknowledged(dir.path(), &bytes, 3);
+    let reason = "its acknowledged bytes hold 1 records, not 3".to_string();
+    let damage = Some(Damage { offset: 1, position: bytes.len() as u64, acked_end: 3, reason });
+    let (mut writer, repairs) = open_writer(dir.path()).unwrap();
+    assert_eq!((repairs, writer.damage(0).unwrap()), (vec![], damage.clone()));
+    drop(writer);
+    assert_eq!(open_reader(dir.path()).unwrap().damage(0).unwrap(), damage, "a reader");
+    assert_eq!(fs::read(log_file(dir.path(), 0)).unwrap(), bytes);
+}
+
 #[test]
 fn a_damaged_start_file_is_corrupt() {
     let dir = tempfile::tempdir().unwrap();
