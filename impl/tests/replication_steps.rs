@@ -130,17 +130,20 @@ fn a_fetch_copies_the_leaders_next_batch_whole() {
     assert_eq!(records(1), records(0));
 }
 
+/// Makes the replicas `brokers` of `dir` as a replicated `init` makes them one by one (before
+/// its state and identity files).
+fn replicas(dir: &Path, brokers: &[u32]) {
+    for &broker in brokers {
+        Log::create(&replica_dir(dir, broker), IDENTITY).unwrap();
+    }
+}
+
 /// `init`'s read-only check of the replica count, over each directory an `init` can leave:
 /// none, a plain log, a replicated one, and a replicated `init` killed after its first replica
 /// or after both (before its identity file): the killed one is finished by an `init` of as
 /// many replicas, and one that made both replicas is refused to a plain `init`.
 #[test]
 fn init_checks_the_replica_count_of_whatever_an_init_left() {
-    fn replicas(dir: &Path, brokers: &[u32]) {
-        for &broker in brokers {
-            Log::create(&replica_dir(dir, broker), IDENTITY).unwrap();
-        }
-    }
     // (what is in the directory, the replica counts `init` may ask for, and the count it may
     // not ask for with the count it finds instead).
     type Row = (&'static str, fn(&Path), &'static [u32], Option<(u32, u32)>);
@@ -177,9 +180,7 @@ fn init_checks_the_replica_count_of_whatever_an_init_left() {
 fn init_takes_the_identity_of_the_replicas_a_killed_init_made() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("log");
-    for broker in [0, 1] {
-        Log::create(&replica_dir(&dir, broker), IDENTITY).unwrap();
-    }
+    replicas(&dir, &[0, 1]);
     assert_eq!(Log::identity_for_init(&dir, 1).unwrap(), IDENTITY);
     match Log::identity_for_init(&dir, 2) {
         Err(LogError::PartitionCount { found: 1, expected: 2, .. }) => {}
@@ -193,7 +194,7 @@ fn init_takes_the_identity_of_the_replicas_a_killed_init_made() {
         other => panic!("a replica holding records: {other:?}"),
     }
     let empty = temp.path().join("other");
-    Log::create(&replica_dir(&empty, 0), IDENTITY).unwrap();
+    replicas(&empty, &[0]);
     ReplicatedLog::create(&empty, Log::identity_for_init(&empty, 1).unwrap(), 2).expect("the rerun finishes the log");
     assert_eq!(Log::read_identity(&empty).unwrap(), Some(IDENTITY));
 }
