@@ -345,6 +345,20 @@ fn a_promoted_replica_past_the_high_watermark_is_truncated_explicitly_and_on_rec
     drop(writer);
 }
 
+/// A clean election of a replica that ends at the high watermark truncates nothing and writes
+/// nothing to it: its files stay byte for byte (no acknowledgement record rewritten for a cut
+/// of no records).
+#[test]
+fn a_clean_election_with_nothing_to_truncate_leaves_the_promoted_replica_as_it_is() {
+    let (_temp, dir, log) = real();
+    log.append_leader(0, Batch { payloads: &payloads(1), producer: None }).unwrap();
+    log.replicate(0).unwrap();
+    let before = common::snapshot(&replica_dir(&dir, 1));
+    let election = log.fail_leader(0, false).unwrap();
+    assert_eq!((election.kind, election.promoted, election.truncated.clone()), (ElectionKind::Clean, Some(1), 1..1));
+    assert_eq!(common::snapshot(&replica_dir(&dir, 1)), before, "the promoted replica was written");
+}
+
 /// The replication journal records every ISR change and election, one line each, word for
 /// word, before the step's change: here a follower leaving the ISR and rejoining it, a clean
 /// election with nothing to truncate, an election that finds nobody, and (in a second log) an
