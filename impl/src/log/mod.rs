@@ -177,12 +177,12 @@ impl Log {
             None if holds_records(&storage, dir, partitions)? => {
                 Err(LogError::Unidentified { path: dir.to_path_buf() })
             }
-            // A replicated `init` that stopped before its last write: its replicas' identity.
-            None if is_replicated(&storage, dir) => match identity_of_replicas(&storage, dir)? {
+            // A replicated `init` that stopped before its last write: its replicas' identity
+            // (none without `replica-0`'s identity file, a plain or a new log).
+            None => match identity_of_replicas(&storage, dir)? {
                 Some(found) => check_matches(dir, found, LogIdentity { id: found.id, partitions }).map(|()| found),
                 None => LogIdentity::new_random(partitions),
             },
-            None => LogIdentity::new_random(partitions),
         }
     }
 
@@ -564,7 +564,7 @@ impl Log {
     }
 
     /// Writer only: the explicit truncation of a promoted replica (`Partition::cut_acknowledged`).
-    fn cut_acknowledged(&mut self, partition: u32, to: u64) -> Result<u64, LogError> {
+    fn cut_acknowledged(&mut self, partition: u32, to: u64) -> Result<(), LogError> {
         assert!(self.writer, "cut_acknowledged on a reader: only the writer truncates");
         self.part(partition)?.cut_acknowledged(to)
     }

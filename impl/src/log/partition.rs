@@ -358,8 +358,11 @@ impl Partition {
         // Indexed first, to check them; taken back below unless they land.
         let (valid_len, scan_end) = scan(frames, self.tail, &mut self.index, &mut batches);
         let refused = match scan_end {
-            ScanEnd::Clean if valid_len == frames.len() => None,
-            ScanEnd::Clean => Some("they end inside a batch".to_string()),
+            // `scan` ends `Clean` only once it consumed every byte with no batch open.
+            ScanEnd::Clean => {
+                assert_eq!(valid_len, frames.len(), "a clean scan consumed every copied byte");
+                None
+            }
             ScanEnd::Torn { reason, .. } | ScanEnd::Corrupt { reason, .. } => Some(reason),
         };
         if let Some(reason) = refused {
@@ -405,8 +408,8 @@ impl Partition {
     /// the acknowledged log. The acknowledgement record moves first, then the file is cut, so
     /// a crash in between leaves bytes past the acknowledged length (an unacknowledged tail
     /// the next open cuts), never damage. The index and the producer table are rebuilt from
-    /// what is left. Returns the bytes cut.
-    pub(super) fn cut_acknowledged(&mut self, to: u64) -> Result<u64, LogError> {
+    /// what is left.
+    pub(super) fn cut_acknowledged(&mut self, to: u64) -> Result<(), LogError> {
         self.check_writable()?;
         assert!(to <= self.end(), "a truncation to {to} past the end {}", self.end());
         if to < self.start {
@@ -414,7 +417,6 @@ impl Partition {
             return Err(LogError::Corrupt { path: self.start_path.clone(), offset: to, position: 0, reason });
         }
         let position = self.index.get(to as usize).copied().unwrap_or(self.tail);
-        let cut = self.tail - position;
         let ack = Ack { generation: self.ack.generation + 1, end: to, len: position };
         let done = self.acknowledge(ack).and_then(|()| {
             let file = self.file.as_ref().expect("the writer always has its file open");
@@ -428,7 +430,7 @@ impl Partition {
         self.producers = Some(ProducerTable::default());
         let damage = self.index_acknowledged(ack, position)?;
         assert!(damage.is_none(), "the file holds what was just acknowledged: {damage:?}");
-        Ok(cut)
+        Ok(())
     }
 
     /// The frames of the records `offsets` (indexed ones), as they are in the file.
