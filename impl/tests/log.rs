@@ -582,6 +582,8 @@ fn a_damage_names_why_the_scan_stopped() {
     let at = HEADER + zero.len();
     let one = frame(1, 0, 0, 0, 1, b"one");
     let pair = [frame(1, 0, 0, 0, 2, b"a"), frame(2, 0, 0, 1, 2, b"b")].concat();
+    let a = frame(1, 0, 0, 0, 2, b"a");
+    let stray = [a.clone(), frame(2, 0, 0, 5, 2, b"b")].concat();
     let mut flipped = one.clone();
     flipped[FRAME_HEAD] ^= 1;
     /// What follows record 0 and how many of its bytes are left, the records acknowledged, the
@@ -600,6 +602,13 @@ fn a_damage_names_why_the_scan_stopped() {
         row(flipped, one.len(), 2, (1, 0), "checksum mismatch"),
         row(frame(1, 0, 0, 0, 0, b"one"), one.len(), 2, (1, 0), "the frame there claims a batch of 0 records"),
         row(frame(5, 0, 0, 0, 1, b"one"), one.len(), 2, (1, 0), "the frame there carries offset 5"),
+        row(
+            stray.clone(),
+            stray.len(),
+            3,
+            (2, a.len()),
+            "the frame there does not continue the batch of 2 records begun 1 record before it",
+        ),
     ];
     for Row { after, kept, records, stopped: (record, byte), why } in rows {
         let dir = tempfile::tempdir().unwrap();
@@ -620,21 +629,28 @@ fn a_damage_names_why_the_scan_stopped() {
 }
 
 /// Acknowledged bytes all there, every frame intact, yet fewer records than the
-/// acknowledgement record counts (the records rewritten as one longer record over the same
+/// acknowledgement record counts (the records rewritten as fewer, longer records over the same
 /// bytes): damage naming both counts, for a writer and a reader, and nothing modified.
 #[test]
 fn acknowledged_bytes_holding_fewer_records_than_acknowledged_are_damage() {
-    let dir = tempfile::tempdir().unwrap();
-    Log::init(dir.path(), 1).unwrap();
-    let bytes = [b"ONCELOG2".to_vec(), frame(0, 0, 0, 0, 1, &[7; 81])].concat();
-    write_acknowledged(dir.path(), &bytes, 3);
-    let reason = "its acknowledged bytes hold 1 records, not 3".to_string();
-    let damage = Some(Damage { offset: 1, position: bytes.len() as u64, acked_end: 3, reason });
-    let (mut writer, repairs) = open_writer(dir.path()).unwrap();
-    assert_eq!((repairs, writer.damage(0).unwrap()), (vec![], damage.clone()));
-    drop(writer);
-    assert_eq!(open_reader(dir.path()).unwrap().damage(0).unwrap(), damage, "a reader");
-    assert_eq!(fs::read(log_file(dir.path(), 0)).unwrap(), bytes);
+    let one = frame(0, 0, 0, 0, 1, &[7; 81]);
+    let two = [frame(0, 0, 0, 0, 1, &[7; 40]), frame(1, 0, 0, 0, 1, &[7; 19])].concat();
+    for (frames, end, reason) in [
+        (one, 1, "its acknowledged bytes hold 1 record, not 3"),
+        (two, 2, "its acknowledged bytes hold 2 records, not 3"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        Log::init(dir.path(), 1).unwrap();
+        let bytes = [b"ONCELOG2".to_vec(), frames].concat();
+        write_acknowledged(dir.path(), &bytes, 3);
+        let reason = reason.to_string();
+        let damage = Some(Damage { offset: end, position: bytes.len() as u64, acked_end: 3, reason });
+        let (mut writer, repairs) = open_writer(dir.path()).unwrap();
+        assert_eq!((repairs, writer.damage(0).unwrap()), (vec![], damage.clone()));
+        drop(writer);
+        assert_eq!(open_reader(dir.path()).unwrap().damage(0).unwrap(), damage, "a reader");
+        assert_eq!(fs::read(log_file(dir.path(), 0)).unwrap(), bytes);
+    }
 }
 
 #[test]

@@ -77,10 +77,20 @@ impl OpenBatch {
             && meta.sequence == first.sequence.wrapping_add(seen);
         (!fits).then(|| {
             format!(
-                "the frame there does not continue the batch of {} records begun {seen} records before it",
-                first.batch_len
+                "the frame there does not continue the batch of {} begun {} before it",
+                records(first.batch_len.into()),
+                records(seen.into())
             )
         })
+    }
+}
+
+/// `n` records, in words that agree in number: "1 record", "2 records".
+pub(super) fn records(n: u64) -> String {
+    if n == 1 {
+        "1 record".to_string()
+    } else {
+        format!("{n} records")
     }
 }
 

@@ -5,7 +5,7 @@
 
 use super::ack::{create_ack_file, inspect_ack, open_ack, read_ack, write_ack, Ack, AckFile};
 use super::error::{io_err, LogError};
-use super::frame::{encode_frame, parse_frame, scan, Frame, FrameMeta, ScanEnd, FRAME_HEAD};
+use super::frame::{encode_frame, parse_frame, records, scan, Frame, FrameMeta, ScanEnd, FRAME_HEAD};
 use super::header::{HEADER_LEN, MAGIC};
 use super::producer::{Appended, Producer, ProducerBatch, ProducerTable};
 use super::retention::read_start;
@@ -257,7 +257,7 @@ impl Partition {
         let reason = match (detail, short) {
             (Some(detail), Some(short)) => format!("{detail}; {short}"),
             (Some(reason), None) | (None, Some(reason)) => reason,
-            (None, None) => format!("its acknowledged bytes hold {} records, not {}", self.end(), ack.end),
+            (None, None) => format!("its acknowledged bytes hold {}, not {}", records(self.end()), ack.end),
         };
         Ok(Some(Damage { offset: self.end(), position: self.tail, acked_end: ack.end, reason }))
     }
