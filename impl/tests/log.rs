@@ -581,8 +581,8 @@ fn a_damage_names_why_the_scan_stopped() {
     let zero = frame(0, 0, 0, 0, 1, b"zero");
     let at = HEADER + zero.len();
     let one = frame(1, 0, 0, 0, 1, b"one");
-    let pair = [frame(1, 0, 0, 0, 2, b"a"), frame(2, 0, 0, 1, 2, b"b")].concat();
     let a = frame(1, 0, 0, 0, 2, b"a");
+    let pair = [a.clone(), frame(2, 0, 0, 1, 2, b"b")].concat();
     let stray = [a.clone(), frame(2, 0, 0, 5, 2, b"b")].concat();
     let mut flipped = one.clone();
     flipped[FRAME_HEAD] ^= 1;
