@@ -2,11 +2,11 @@
 //! against fresh real systems; every divergence is saved as a trace file and printed with the
 //! commands that reproduce it. Used by `conformance test` and by the walks of `cargo test`.
 
-use crate::corpus::reproduce_command;
+use crate::corpus::{reproduce_command, run_flags};
 use crate::error::Error;
 use crate::generate;
 use crate::harness::Options;
-use crate::replay::replay;
+use crate::replay::{replay_counted, Inside};
 use model::trace::Trace;
 use model::{Action, Config, ConsumerModel};
 use std::fmt;
@@ -44,6 +44,8 @@ pub struct Summary {
     pub seconds: f64,
     /// `Some(paths_max)` when the paths to a depth were cut there: not every one was replayed.
     pub cut: Option<usize>,
+    /// The kill points inside steps of the conforming replays.
+    pub inside: Inside,
 }
 
 impl fmt::Display for Summary {
@@ -78,22 +80,24 @@ pub fn replay_generated(
     let what = generated.what();
     report(&format!("{}: {what}", config.strategy));
     let started = Instant::now();
-    let mut summary = Summary { traces: 0, divergences: 0, steps: 0, seconds: 0.0, cut: None };
+    let mut summary =
+        Summary { traces: 0, divergences: 0, steps: 0, seconds: 0.0, cut: None, inside: Inside::default() };
     let mut replay_one = |actions: &[Action]| -> Result<(), Error> {
         let index = summary.traces;
         summary.traces += 1;
         summary.steps += actions.len();
         let description = format!("generated path {index}: {what}");
         let trace = Trace::new(config.clone(), None, None, description, actions.to_vec());
-        let Err(failure) = replay(&trace, options) else { return Ok(()) };
+        let Err(failure) = replay_counted(&trace, options, &mut summary.inside) else { return Ok(()) };
         summary.divergences += 1;
         std::fs::create_dir_all(out).map_err(Error::io(out, "create"))?;
         let path = out.join(format!("{}--path-{index}.json", config.strategy));
         std::fs::write(&path, trace.to_json()).map_err(Error::io(&path, "write"))?;
         let regenerate = match generated {
             Generated::Walks { seed, steps_max, .. } => format!(
-                "\nregenerate: cargo run -p conformance -- test {} --walks 1 --seed {} --steps-max {steps_max}",
+                "\nregenerate: cargo run -p conformance -- test {} {} --walks 1 --seed {} --steps-max {steps_max}",
                 config.flags(),
+                run_flags(options),
                 seed.wrapping_add(index as u64)
             ),
             Generated::Paths { .. } => String::new(),

@@ -44,17 +44,29 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
 
 /// The command that reproduces a replay of `path` with `options`.
 pub fn reproduce_command(path: &Path, options: &Options) -> String {
-    let mode = options.mode.name();
-    let mutation =
-        options.mutation.map_or(String::new(), |m| format!(" --mutation {}", crate::driver::mutation_name(m)));
-    let mode = match &options.command {
-        Some(command) => format!("--worker {}", crate::protocol::shell_quote(command)),
-        None => format!("--mode {mode}"),
-    };
+    let (mode, rest) = run_flag_parts(options);
     // The row, which `--worker` requires (the trace's own; a file that does not load has none).
     let row = match (&options.command, load(path)) {
         (Some(_), Ok(trace)) => format!(" --strategy {}", trace.config.strategy),
         (Some(_) | None, _) => String::new(),
+    };
+    format!("cargo run -p conformance -- replay {mode}{row}{rest} {}", path.display())
+}
+
+/// The flags that start the real system as `options` do (mode or worker, the reply wait, kill
+/// points inside steps, a mutation), for a command that reproduces a failure.
+pub fn run_flags(options: &Options) -> String {
+    let (mode, rest) = run_flag_parts(options);
+    format!("{mode}{rest}")
+}
+
+/// `run_flags` in two: the mode (or worker) first, the others after the row in a replay's line.
+fn run_flag_parts(options: &Options) -> (String, String) {
+    let mutation =
+        options.mutation.map_or(String::new(), |m| format!(" --mutation {}", crate::driver::mutation_name(m)));
+    let mode = match &options.command {
+        Some(command) => format!("--worker {}", crate::protocol::shell_quote(command)),
+        None => format!("--mode {}", options.mode.name()),
     };
     // A wait other than the default is part of what failed (a slow consumer's timeout).
     let ms = options.reply_timeout_ms;
@@ -63,7 +75,13 @@ pub fn reproduce_command(path: &Path, options: &Options) -> String {
     } else {
         String::new()
     };
-    format!("cargo run -p conformance -- replay {mode}{row}{wait}{mutation} {}", path.display())
+    // The command line's default: kill points inside steps on in protocol mode, off otherwise.
+    let inside = match (options.mode, options.inside_step) {
+        (Mode::Protocol, false) => " --inside-step off",
+        (Mode::Process, true) => " --inside-step on",
+        (Mode::Protocol, true) | (Mode::Process, false) | (Mode::InProcess, _) => "",
+    };
+    (mode, format!("{wait}{inside}{mutation}"))
 }
 
 /// Replays one corpus file in every mode (in process, as worker processes, and as processes of

@@ -46,6 +46,27 @@ pub fn side_by_side(model: &str, real: &str) -> String {
     out.join("\n")
 }
 
+/// Three texts side by side, line by line (each column headed by its name): every line where
+/// the three agree is `(same)`, the others are marked `≠`.
+pub fn three_columns(a: (&str, &str), b: (&str, &str), c: (&str, &str)) -> String {
+    let columns: Vec<Vec<&str>> = [a.1, b.1, c.1].iter().map(|text| text.lines().collect()).collect();
+    let width = |index: usize, name: &str| {
+        columns[index].iter().map(|line| line.chars().count()).max().unwrap_or(0).max(name.chars().count())
+    };
+    let (wa, wb) = (width(0, a.0), width(1, b.0));
+    let mut out = vec![format!("  {:wa$} | {:wb$} | {}", a.0, b.0, c.0)];
+    let rows = columns.iter().map(Vec::len).max().unwrap_or(0);
+    for index in 0..rows {
+        let cell = |column: usize| columns[column].get(index).copied().unwrap_or("");
+        let (x, y, z) = (cell(0), cell(1), cell(2));
+        out.push(match x == y && y == z {
+            true => format!("  {x:wa$} | (same)"),
+            false => format!("≠ {x:wa$} | {y:wb$} | {z}"),
+        });
+    }
+    out.join("\n")
+}
+
 fn render(edits: &[(char, &str)]) -> String {
     const CONTEXT: usize = 2;
     let near_change = |index: usize| {

@@ -2,7 +2,8 @@
 //! in-process `consumer::owner::Owner`, driven one durable step at a time.
 
 use crate::error::{Error, Unobservable, WorkerError};
-use crate::protocol::{Launch, ProtocolOwner};
+use crate::killpoints::{Scope, Window};
+use crate::protocol::{Launch, Process, ProtocolError, ProtocolOwner};
 use consumer::crash::CrashPlan;
 use consumer::log::Log;
 use consumer::owner::{Mutation, Outcome, Owner, OwnerError, Settings};
@@ -12,7 +13,7 @@ use consumer::strategy::Step;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 
 /// Where owners run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +52,8 @@ pub struct OwnerSpec {
     pub settings: Settings,
     /// Protocol mode: the consumer's command and what its `init` says.
     pub launch: Option<Launch>,
+    /// Process mode: trace the worker and record the kill points inside its steps.
+    pub inside_step: bool,
 }
 
 /// One running owner.
@@ -63,6 +66,12 @@ pub trait OwnerHandle {
     fn leases(&mut self) -> Result<BTreeMap<u32, Lease>, Error>;
     /// Ends the owner as a crash would.
     fn kill(self: Box<Self>);
+    /// Arms a named crash point (`STEP:WHEN[@OFFSET]`): the owner kills itself there, inside a
+    /// later step (this consumer's `--crash-at`, the protocol's `arm`).
+    fn arm(&mut self, point: &str) -> Result<(), Error>;
+    /// What the windows of the model steps since the last call found: the kill points inside
+    /// them (none unless the owner runs traced).
+    fn take_windows(&mut self) -> Vec<Window>;
 }
 
 /// Starts an owner (a start is a restart: it resumes from the committed checkpoints).
@@ -125,16 +134,28 @@ impl OwnerHandle for InProcessOwner {
     }
 
     fn kill(self: Box<Self>) {}
+
+    fn arm(&mut self, _: &str) -> Result<(), Error> {
+        Err(Error::Unsupported("a named crash point in process (it ends the process)"))
+    }
+
+    /// In process, nothing can be killed inside a step.
+    fn take_windows(&mut self) -> Vec<Window> {
+        Vec::new()
+    }
 }
 
 /// A child process running this executable's hidden `worker` subcommand, which serves
 /// `consumer::worker` on stdin/stdout: the consumer's worker mode, in a process of its own.
 struct ProcessOwner {
-    child: Child,
+    process: Process,
     input: ChildStdin,
     output: BufReader<ChildStdout>,
     group: String,
     name: String,
+    /// The kill points inside the steps since the harness last took them (traced only).
+    windows: Vec<Window>,
+    next_seed: u64,
 }
 
 impl ProcessOwner {
@@ -156,8 +177,6 @@ impl ProcessOwner {
             .args(["--on-out-of-range", settings.on_out_of_range.name()])
             .args(["--start-epoch", settings.start.name()])
             .args(["--log-check", settings.log_check.name()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         if let Some(url) = &spec.store {
             command.args(["--store", url]);
@@ -165,11 +184,27 @@ impl ProcessOwner {
         if let Some(mutation) = settings.mutation {
             command.args(["--mutation", mutation_name(mutation)]);
         }
-        let mut child = command.spawn().map_err(|source| fail(WorkerError::Spawn { exe, source }))?;
-        let input = child.stdin.take().expect("stdin is piped");
-        let output = BufReader::new(child.stdout.take().expect("stdout is piped"));
-        let mut owner = ProcessOwner { child, input, output, group: spec.group.clone(), name: spec.owner.clone() };
+        // This consumer's store is `store.db` (and its journal) beside the log; a PostgreSQL
+        // store has no file to copy, so its owners are never traced.
+        let scope = match (spec.inside_step, &spec.store) {
+            (true, None) => Some(Scope::files(&spec.dir, "store.db").map_err(Error::io(&spec.dir, "resolve"))?),
+            (true, Some(_)) | (false, _) => None,
+        };
+        let text = exe.display().to_string();
+        let (process, input, output) = match Process::start_command(command, &text, scope.as_ref()) {
+            Ok(started) => started,
+            Err(ProtocolError::Spawn { source, .. }) => return Err(fail(WorkerError::Spawn { exe, source })),
+            Err(error) => return Err(Error::Protocol { who: format!("{}/{}", spec.group, spec.owner), source: error }),
+        };
+        let output = BufReader::new(output);
+        let (group, name) = (spec.group.clone(), spec.owner.clone());
+        let mut owner = ProcessOwner { process, input, output, group, name, windows: Vec::new(), next_seed: 1 };
+        // Its start (which claims epochs on a restart) is a window of its own.
+        owner.process.open_window(0);
         let ready = owner.read_line().map_err(fail)?;
+        let window =
+            owner.process.close_window().map_err(|source| Error::Protocol { who: spec.owner.clone(), source })?;
+        owner.windows.push(window);
         if !ready.starts_with("ready ") {
             return Err(fail(WorkerError::NotReady { line: ready }));
         }
@@ -225,15 +260,38 @@ impl ProcessOwner {
     }
 }
 
+impl ProcessOwner {
+    /// A request that is a model step: traced, its kill points are kept for the harness.
+    fn step_request(&mut self, command: &str) -> Result<String, Error> {
+        self.next_seed += 1;
+        let traced = self.process.open_window(self.next_seed);
+        let reply = self.request(command).map_err(|e| self.fail(e));
+        if traced {
+            let who = format!("{}/{}", self.group, self.name);
+            let window = self.process.close_window().map_err(|source| Error::Protocol { who, source })?;
+            self.windows.push(window);
+        }
+        reply
+    }
+}
+
 impl OwnerHandle for ProcessOwner {
     fn step(&mut self, step: Step) -> Result<Outcome, Error> {
         let command = step.to_string();
-        let reply = self.request(&command).map_err(|e| self.fail(e))?;
+        let reply = self.step_request(&command)?;
         parse_outcome(&reply).ok_or_else(|| self.fail(WorkerError::UnreadableReply { command, line: reply }))
     }
 
     fn assign(&mut self, partition: u32) -> Result<(), Error> {
-        self.request(&format!("assign {partition}")).map(|_| ()).map_err(|e| self.fail(e))
+        self.step_request(&format!("assign {partition}")).map(|_| ())
+    }
+
+    fn take_windows(&mut self) -> Vec<Window> {
+        std::mem::take(&mut self.windows)
+    }
+
+    fn arm(&mut self, point: &str) -> Result<(), Error> {
+        self.request(&format!("arm {point}")).map(|_| ()).map_err(|e| self.fail(e))
     }
 
     fn leases(&mut self) -> Result<BTreeMap<u32, Lease>, Error> {
@@ -243,15 +301,13 @@ impl OwnerHandle for ProcessOwner {
 
     fn kill(mut self: Box<Self>) {
         // SIGKILL: the process gets no chance to finish anything, exactly like a crash.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill();
     }
 }
 
 impl Drop for ProcessOwner {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill();
     }
 }
 

@@ -10,6 +10,7 @@ pub use rows::{real_row, ProducerRetry, RealRow, ReplicaSettings};
 
 use crate::driver::{self, Mode, OwnerHandle, OwnerSpec};
 use crate::error::{Error, Unobservable};
+use crate::killpoints::{Scope, Snapshot, Window};
 use crate::protocol::{Launch, ProtocolStore};
 use consumer::external::{EmailProvider, ExternalDir, Index, Relay};
 use consumer::log::{encode_delta, Log, LogError, Producer, ReplicatedLog, Storage};
@@ -45,6 +46,9 @@ pub struct Options {
     pub postgres: Option<String>,
     /// Protocol mode: how long to wait for one reply before the consumer is taken for frozen.
     pub reply_timeout_ms: u64,
+    /// Trace every owner process and judge the store at each kill point inside its steps
+    /// (`crate::killpoints`): on by default for a `--worker` consumer, off otherwise.
+    pub inside_step: bool,
 }
 
 impl Options {
@@ -61,6 +65,7 @@ impl Options {
             worker_exe: None,
             postgres: None,
             reply_timeout_ms: crate::protocol::REPLY_TIMEOUT_MS_DEFAULT,
+            inside_step: false,
         }
     }
 }
@@ -198,8 +203,8 @@ fn protocol_launch(config: &Config, row: &RealRow, options: &Options, dir: &Path
         ..Settings::new(row.strategy)
     };
     let (partitions, row) = (u32::from(config.partitions), config.strategy.name().to_string());
-    let reply_timeout_ms = options.reply_timeout_ms;
-    Ok(Launch { command, store, dir: dir.to_path_buf(), partitions, row, settings, reply_timeout_ms })
+    let (reply_timeout_ms, inside_step) = (options.reply_timeout_ms, options.inside_step);
+    Ok(Launch { command, store, dir: dir.to_path_buf(), partitions, row, settings, reply_timeout_ms, inside_step })
 }
 
 pub fn group_name(group: u8) -> String {
@@ -223,6 +228,84 @@ enum Delivery {
 fn not_running(group: u8, owner: u8) -> Error {
     Error::NotRunning { group: group_name(group), owner: owner_name(owner) }
 }
+
+/// The step an owner's action sends, when it is one (`perform`'s owner steps): the model's
+/// crash points are named by it.
+pub fn step_kind(action: &Action) -> Option<StepKind> {
+    use StepKind as Kind;
+    match action {
+        Action::Fetch { .. } => Some(Kind::Fetch),
+        Action::ApplyEffect { .. } => Some(Kind::ApplyEffect),
+        Action::InsertProcessed { .. } => Some(Kind::InsertProcessed),
+        Action::CommitOffset { .. } => Some(Kind::CommitOffset),
+        Action::ApplyStamped { .. } => Some(Kind::ApplyStamped),
+        Action::ApplyDeduped { .. } => Some(Kind::ApplyDeduped),
+        Action::ApplyAtomic { .. } => Some(Kind::ApplyAtomic),
+        Action::DeadLetter { .. } => Some(Kind::DeadLetter),
+        Action::ResetOffset { .. } => Some(Kind::ResetOffset),
+        Action::FailOutOfRange { .. } => Some(Kind::FailOutOfRange),
+        Action::RefuseAhead { .. } => Some(Kind::RefuseAhead),
+        Action::ProduceOutput { .. } => Some(Kind::ProduceOutput),
+        Action::CommitTxn { .. } => Some(Kind::CommitTxn),
+        Action::SendEmail { .. } => Some(Kind::SendEmail),
+        Action::WriteIndex { .. } => Some(Kind::WriteIndex),
+        Action::Append { .. }
+        | Action::AppendAckLost { .. }
+        | Action::RetryAppend { .. }
+        | Action::Crash { .. }
+        | Action::Restart { .. }
+        | Action::Rebalance { .. }
+        | Action::Pause { .. }
+        | Action::LoseTail { .. }
+        | Action::Retain { .. }
+        | Action::Replicate { .. }
+        | Action::Acknowledge { .. }
+        | Action::ShrinkIsr { .. }
+        | Action::FailLeader { .. }
+        | Action::ReadOutput { .. }
+        | Action::Relay { .. } => None,
+    }
+}
+
+/// What reads a copy of the store: the harness's parts a reader needs, shared by the readers.
+struct CopyReader {
+    dir: PathBuf,
+    launch: Option<Launch>,
+    groups: u8,
+    partitions: u8,
+}
+
+impl CopyReader {
+    fn read(&self, snapshot: &Snapshot, index: usize) -> Result<Vec<ModelStore>, Error> {
+        let copy = self.dir.join(format!("kill-point-{index}"));
+        if copy.exists() {
+            std::fs::remove_dir_all(&copy).map_err(Error::io(&copy, "remove"))?;
+        }
+        std::fs::create_dir(&copy).map_err(Error::io(&copy, "create"))?;
+        snapshot.write_to(&copy).map_err(Error::io(&copy, "write a copy of the store into"))?;
+        let groups = 0..self.groups;
+        let observed: Vec<consumer::protocol::Observed> = match &self.launch {
+            Some(launch) => {
+                let launch = Launch { store: copy.clone(), inside_step: false, ..launch.clone() };
+                let mut agent = ProtocolStore::start(launch)?;
+                groups.map(|group| agent.observe(&group_name(group))).collect::<Result<_, _>>()?
+            }
+            None => {
+                let options = StoreOptions { journal: Journal::Delete, ..StoreOptions::default() };
+                let store = Store::open_at(&Location::Sqlite(driver::store_path(&copy)), options)?;
+                let observed = groups.map(|group| consumer::protocol::observe(&store, &group_name(group)));
+                observed.collect::<Result<_, _>>()?
+            }
+        };
+        let _ = std::fs::remove_dir_all(&copy);
+        let stores = observed.into_iter().map(|observed| model_store(observed, self.partitions));
+        Ok(stores.collect::<Result<_, _>>()?)
+    }
+}
+
+/// How many copies of the store are read at once after a step (`Harness::observe_copies`):
+/// twice the cores of the machines this runs on, since a reader mostly waits for its process.
+const COPY_READERS_MAX: usize = 4;
 
 /// The producer every harness appends as (idempotent appends; see `produce`).
 const PRODUCER: Producer = Producer { id: 1, epoch: 1 };
@@ -359,7 +442,70 @@ impl Harness {
             owner: owner_name(owner),
             settings,
             launch: self.launch.clone(),
+            inside_step: self.options.inside_step,
         }
+    }
+
+    /// Whether the owners run traced: kill points inside their steps are recorded (never for a
+    /// PostgreSQL store, which has no file under a directory to copy, nor in process).
+    pub fn traced(&self) -> bool {
+        let store_in_files = self.options.postgres.is_none();
+        self.options.inside_step && store_in_files && !matches!(self.options.mode, Mode::InProcess)
+    }
+
+    /// Arms a named crash point in a running owner (`STEP:WHEN[@OFFSET]`).
+    pub fn arm(&mut self, group: u8, owner: u8, point: &str) -> Result<(), Error> {
+        self.handle(group, owner)?.arm(point)
+    }
+
+    /// A copy of this consumer's store files as they are now (process mode: `store.db` and its
+    /// journal), for `observe_copies`.
+    pub fn store_snapshot(&self) -> Result<Snapshot, Error> {
+        let scope = Scope::files(&self.dir.path, "store.db").map_err(Error::io(&self.dir.path, "resolve"))?;
+        Snapshot::take(&scope).map_err(Error::io(&self.dir.path, "copy the store in"))
+    }
+
+    /// The kill points inside the model steps since the last call (every owner's windows, in
+    /// slot order: a step has one acting owner, so they are that step's).
+    pub fn take_windows(&mut self) -> Vec<Window> {
+        let mut windows = Vec::new();
+        for handle in self.owners.iter_mut().flatten().flatten() {
+            windows.extend(handle.take_windows());
+        }
+        windows
+    }
+
+    /// Every group's durable store as each copy taken at a kill point holds it, read by a fresh
+    /// reader of the copy: the consumer's store role started on it (protocol mode), or this
+    /// consumer's store opened on it. Opening the copy read-write lets a reader roll back the
+    /// hot journal a kill inside a transaction left, as it would on the real store. The copies
+    /// are read `COPY_READERS_MAX` at a time (a reader is mostly a process's start).
+    pub fn observe_copies(&self, snapshots: &[&Snapshot]) -> Result<Vec<Vec<ModelStore>>, Error> {
+        let reader = CopyReader {
+            dir: self.dir.path.clone(),
+            launch: self.launch.clone(),
+            groups: self.config.groups,
+            partitions: self.config.partitions,
+        };
+        let reader = &reader;
+        let readers = COPY_READERS_MAX.min(snapshots.len()).max(1);
+        let mut results: Vec<Option<Result<Vec<ModelStore>, Error>>> = (0..snapshots.len()).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..readers)
+                .map(|first| {
+                    scope.spawn(move || {
+                        let mine = (first..snapshots.len()).step_by(readers);
+                        mine.map(|index| (index, reader.read(snapshots[index], index))).collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for worker in workers {
+                for (index, result) in worker.join().expect("a copy's reader does not panic") {
+                    results[index] = Some(result);
+                }
+            }
+        });
+        results.into_iter().map(|result| result.expect("every copy read")).collect()
     }
 
     /// Performs one model action on the real system and returns the observed state after it.

@@ -3,11 +3,13 @@
 
 pub mod batch;
 pub mod corpus;
+pub mod crosscheck;
 pub mod diff;
 pub mod driver;
 pub mod error;
 pub mod generate;
 pub mod harness;
+pub mod killpoints;
 pub mod protocol;
 pub mod replay;
 pub mod scenarios;

@@ -7,7 +7,7 @@ use conformance::batch::{self, Generated};
 use conformance::corpus;
 use conformance::driver::{self, Mode};
 use conformance::harness::Options;
-use conformance::replay::replay;
+use conformance::replay::{replay_counted, Inside};
 use consumer::crash::CrashPlan;
 use consumer::log::{Log, LogError};
 use consumer::owner::{Mutation, Owner, OwnerError, Settings};
@@ -52,6 +52,10 @@ enum Command {
         after_help = "Example:\n  conformance worker --dir /tmp/demo --group g --owner o0 --strategy atomic-fenced"
     )]
     Worker(WorkerArgs),
+    /// Trace this consumer's worker processes and check every kill point inside a step against
+    /// the named crash points around it (maintainers: docs/inside-step.md).
+    #[command(hide = true, after_help = "Example:\n  conformance cross-check tests/traces")]
+    CrossCheck(CrossCheckArgs),
     /// Serve the open owner protocol (PROTOCOL.md) on stdin/stdout: this consumer, for
     /// `--mode protocol` without `--worker`.
     #[command(hide = true, after_help = "Example:\n  conformance serve < requests.ndjson")]
@@ -90,6 +94,17 @@ struct RunArgs {
     /// dropped after it (default: SQLite).
     #[arg(long)]
     postgres: Option<String>,
+    /// Kill points inside steps: trace each owner process (ptrace, Linux) and check the store a
+    /// SIGKILL after each of its writes under the store directory leaves (default: on with
+    /// --worker or --mode protocol, off in process mode; not in process).
+    #[arg(long, value_name = "on|off")]
+    inside_step: Option<Switch>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Switch {
+    On,
+    Off,
 }
 
 impl RunArgs {
@@ -106,7 +121,19 @@ impl RunArgs {
         if self.worker.as_deref().is_some_and(|command| command.trim().is_empty()) {
             bail!("--worker is empty: give the command that starts your consumer");
         }
+        let inside_step = match (self.inside_step, mode) {
+            (Some(Switch::On), Mode::InProcess) => {
+                bail!("--inside-step on kills processes: it cannot be used with --mode in-process")
+            }
+            (Some(Switch::On), Mode::Process) if self.postgres.is_some() => {
+                bail!("--inside-step on copies the store's files: it cannot be used with --postgres")
+            }
+            (Some(switch), _) => switch == Switch::On,
+            (None, Mode::Protocol) => true,
+            (None, Mode::Process | Mode::InProcess) => false,
+        };
         let mut options = Options {
+            inside_step,
             mutation: self.mutation,
             postgres: self.postgres.clone(),
             command: self.worker.clone(),
@@ -245,6 +272,16 @@ impl TestArgs {
 }
 
 #[derive(Args)]
+struct CrossCheckArgs {
+    /// Trace files or directories of them.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Where fresh data directories are made (default: /dev/shm when present).
+    #[arg(long)]
+    tmp: Option<PathBuf>,
+}
+
+#[derive(Args)]
 struct RegenerateArgs {
     /// The corpus directory, normally tests/traces.
     dir: PathBuf,
@@ -335,6 +372,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => run_replay(args),
         Command::Test(args) => run_test(args),
         Command::Regenerate(args) => run_regenerate(args),
+        Command::CrossCheck(args) => run_cross_check(args),
         Command::Worker(args) => run_worker(args),
         Command::Serve => run_serve(),
     };
@@ -375,14 +413,15 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     if let Some(row) = args.strategy.filter(|_| traces.is_empty()) {
         bail!("no trace of {row} among the {found} given");
     }
+    preflight(&options)?;
     println!("{TOOL} (model: {})", model::TOOL);
     if let Some(row) = args.strategy {
         println!("replaying the {} traces of {row} ({} of other rows left out)", traces.len(), found - traces.len());
     }
     let started = Instant::now();
-    let (mut failures, mut steps) = (Vec::new(), 0);
+    let (mut failures, mut steps, mut inside) = (Vec::new(), 0, Inside::default());
     for (path, trace) in &traces {
-        match replay(trace, &options) {
+        match replay_counted(trace, &options, &mut inside) {
             Ok(report) => {
                 steps += report.steps;
                 let violated: Vec<&str> = report.violated.iter().filter(|(_, v)| *v).map(|(n, _)| n.as_str()).collect();
@@ -410,10 +449,55 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         traces.len() as f64 / seconds.max(1e-9),
         steps as f64 / seconds.max(1e-9)
     );
-    if let Some(row) = args.strategy {
-        println!("{}", claim_summary(row, traces.len(), &failures));
+    let tried = tried_summary(&options, &inside);
+    match args.strategy {
+        Some(row) => println!("{}; {tried}", claim_summary(row, traces.len(), &failures)),
+        None => println!("summary: {tried}"),
     }
     Ok(ExitCode::from(if failures.is_empty() { 0 } else { DIVERGED }))
+}
+
+/// What a replay tried besides the model's steps, and what it trusted: the kill points inside
+/// steps, and how the store was read.
+fn tried_summary(options: &Options, inside: &Inside) -> String {
+    let traced = options.inside_step && options.postgres.is_none() && options.mode != Mode::InProcess;
+    let kills = match (options.mode, traced) {
+        (Mode::InProcess, _) => {
+            "kill points inside steps: none in process (a crash drops the owner between steps)".into()
+        }
+        (Mode::Process, false) => {
+            "kill points inside steps: not tried (--inside-step on traces the worker processes)".into()
+        }
+        (Mode::Protocol | Mode::Process, _) => inside.summary(traced),
+    };
+    let store = match options.mode {
+        Mode::Protocol => "store observed through its store role (trusted: it reports what the store holds)",
+        Mode::Process | Mode::InProcess => "store read directly by the harness",
+    };
+    format!("{kills}; {store}")
+}
+
+/// Before any trace: a `--worker` command that cannot start, ends at once or cannot be traced
+/// is bad input, said in one line (exit 2), not a divergence of every trace.
+fn preflight(options: &Options) -> anyhow::Result<()> {
+    let Some(command) = options.command.as_deref() else { return Ok(()) };
+    conformance::protocol::preflight(command, options).map_err(|error| {
+        use conformance::protocol::ProtocolError;
+        let hint = match &error {
+            ProtocolError::Trace { .. } => {
+                "; rerun with --inside-step off to replay without kill points inside steps (the summary then says so)"
+            }
+            ProtocolError::Spawn { .. } => "; check the command",
+            ProtocolError::Ended { .. } | ProtocolError::Write { .. } | ProtocolError::Read { .. } => {
+                "; it must keep running and answer init (PROTOCOL.md)"
+            }
+            ProtocolError::Silent { .. }
+            | ProtocolError::Unreadable { .. }
+            | ProtocolError::Unexpected { .. }
+            | ProtocolError::Refused { .. } => "",
+        };
+        anyhow::anyhow!("--worker: {error}{hint}")
+    })
 }
 
 /// The summary of a replay of one row's traces: whether the consumer's claim holds on every
@@ -438,15 +522,51 @@ fn run_test(args: TestArgs) -> anyhow::Result<ExitCode> {
         (None, Some(count), Some(seed)) => Generated::Walks { count, seed, steps_max: args.steps_max },
         _ => bail!("give either --depth D or --walks N --seed SEED"),
     };
+    preflight(&options)?;
     println!("{TOOL} (model: {})", model::TOOL);
     let summary = batch::replay_generated(&config, generated, &options, &args.out, &mut |line| println!("{line}"))?;
     println!("{summary}");
+    println!("summary: {}", tried_summary(&options, &summary.inside));
     let code = match (summary.divergences, summary.cut) {
         (0, None) => 0,
         (0, Some(_)) => INCOMPLETE,
         _ => DIVERGED,
     };
     Ok(ExitCode::from(code))
+}
+
+/// Exit 0 when no kill point shows a store its named crash points do not, 1 on a finding.
+fn run_cross_check(args: CrossCheckArgs) -> anyhow::Result<ExitCode> {
+    let mut options = Options { inside_step: true, ..Options::new(Mode::Process) };
+    if let Some(tmp) = &args.tmp {
+        if !tmp.is_dir() {
+            bail!("--tmp {} is not a directory", tmp.display());
+        }
+        options.tmp_root = tmp.clone();
+    }
+    let files = corpus::expand(&args.paths)?;
+    let traces: Vec<(String, Trace)> = files
+        .into_iter()
+        .map(|path| corpus::load(&path).map(|trace| (path.display().to_string(), trace)))
+        .collect::<Result<_, _>>()?;
+    println!("{TOOL} (model: {})", model::TOOL);
+    let started = Instant::now();
+    let checked = conformance::crosscheck::cross_check_all(&traces, &options, &mut |line| println!("{line}"))?;
+    for finding in &checked.findings {
+        println!("FINDING  {finding}");
+    }
+    println!(
+        "cross-check: {} traces, {} steps with kill points, {} kill points between {} named crash points \
+         ({} armed off the step's path), {} findings, {:.1} s",
+        traces.len(),
+        checked.steps,
+        checked.kill_points,
+        checked.named,
+        checked.not_reached,
+        checked.findings.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::from(if checked.findings.is_empty() { 0 } else { DIVERGED }))
 }
 
 fn run_regenerate(args: RegenerateArgs) -> anyhow::Result<ExitCode> {

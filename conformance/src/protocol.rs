@@ -6,6 +6,7 @@
 
 use crate::driver::{log_dir, OwnerHandle, OwnerSpec};
 use crate::error::{Error, Unobservable};
+use crate::killpoints::{Scope, TraceError, Traced, Window};
 use consumer::log::{decode_delta, Log};
 use consumer::owner::Outcome;
 use consumer::protocol::{
@@ -72,6 +73,11 @@ pub enum ProtocolError {
         request: String,
         error: ErrorBody,
     },
+    /// The consumer could not be started traced, or its store not copied at a kill point.
+    Trace {
+        command: String,
+        error: TraceError,
+    },
 }
 
 impl fmt::Display for ProtocolError {
@@ -96,6 +102,7 @@ impl fmt::Display for ProtocolError {
                 let definite = if error.definite { "definite" } else { "indefinite" };
                 write!(f, "{request} refused ({}, {definite}): {}", error.code.name(), error.text)
             }
+            ProtocolError::Trace { command, error } => write!(f, "'{command}': {error}"),
         }
     }
 }
@@ -106,6 +113,7 @@ impl std::error::Error for ProtocolError {
             ProtocolError::Spawn { source, .. }
             | ProtocolError::Write { source, .. }
             | ProtocolError::Read { source, .. } => Some(source),
+            ProtocolError::Trace { error, .. } => Some(error),
             ProtocolError::Silent { .. }
             | ProtocolError::Ended { .. }
             | ProtocolError::Unreadable { .. }
@@ -126,19 +134,133 @@ impl ProtocolError {
             | ProtocolError::Silent { .. }
             | ProtocolError::Ended { .. }
             | ProtocolError::Unreadable { .. }
-            | ProtocolError::Unexpected { .. } => None,
+            | ProtocolError::Unexpected { .. }
+            | ProtocolError::Trace { .. } => None,
         }
     }
 }
 
 /// One consumer process: requests out, replies in, one at a time.
 struct Peer {
-    child: Child,
+    process: Process,
     input: ChildStdin,
     /// The reply lines, read by a thread of their own so that a wait can end (`reply_timeout`).
     replies: Receiver<Line>,
     reply_timeout: Duration,
     next_id: u64,
+    /// What the windows of the requests that were model steps found (kill points inside them),
+    /// until the harness takes them.
+    windows: Vec<Window>,
+}
+
+/// A consumer process as started: plainly, or under the tracer (kill points inside steps).
+pub(crate) enum Process {
+    Plain(Child),
+    Traced { traced: Box<Traced>, scope: Scope, command: String },
+}
+
+impl Process {
+    fn start(command: &str, trace: Option<&Scope>) -> Result<(Process, ChildStdin, ChildStdout), ProtocolError> {
+        Process::start_command(shell_command(command), command, trace)
+    }
+
+    /// Starts `built` (`command`, as messages name it), its stdin and stdout piped, traced when
+    /// `trace` names the store's scope.
+    pub(crate) fn start_command(
+        mut built: Command,
+        command: &str,
+        trace: Option<&Scope>,
+    ) -> Result<(Process, ChildStdin, ChildStdout), ProtocolError> {
+        let Some(scope) = trace else {
+            let mut child = built
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .map_err(|source| ProtocolError::Spawn { command: command.to_string(), source })?;
+            let input = child.stdin.take().expect("stdin is piped");
+            let output = child.stdout.take().expect("stdout is piped");
+            return Ok((Process::Plain(child), input, output));
+        };
+        // A program that is not on the PATH would fail inside the traced child, where its
+        // error cannot be reported: look for it first, as the shell would.
+        if let Some(missing) = missing_program(&built) {
+            let source = io::Error::new(io::ErrorKind::NotFound, format!("{missing} is not on the PATH"));
+            return Err(ProtocolError::Spawn { command: command.to_string(), source });
+        }
+        let built = through_shell(&built);
+        let (traced, input, output) = Traced::spawn(built, scope.clone())
+            .map_err(|error| ProtocolError::Trace { command: command.to_string(), error })?;
+        let command = command.to_string();
+        Ok((Process::Traced { traced: Box::new(traced), scope: scope.clone(), command }, input, output))
+    }
+
+    /// Records the kill points of one model step's request: `Some` window, traced.
+    pub(crate) fn open_window(&self, seed: u64) -> bool {
+        let Process::Traced { traced, scope, .. } = self else { return false };
+        traced.open_window(scope, seed);
+        true
+    }
+
+    pub(crate) fn close_window(&self) -> Result<Window, ProtocolError> {
+        let Process::Traced { traced, command, .. } = self else { return Ok(Window::default()) };
+        traced.close_window().map_err(|error| ProtocolError::Trace { command: command.clone(), error })
+    }
+
+    /// How the process ended, once it has.
+    pub(crate) fn status(&mut self) -> String {
+        match self {
+            Process::Plain(child) => match child.wait() {
+                Ok(status) => status.to_string(),
+                Err(error) => format!("status unknown: {error}"),
+            },
+            Process::Traced { traced, .. } => traced.status(),
+        }
+    }
+
+    /// SIGKILL (a traced process with every thread and child it started).
+    pub(crate) fn kill(&mut self) {
+        match self {
+            Process::Plain(child) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            Process::Traced { traced, .. } => traced.kill(),
+        }
+    }
+}
+
+/// `sh -c 'exec "$0" "$@"' PROGRAM ARGS...`: the same process once `sh` has exec'd it, but an
+/// exec that fails is `sh`'s to report (exit 126 or 127, a line on stderr). The traced child's
+/// own exec is then always `/bin/sh`'s: a failed exec in the child, before the tracer has set
+/// its options, could not report itself (its write would be stopped by the filter with no
+/// tracer listening).
+fn through_shell(built: &Command) -> Command {
+    let mut shell = Command::new("/bin/sh");
+    shell.arg("-c").arg(r#"exec "$0" "$@""#).arg(built.get_program()).args(built.get_args());
+    if let Some(dir) = built.get_current_dir() {
+        shell.current_dir(dir);
+    }
+    for (name, value) in built.get_envs() {
+        match value {
+            Some(value) => shell.env(name, value),
+            None => shell.env_remove(name),
+        };
+    }
+    shell.stderr(Stdio::inherit());
+    shell
+}
+
+/// The program of a command started directly, when it names none that exists: a name without
+/// a slash searched on the PATH, a path checked as it is.
+fn missing_program(command: &Command) -> Option<String> {
+    let program = Path::new(command.get_program());
+    if program.components().count() > 1 {
+        return (!program.is_file()).then(|| program.display().to_string());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path).any(|dir| dir.join(program).is_file());
+    (!found).then(|| program.display().to_string())
 }
 
 /// What the reader thread saw: a line (its end of line included), the end of the output, or
@@ -172,25 +294,31 @@ fn read_lines(output: ChildStdout, replies: mpsc::Sender<Line>) {
 impl Peer {
     /// Starts `sh -c 'exec COMMAND'` (so the consumer is the child itself, and SIGKILL reaches
     /// it) and sends `init`.
-    fn spawn(command: &str, init: Init, reply_timeout_ms: u64) -> Result<Peer, ProtocolError> {
-        let mut child = shell_command(command)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|source| ProtocolError::Spawn { command: command.to_string(), source })?;
-        let input = child.stdin.take().expect("stdin is piped");
-        let output = child.stdout.take().expect("stdout is piped");
+    /// Traced (`trace`: the store's scope), the process's `init` is a window of its own: an
+    /// owner's start is a model step (a restart claims its epochs).
+    fn spawn(command: &str, init: Init, reply_timeout_ms: u64, trace: Option<&Scope>) -> Result<Peer, ProtocolError> {
+        let (process, input, output) = Process::start(command, trace)?;
         let (sender, replies) = mpsc::channel();
         // Detached: it ends when the output does, and a grandchild holding the pipe open must
         // not keep the harness waiting for a join.
         std::thread::spawn(move || read_lines(output, sender));
         let reply_timeout = Duration::from_millis(reply_timeout_ms);
-        let mut peer = Peer { child, input, replies, reply_timeout, next_id: 1 };
-        match peer.request(Body::Init(init))? {
+        let mut peer = Peer { process, input, replies, reply_timeout, next_id: 1, windows: Vec::new() };
+        match peer.step_request(Body::Init(init))? {
             Body::InitOk { protocol: VERSION } => Ok(peer),
             other => Err(ProtocolError::Unexpected { request: "init".into(), line: format!("{other:?}") }),
         }
+    }
+
+    /// A request that is (part of) a model step: traced, its kill points are recorded from the
+    /// request until its reply, and kept for the harness.
+    fn step_request(&mut self, body: Body) -> Result<Body, ProtocolError> {
+        if !self.process.open_window(self.next_id) {
+            return self.request(body);
+        }
+        let reply = self.request(body);
+        self.windows.push(self.process.close_window()?);
+        reply
     }
 
     /// Sends one request and returns its reply's body; an `error` reply is `Refused`.
@@ -235,10 +363,7 @@ impl Peer {
             }
             Ok(Line::Failed(source)) => return Err(ProtocolError::Read { request, source }),
             Ok(Line::End) | Err(RecvTimeoutError::Disconnected) => {
-                let status = match self.child.wait() {
-                    Ok(status) => status.to_string(),
-                    Err(error) => format!("status unknown: {error}"),
-                };
+                let status = self.process.status();
                 return Err(ProtocolError::Ended { request, status });
             }
             Err(RecvTimeoutError::Timeout) => {
@@ -252,8 +377,7 @@ impl Peer {
 
     /// SIGKILL: the process gets no chance to finish anything, exactly like a crash.
     fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill();
     }
 }
 
@@ -293,6 +417,9 @@ pub struct Launch {
     pub settings: consumer::owner::Settings,
     /// How long to wait for one reply before taking the consumer for frozen.
     pub reply_timeout_ms: u64,
+    /// Trace every owner process and record the kill points inside its steps (the store
+    /// role's processes are never traced: they are the harness's window on the store).
+    pub inside_step: bool,
 }
 
 impl Launch {
@@ -332,20 +459,18 @@ pub struct ProtocolOwner {
 impl ProtocolOwner {
     pub fn spawn(launch: &Launch, spec: &OwnerSpec) -> Result<ProtocolOwner, Error> {
         let fail = |source| Error::Protocol { who: format!("{}/{}", spec.group, spec.owner), source };
-        let peer = Peer::spawn(&launch.command, launch.init(Role::Owner, Some(spec)), launch.reply_timeout_ms)
-            .map_err(fail)?;
+        let scope = match launch.inside_step {
+            true => Some(Scope::directory(&launch.store).map_err(Error::io(&launch.store, "resolve"))?),
+            false => None,
+        };
+        let init = launch.init(Role::Owner, Some(spec));
+        let peer = Peer::spawn(&launch.command, init, launch.reply_timeout_ms, scope.as_ref()).map_err(fail)?;
         let log = open_log(&spec.dir)?;
         Ok(ProtocolOwner { peer, log, group: spec.group.clone(), owner: spec.owner.clone() })
     }
 
     fn fail(&self, source: ProtocolError) -> Error {
         Error::Protocol { who: format!("{}/{}", self.group, self.owner), source }
-    }
-
-    /// Arms a crash point (`STEP:WHEN[@OFFSET]`): the consumer kills itself there, inside a
-    /// later step.
-    pub fn arm(&mut self, point: &str) -> Result<(), Error> {
-        self.peer.request(Body::Arm { point: point.to_string() }).map(|_| ()).map_err(|e| self.fail(e))
     }
 
     /// The step request: the model's step, with what the log holds (the record itself for a
@@ -383,7 +508,7 @@ fn open_log(dir: &Path) -> Result<Log, Error> {
 impl OwnerHandle for ProtocolOwner {
     fn step(&mut self, step: Step) -> Result<Outcome, Error> {
         let request = self.step_request(step)?;
-        match self.peer.request(Body::Step(request)) {
+        match self.peer.step_request(Body::Step(request)) {
             Ok(Body::StepOk(outcome)) => Ok(outcome),
             Ok(other) => {
                 Err(self.fail(ProtocolError::Unexpected { request: step.to_string(), line: format!("{other:?}") }))
@@ -393,7 +518,17 @@ impl OwnerHandle for ProtocolOwner {
     }
 
     fn assign(&mut self, partition: u32) -> Result<(), Error> {
-        self.peer.request(Body::Assign { partition }).map(|_| ()).map_err(|e| self.fail(e))
+        self.peer.step_request(Body::Assign { partition }).map(|_| ()).map_err(|e| self.fail(e))
+    }
+
+    fn take_windows(&mut self) -> Vec<Window> {
+        std::mem::take(&mut self.peer.windows)
+    }
+
+    /// Arms a crash point (`STEP:WHEN[@OFFSET]`): the consumer kills itself there, inside a
+    /// later step.
+    fn arm(&mut self, point: &str) -> Result<(), Error> {
+        self.peer.request(Body::Arm { point: point.to_string() }).map(|_| ()).map_err(|e| self.fail(e))
     }
 
     fn leases(&mut self) -> Result<BTreeMap<u32, Lease>, Error> {
@@ -430,7 +565,7 @@ pub struct ProtocolStore {
 
 impl ProtocolStore {
     pub fn start(launch: Launch) -> Result<ProtocolStore, Error> {
-        let peer = Peer::spawn(&launch.command, launch.init(Role::Store, None), launch.reply_timeout_ms)
+        let peer = Peer::spawn(&launch.command, launch.init(Role::Store, None), launch.reply_timeout_ms, None)
             .map_err(store_failed)?;
         Ok(ProtocolStore { launch, peer })
     }
@@ -440,7 +575,7 @@ impl ProtocolStore {
     pub fn restart(&mut self) -> Result<(), Error> {
         self.peer.kill();
         self.peer =
-            Peer::spawn(&self.launch.command, self.launch.init(Role::Store, None), self.launch.reply_timeout_ms)
+            Peer::spawn(&self.launch.command, self.launch.init(Role::Store, None), self.launch.reply_timeout_ms, None)
                 .map_err(store_failed)?;
         Ok(())
     }
@@ -484,6 +619,45 @@ impl ProtocolStore {
 
 fn store_failed(source: ProtocolError) -> Error {
     Error::Protocol { who: "store".to_string(), source }
+}
+
+/// Starts `command` once as a store role in a scratch directory beside a fresh log, traced when
+/// `options.inside_step` is on, and asks it to quit: a command that is not found, ends at once
+/// or cannot be traced fails here, before any trace, with what went wrong.
+pub fn preflight(command: &str, options: &crate::harness::Options) -> Result<(), ProtocolError> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = format!("onceproof-preflight-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let dir = options.tmp_root.join(name);
+    let result = preflight_in(command, options, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn preflight_in(command: &str, options: &crate::harness::Options, dir: &Path) -> Result<(), ProtocolError> {
+    let failed = |source: io::Error| ProtocolError::Spawn { command: command.to_string(), source };
+    let store = dir.join("consumer");
+    std::fs::create_dir_all(&store).map_err(failed)?;
+    let log = log_dir(dir);
+    let identity = Log::identity_for_init(&log, 1).map_err(|e| failed(io::Error::other(e.to_string())))?;
+    Log::create(&log, identity).map_err(|e| failed(io::Error::other(e.to_string())))?;
+    let launch = Launch {
+        command: command.to_string(),
+        store: store.clone(),
+        dir: dir.to_path_buf(),
+        partitions: 1,
+        row: "atomic-fenced".to_string(),
+        settings: consumer::owner::Settings::new(consumer::strategy::Strategy::AtomicFenced),
+        reply_timeout_ms: options.reply_timeout_ms,
+        inside_step: options.inside_step,
+    };
+    let scope = match options.inside_step {
+        true => Some(Scope::directory(&store).map_err(failed)?),
+        false => None,
+    };
+    let mut peer = Peer::spawn(command, launch.init(Role::Store, None), launch.reply_timeout_ms, scope.as_ref())?;
+    let _ = peer.request(Body::Quit);
+    Ok(())
 }
 
 /// Characters that mean nothing to `sh` outside quotes (besides blanks between words).

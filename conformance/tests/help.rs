@@ -11,6 +11,6 @@ fn every_help_matches_its_snapshot_and_has_one_example() {
         "conformance",
         "conformance",
         env!("CARGO_BIN_EXE_conformance"),
-        &["worker", "serve"],
+        &["worker", "serve", "cross-check"],
     );
 }

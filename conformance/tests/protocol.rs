@@ -6,12 +6,13 @@
 //!
 //! Needs `python3` on PATH (the CI machines have it); a missing interpreter fails the test.
 
+use conformance::batch::{self, Generated};
 use conformance::driver::{log_dir, Mode, OwnerHandle, OwnerSpec};
 use conformance::harness::Options;
 use conformance::protocol::{
     shell_quote, Launch, ProtocolError, ProtocolOwner, ProtocolStore, REPLY_TIMEOUT_MS_DEFAULT,
 };
-use conformance::replay::{replay, ReplayFailure};
+use conformance::replay::{replay, replay_counted, Inside, ReplayFailure};
 use conformance::Error;
 use consumer::log::{encode_delta, Log};
 use consumer::owner::Settings;
@@ -29,9 +30,18 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The command of an example consumer, started by the interpreter `python3` names (its real
+/// path: a version manager's `python3` may be a shell script that runs a dozen processes
+/// before Python, which every kill-point reader would pay for).
 fn python(script: &str, flags: &str) -> String {
+    static INTERPRETER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let interpreter = INTERPRETER.get_or_init(|| {
+        let output = std::process::Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output();
+        let path = output.expect("python3 runs (the CI machines have it)").stdout;
+        String::from_utf8(path).expect("a UTF-8 path").trim().to_string()
+    });
     let path = root().join("examples/python").join(script);
-    format!("python3 {}{flags}", shell_quote(&path.to_string_lossy()))
+    format!("{} {}{flags}", shell_quote(interpreter), shell_quote(&path.to_string_lossy()))
 }
 
 /// This consumer's implementation of the protocol: the conformance binary's hidden `serve`.
@@ -39,11 +49,16 @@ fn ours() -> String {
     format!("{} serve", shell_quote(env!("CARGO_BIN_EXE_conformance")))
 }
 
-/// Replays every corpus trace of `row` against `command`; each trace's file name and outcome.
-fn replay_row(command: &str, row: Strategy) -> Vec<(String, Result<(), ReplayFailure>)> {
+/// A corpus trace's file name and how its replay ended.
+type Outcome = (String, Result<(), ReplayFailure>);
+
+/// Replays every corpus trace of `row` against `command` (killed inside steps too when
+/// `inside_step`); each trace's file name and outcome, and the kill points tried.
+fn replay_row(command: &str, row: Strategy, inside_step: bool) -> (Vec<Outcome>, Inside) {
     let dir = root().join("tests/traces");
     let files = conformance::corpus::expand(&[dir]).expect("tests/traces is readable");
-    let options = Options { command: Some(command.to_string()), ..Options::new(Mode::Protocol) };
+    let options = Options { command: Some(command.to_string()), inside_step, ..Options::new(Mode::Protocol) };
+    let mut inside = Inside::default();
     let started = Instant::now();
     let mut outcomes = Vec::new();
     for path in files {
@@ -53,15 +68,18 @@ fn replay_row(command: &str, row: Strategy) -> Vec<(String, Result<(), ReplayFai
             continue;
         }
         let name = path.file_name().expect("a file").to_string_lossy().into_owned();
-        outcomes.push((name, replay(&trace, &options).map(|_| ())));
+        outcomes.push((name, replay_counted(&trace, &options, &mut inside).map(|_| ())));
     }
     assert!(!outcomes.is_empty(), "the corpus has no trace of {row}");
-    outcomes
+    (outcomes, inside)
 }
 
-/// Every trace of the row conforms: the consumer's claim holds on the whole corpus.
+/// Every trace of the row conforms, killed between steps and at every kill point inside them:
+/// the consumer's claim holds on the whole corpus. The kills struck: kill points were found,
+/// and no owner step changed the model's store without a write under the store directory.
 fn assert_conforms(command: &str, row: Strategy) {
-    for (name, outcome) in replay_row(command, row) {
+    let (outcomes, inside) = replay_row(command, row, true);
+    for (name, outcome) in outcomes {
         if let Err(failure) = outcome {
             panic!(
                 "{name} diverges for '{command}':\n{failure}\nreproduce: cargo run -p conformance -- replay --worker \
@@ -70,6 +88,8 @@ fn assert_conforms(command: &str, row: Strategy) {
             );
         }
     }
+    assert!(inside.found > 0 && inside.judged == inside.found, "'{command}': kill points {inside:?}");
+    assert_eq!(inside.writes_unseen, 0, "'{command}': a write step showed no kill point: {inside:?}");
 }
 
 #[test]
@@ -97,7 +117,7 @@ fn the_broken_python_consumer_is_caught_where_the_zombie_write_lands() {
         "scenario--zombie-atomic-fenced.json",
     ];
     let mut diverged = Vec::new();
-    for (name, outcome) in replay_row(&command, Strategy::AtomicFenced) {
+    for (name, outcome) in replay_row(&command, Strategy::AtomicFenced, false).0 {
         let Err(failure) = outcome else { continue };
         match &failure {
             ReplayFailure::Divergence { action: Some(Action::ApplyAtomic { .. }), table, .. } => {
@@ -111,8 +131,70 @@ fn the_broken_python_consumer_is_caught_where_the_zombie_write_lands() {
     assert_eq!(diverged, expected, "the traces the unfenced consumer fails");
 }
 
+/// Effect and offset committed in two transactions, every reply as atomic-fenced's: with kill
+/// points inside steps, every trace in which a record is applied diverges at its first
+/// `apply-atomic`, killed between the two commits (the effect durable, the offset not); with
+/// `--inside-step off` (crashes between steps only) every trace conforms. Nothing but the
+/// kill points inside steps catches it.
+#[test]
+fn a_consumer_that_splits_effect_and_offset_is_caught_by_kill_points_inside_steps_only() {
+    let command = python("split_transaction.py", "");
+    let applying = [
+        "atomic-fenced--crash-after-write.json",
+        "atomic-fenced--log-end.json",
+        "atomic-fenced--replay.json",
+        "scenario--zombie-atomic-fenced.json",
+    ];
+    let table: [(bool, &[&str]); 2] = [(true, &applying), (false, &[])];
+    for (inside_step, expected) in table {
+        let (outcomes, inside) = replay_row(&command, Strategy::AtomicFenced, inside_step);
+        let mut diverged = Vec::new();
+        for (name, outcome) in outcomes {
+            let Err(failure) = outcome else { continue };
+            match &failure {
+                ReplayFailure::NotAtomic { action: Some(Action::ApplyAtomic { .. }), shows, point, .. } => {
+                    // Between the commits: the effect is durable (total 5), the offset is not.
+                    assert!(shows.contains("total 5, p0 next offset 0"), "{name}: {failure}");
+                    assert!(point.contains("store.db"), "{name}: {failure}");
+                }
+                other => panic!("{name} (--inside-step {inside_step}): not the split transaction:\n{other}"),
+            }
+            diverged.push(name);
+        }
+        assert_eq!(diverged, expected, "the traces that diverge with --inside-step {inside_step}");
+        assert_eq!(inside.found > 0, inside_step, "kill points with --inside-step {inside_step}: {inside:?}");
+    }
+}
+
+/// `conformance test --worker` walks (`--walks 4 --seed 1`, the row's default bounds) catch the
+/// split transaction too, each divergence a kill between its two commits, and pass it with
+/// `--inside-step off`.
+#[test]
+fn walks_catch_the_split_transaction_with_kill_points_inside_steps_only() {
+    let command = python("split_transaction.py", "");
+    let config = model::Config::new(Strategy::AtomicFenced);
+    let generated = Generated::Walks { count: 4, seed: 1, steps_max: 60 };
+    for inside_step in [true, false] {
+        let out = tempfile::tempdir().expect("a directory for divergent walks");
+        let options = Options { command: Some(command.clone()), inside_step, ..Options::new(Mode::Protocol) };
+        let mut lines = Vec::new();
+        let summary =
+            batch::replay_generated(&config, generated, &options, out.path(), &mut |line| lines.push(line.to_string()))
+                .expect("the walks run");
+        let reports: Vec<&String> = lines.iter().filter(|line| line.starts_with("DIVERGES")).collect();
+        match inside_step {
+            true => {
+                assert!(summary.divergences > 0, "no walk caught the split transaction: {lines:?}");
+                assert!(reports.iter().all(|report| report.contains("is not atomic: killed after")), "{lines:?}");
+            }
+            false => assert_eq!(summary.divergences, 0, "between steps the split cannot show: {lines:?}"),
+        }
+    }
+}
+
 /// Seeded random walks of each Python consumer's row at its default bounds (`conformance test
-/// --worker CMD --strategy ROW --walks 8 --seed 1`): every walk conforms, and together they
+/// --worker CMD --strategy ROW --walks 8 --seed 1`), killed inside steps too: every walk
+/// conforms, and together they
 /// exercise both kinds of kill the corpus's own traces of a row may lack: a crash (SIGKILL)
 /// followed by a restart (a new process resuming from what its store made durable), and a
 /// second live incarnation (pause).
@@ -124,7 +206,7 @@ fn the_python_consumers_conform_on_seeded_walks_with_kills_and_restarts() {
         let command = python(script, "");
         let config = model::Config::new(row);
         let model = model::ConsumerModel::new(config.clone());
-        let options = Options { command: Some(command.clone()), ..Options::new(Mode::Protocol) };
+        let options = Options { command: Some(command.clone()), inside_step: true, ..Options::new(Mode::Protocol) };
         let (mut restarted, mut paused) = (false, false);
         for seed in 1..=WALKS {
             assert!(started.elapsed() < FAMILY_CAP, "the walks passed the cap of {FAMILY_CAP:?} at {row} seed {seed}");
@@ -226,6 +308,7 @@ fn run_crash(case: &Crash, command: &str) -> (i64, u64) {
         row: case.row.to_string(),
         settings,
         reply_timeout_ms: REPLY_TIMEOUT_MS_DEFAULT,
+        inside_step: false,
     };
     let mut agent = ProtocolStore::start(launch.clone()).expect("the store role starts");
     agent.setup("g0", "o0").expect("setup");
@@ -237,6 +320,7 @@ fn run_crash(case: &Crash, command: &str) -> (i64, u64) {
         owner: "o0".into(),
         settings,
         launch: Some(launch),
+        inside_step: false,
     };
     let mut owner = ProtocolOwner::spawn(spec.launch.as_ref().expect("a launch"), &spec).expect("the owner starts");
     let step = |kind, offset| Step { kind, partition: 0, offset };

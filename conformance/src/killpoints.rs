@@ -1,0 +1,461 @@
+//! Kill points inside a step, found from outside the consumer (Linux, ptrace and seccomp).
+//!
+//! A SIGKILL keeps the page cache: what a killed process leaves on disk is exactly what its
+//! files hold at the moment it dies, whether or not it synced them. So the moment right after
+//! each state-changing system call on a file of the consumer's store is a place where a crash
+//! can split a step: a *kill point*. A traced process runs under a seccomp filter that stops it
+//! (`SECCOMP_RET_TRACE`) at the entry of every call of `CALLS`; the tracer, a thread of its own
+//! per traced process (ptrace requests must come from the thread that traces), resolves which
+//! file the call touches, lets the call finish, and while the process is stopped right after it
+//! copies the store's files: a `Snapshot`, the store a SIGKILL at that moment would have left.
+//! Threads and children are followed (`PTRACE_O_TRACECLONE`, `TRACEFORK`, `TRACEVFORK`), and
+//! every tracee dies with the tracer (`PTRACE_O_EXITKILL`).
+//!
+//! Kill points are recorded only while a `Window` is open (the harness opens one for each
+//! request that is a model step, and closes it when the reply has arrived: every call that
+//! came before the reply was recorded before the process could write the reply). Judging a
+//! snapshot (reading the copied store with a fresh reader) is the harness's.
+//!
+//! Assumed, not tested: a consumer whose other threads keep writing while one is stopped at a
+//! kill point could show a copy no single kill leaves (a spurious divergence, never a missed
+//! one); writes through a shared memory mapping show at the next traced call, not at their own
+//! moment (`msync` is traced).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::process::{ChildStdin, ChildStdout, Command};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Most kill points judged per step; past it a seeded sample of this many is kept (reservoir
+/// sampling, so every point is equally likely) and the summary says how many were found.
+pub const POINTS_PER_STEP_MAX: usize = 64;
+
+/// The largest store copied at a kill point: a window holds at most `POINTS_PER_STEP_MAX`
+/// copies in memory, so 16 MiB bounds a window at 1 GiB.
+pub const SNAPSHOT_BYTES_MAX: u64 = 16 << 20;
+
+/// How long `Traced::status` waits for a process's end to be reaped before saying it is unknown.
+const STATUS_WAIT_MS: u64 = 5_000;
+
+/// The files that are the consumer's store: everything under `root`, or (this consumer, whose
+/// store file sits beside the log) the entries of `root` whose names start with `prefix`.
+#[derive(Clone, Debug)]
+pub struct Scope {
+    root: PathBuf,
+    prefix: Option<String>,
+}
+
+impl Scope {
+    /// Every file under `dir` (a protocol consumer's store directory).
+    pub fn directory(dir: &Path) -> io::Result<Scope> {
+        Ok(Scope { root: dir.canonicalize()?, prefix: None })
+    }
+
+    /// The entries of `dir` named `prefix...` (`store.db`, `store.db-journal`, `store.db-wal`).
+    pub fn files(dir: &Path, prefix: &str) -> io::Result<Scope> {
+        Ok(Scope { root: dir.canonicalize()?, prefix: Some(prefix.to_string()) })
+    }
+
+    /// The path relative to the scope's root when it is in the scope. A path is compared after
+    /// removing `.` and `..` lexically (the tracer resolves relative names against the
+    /// process's working directory or directory descriptor, both canonical).
+    fn relative(&self, path: &Path) -> Option<PathBuf> {
+        let mut normal = PathBuf::new();
+        for component in path.components() {
+            match component {
+                Component::ParentDir => {
+                    normal.pop();
+                }
+                Component::CurDir => {}
+                Component::Prefix(_) | Component::RootDir | Component::Normal(_) => normal.push(component),
+            }
+        }
+        let relative = normal.strip_prefix(&self.root).ok()?.to_path_buf();
+        match &self.prefix {
+            None => Some(relative),
+            // The directory itself (a directory fsync after a file's creation) counts too.
+            Some(_) if relative.as_os_str().is_empty() => Some(relative),
+            Some(prefix) => {
+                let first = relative.components().next()?;
+                first.as_os_str().to_string_lossy().starts_with(prefix.as_str()).then_some(relative)
+            }
+        }
+    }
+}
+
+/// One entry of a copied store.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Entry {
+    Directory,
+    File(Vec<u8>),
+}
+
+/// The store's files as a SIGKILL at one moment leaves them: paths relative to the scope's root.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Snapshot {
+    pub entries: BTreeMap<PathBuf, Entry>,
+}
+
+impl Snapshot {
+    /// Copies the scope's files into memory.
+    pub fn take(scope: &Scope) -> io::Result<Snapshot> {
+        let mut snapshot = Snapshot::default();
+        let mut bytes = 0u64;
+        let mut pending = vec![PathBuf::new()];
+        while let Some(relative) = pending.pop() {
+            let dir = scope.root.join(&relative);
+            let mut names: Vec<_> = std::fs::read_dir(&dir)?.collect::<Result<_, _>>()?;
+            names.sort_by_key(|entry| entry.file_name());
+            for entry in names {
+                let path = relative.join(entry.file_name());
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if relative.as_os_str().is_empty() && scope.prefix.as_ref().is_some_and(|p| !name.starts_with(p)) {
+                    continue;
+                }
+                let kind = entry.file_type()?;
+                if kind.is_dir() {
+                    snapshot.entries.insert(path.clone(), Entry::Directory);
+                    pending.push(path);
+                } else if kind.is_file() {
+                    let content = std::fs::read(entry.path())?;
+                    bytes += content.len() as u64;
+                    if bytes > SNAPSHOT_BYTES_MAX {
+                        let text = format!("the store holds more than {SNAPSHOT_BYTES_MAX} bytes: too large to copy at every kill point");
+                        return Err(io::Error::other(text));
+                    }
+                    snapshot.entries.insert(path, Entry::File(content));
+                } else {
+                    let text =
+                        format!("{} is neither a file nor a directory: it cannot be copied", entry.path().display());
+                    return Err(io::Error::other(text));
+                }
+            }
+        }
+        Ok(snapshot)
+    }
+
+    /// Writes the copy into `dir` (which must exist and be empty).
+    pub fn write_to(&self, dir: &Path) -> io::Result<()> {
+        for (path, entry) in &self.entries {
+            match entry {
+                Entry::Directory => std::fs::create_dir_all(dir.join(path))?,
+                Entry::File(content) => std::fs::write(dir.join(path), content)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One kill point: the `ordinal`-th state-changing call of the window, and the store after it.
+#[derive(Clone, Debug)]
+pub struct KillPoint {
+    pub ordinal: usize,
+    pub syscall: &'static str,
+    /// The file the call changed, relative to the store's root (empty: the root directory).
+    pub file: PathBuf,
+    pub snapshot: Snapshot,
+}
+
+impl fmt::Display for KillPoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = if self.file.as_os_str().is_empty() { ".".into() } else { self.file.display().to_string() };
+        write!(f, "{} on {file}", self.syscall)
+    }
+}
+
+/// What one window recorded: how many kill points it found, and those kept (in order).
+#[derive(Clone, Debug, Default)]
+pub struct Window {
+    pub found: usize,
+    pub points: Vec<KillPoint>,
+}
+
+/// Why a process cannot be traced.
+#[derive(Debug)]
+pub enum TraceError {
+    /// The command could not be started at all.
+    Spawn(io::Error),
+    /// ptrace or seccomp was refused (`PTRACE_TRACEME`, the filter), or is not on this system.
+    NotPermitted(String),
+    /// The process ended before it ran the command (an exec that failed).
+    Ended(String),
+    /// A copy of the store failed at a kill point.
+    Snapshot(String),
+}
+
+impl fmt::Display for TraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TraceError::Spawn(error) => write!(f, "cannot start it: {error}"),
+            TraceError::NotPermitted(why) => write!(f, "it cannot be traced ({why})"),
+            TraceError::Ended(status) => write!(f, "it ended ({status}) before it ran"),
+            TraceError::Snapshot(why) => write!(f, "its store could not be copied at a kill point: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+/// What the tracer thread and the harness share.
+#[derive(Default)]
+struct State {
+    window: Option<OpenWindow>,
+    /// Every live tracee (the process, its threads and children), for a kill.
+    live: BTreeSet<i32>,
+    /// How the traced process ended, once reaped.
+    ended: Option<String>,
+    /// The tracer stopped on an error of its own.
+    failure: Option<String>,
+}
+
+struct OpenWindow {
+    scope: Scope,
+    window: Window,
+    /// SplitMix64's state: which points a full window keeps.
+    sample: u64,
+    failure: Option<String>,
+}
+
+impl OpenWindow {
+    fn next_random(&mut self) -> u64 {
+        self.sample = self.sample.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.sample;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Records a kill point: kept while the window has room, else in place of a kept one with
+    /// probability `POINTS_PER_STEP_MAX / found` (reservoir sampling).
+    fn record(&mut self, syscall: &'static str, file: PathBuf) {
+        self.window.found += 1;
+        let ordinal = self.window.found;
+        let slot = if self.window.points.len() < POINTS_PER_STEP_MAX {
+            None
+        } else {
+            let pick = usize::try_from(self.next_random() % ordinal as u64).expect("an index");
+            if pick >= POINTS_PER_STEP_MAX {
+                return;
+            }
+            Some(pick)
+        };
+        let snapshot = match Snapshot::take(&self.scope) {
+            Ok(snapshot) => snapshot,
+            Err(error) => {
+                self.failure.get_or_insert_with(|| error.to_string());
+                return;
+            }
+        };
+        let point = KillPoint { ordinal, syscall, file, snapshot };
+        match slot {
+            None => self.window.points.push(point),
+            Some(pick) => self.window.points[pick] = point,
+        }
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    ended: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A process started under the tracer.
+pub struct Traced {
+    pid: i32,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Traced {
+    /// Starts `command` (its stdin and stdout piped) traced, with `scope` as its store.
+    pub fn spawn(command: Command, scope: Scope) -> Result<(Traced, ChildStdin, ChildStdout), TraceError> {
+        let shared = Arc::new(Shared { state: Mutex::new(State::default()), ended: Condvar::new() });
+        let (ready, started) = std::sync::mpsc::channel();
+        let tracer_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("kill-point tracer".into())
+            .spawn(move || os::trace(command, scope, tracer_shared, ready))
+            .map_err(TraceError::Spawn)?;
+        match started.recv() {
+            Ok(Ok((pid, stdin, stdout))) => Ok((Traced { pid, shared, thread: Some(thread) }, stdin, stdout)),
+            Ok(Err(error)) => {
+                let _ = thread.join();
+                Err(error)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err(TraceError::NotPermitted("the tracer thread ended".into()))
+            }
+        }
+    }
+
+    /// The traced process's id.
+    pub fn id(&self) -> u32 {
+        self.pid.unsigned_abs()
+    }
+
+    /// Starts recording kill points (those of a step); `seed` picks the sample of a full window.
+    pub fn open_window(&self, scope: &Scope, seed: u64) {
+        let window = OpenWindow { scope: scope.clone(), window: Window::default(), sample: seed, failure: None };
+        self.shared.lock().window = Some(window);
+    }
+
+    /// Stops recording and returns what the window found, its points in the order they came.
+    pub fn close_window(&self) -> Result<Window, TraceError> {
+        let mut state = self.shared.lock();
+        if let Some(failure) = state.failure.clone() {
+            return Err(TraceError::NotPermitted(failure));
+        }
+        let Some(open) = state.window.take() else { return Ok(Window::default()) };
+        if let Some(failure) = open.failure {
+            return Err(TraceError::Snapshot(failure));
+        }
+        let mut window = open.window;
+        window.points.sort_by_key(|point| point.ordinal);
+        Ok(window)
+    }
+
+    /// SIGKILL to the process and every thread and child it started, then waits for the tracer.
+    pub fn kill(&mut self) {
+        let live: Vec<i32> = self.shared.lock().live.iter().copied().collect();
+        for pid in live {
+            os::kill(pid);
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+
+    /// How the process ended (waiting a little for it to be reaped), for an error message.
+    pub fn status(&mut self) -> String {
+        let state = self.shared.lock();
+        let wait = Duration::from_millis(STATUS_WAIT_MS);
+        let (state, _) = self
+            .shared
+            .ended
+            .wait_timeout_while(state, wait, |state| state.ended.is_none())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.ended.clone().unwrap_or_else(|| "status unknown: not reaped".to_string())
+    }
+}
+
+impl Drop for Traced {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Whether this system can trace at all (Linux on x86-64 or AArch64).
+pub fn supported() -> Result<(), TraceError> {
+    os::supported()
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu", any(target_arch = "x86_64", target_arch = "aarch64")))]
+mod os;
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+mod os {
+    use super::{Scope, Shared, TraceError};
+    use std::process::{ChildStdin, ChildStdout, Command};
+    use std::sync::mpsc::Sender;
+    use std::sync::Arc;
+
+    const WHY: &str = "kill points inside steps need Linux's ptrace and seccomp on x86-64 or AArch64";
+
+    pub fn supported() -> Result<(), TraceError> {
+        Err(TraceError::NotPermitted(WHY.into()))
+    }
+
+    pub fn trace(
+        _: Command,
+        _: Scope,
+        _: Arc<Shared>,
+        ready: Sender<Result<(i32, ChildStdin, ChildStdout), TraceError>>,
+    ) {
+        let _ = ready.send(Err(TraceError::NotPermitted(WHY.into())));
+    }
+
+    pub fn kill(_: i32) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Entry, Scope, Traced};
+    use std::io::{BufRead, BufReader, Write};
+    use std::path::Path;
+    use std::process::Command;
+
+    /// A shell that creates, writes, renames and removes files in its store, and writes one
+    /// file outside it, between reading a line and answering one: each change in the store is
+    /// a kill point, in order, and each copy shows the store right after that change.
+    #[test]
+    fn every_change_under_the_store_is_a_kill_point_with_the_store_right_after_it() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = dir.path().join("store");
+        std::fs::create_dir(&store).expect("the store directory");
+        let script = "read line; cd store; printf ab > a; mv a b; mkdir d; printf x > ../outside; rm b; echo done";
+        let mut command = Command::new("sh");
+        command.arg("-c").arg(script).current_dir(dir.path());
+        let scope = Scope::directory(&store).expect("a scope");
+        let (mut traced, mut stdin, stdout) = Traced::spawn(command, scope.clone()).expect("traced");
+        traced.open_window(&scope, 1);
+        writeln!(stdin, "go").expect("a line");
+        let mut reply = String::new();
+        BufReader::new(stdout).read_line(&mut reply).expect("a reply");
+        assert_eq!(reply, "done\n");
+        let window = traced.close_window().expect("a window");
+        traced.kill();
+        let seen: Vec<String> = window.points.iter().map(|point| point.to_string()).collect();
+        let names: Vec<&str> = window.points.iter().map(|point| point.syscall).collect();
+        assert_eq!(window.found, window.points.len(), "{seen:?}");
+        assert!(names.len() >= 5, "{seen:?}");
+        let first = &window.points[0];
+        assert_eq!((first.syscall, first.file.as_path()), ("openat", Path::new("a")), "{seen:?}");
+        assert_eq!(first.snapshot.entries.get(Path::new("a")), Some(&Entry::File(Vec::new())), "{seen:?}");
+        let written = &window.points[1];
+        assert_eq!(written.syscall, "write", "{seen:?}");
+        assert_eq!(written.snapshot.entries.get(Path::new("a")), Some(&Entry::File(b"ab".to_vec())));
+        let renamed = window.points.iter().position(|p| p.syscall.starts_with("rename")).expect("a rename");
+        let after = &window.points[renamed].snapshot.entries;
+        assert!(after.get(Path::new("a")).is_none() && after.contains_key(Path::new("b")), "{seen:?}");
+        let last = window.points.last().expect("a last point");
+        assert!(last.syscall.starts_with("unlink"), "{seen:?}");
+        assert_eq!(last.snapshot.entries.keys().collect::<Vec<_>>(), [Path::new("d")], "{seen:?}");
+        assert!(window.points.iter().all(|point| !point.file.starts_with("..")), "{seen:?}");
+        assert_eq!(std::fs::read(dir.path().join("outside")).expect("written"), b"x");
+    }
+
+    /// A path is in a directory scope when it lies under the root after `.` and `..` are
+    /// removed; a prefix scope takes the root's entries of that name and the root itself.
+    #[test]
+    fn a_scope_takes_the_paths_under_its_root_and_no_others() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let root = dir.path().canonicalize().expect("canonical");
+        let whole = Scope::directory(&root).expect("a scope");
+        let store = Scope::files(&root, "store.db").expect("a scope");
+        let table = [
+            ("store.db", true, true),
+            ("store.db-journal", true, true),
+            ("log/partition-0.log", true, false),
+            ("sub/../store.db-wal", true, true),
+            ("", true, true),
+            ("../elsewhere", false, false),
+        ];
+        for (relative, in_whole, in_store) in table {
+            let path = root.join(relative);
+            assert_eq!(whole.relative(&path).is_some(), in_whole, "{relative} in the directory scope");
+            assert_eq!(store.relative(&path).is_some(), in_store, "{relative} in the store.db scope");
+        }
+        assert!(whole.relative(Path::new("/")).is_none());
+    }
+}

@@ -1,0 +1,409 @@
+//! The tracer itself: the seccomp filter of the calls that change files, ptrace's stops and
+//! the resolution of the file each call touches (`/proc/PID/fd`, `/proc/PID/cwd`, the
+//! process's memory for a path argument, `/proc/PID/maps` for `msync`).
+
+use super::{Scope, Shared, TraceError};
+use nix::errno::Errno;
+use nix::sys::ptrace::{self, Options};
+use nix::sys::signal::{self, Signal};
+use nix::sys::uio::{process_vm_readv, RemoteIoVec};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{self, IoSliceMut};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+
+/// Where a call's file is named.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    /// A file descriptor in argument `.0`.
+    Fd(usize),
+    /// A path in argument `path`, relative to the directory descriptor in `dirfd` (or the
+    /// working directory).
+    Path { dirfd: Option<usize>, path: usize },
+    /// An address of a file mapping in argument `.0` (`msync`).
+    Mapping(usize),
+}
+
+/// A state-changing call: its number, name, the files it names, and (the opening calls) the
+/// argument whose `O_CREAT` or `O_TRUNC` bit makes it one.
+struct Call {
+    nr: libc::c_long,
+    name: &'static str,
+    targets: &'static [Target],
+    flags: Option<u8>,
+}
+
+const fn call(nr: libc::c_long, name: &'static str, targets: &'static [Target]) -> Call {
+    Call { nr, name, targets, flags: None }
+}
+
+const FD0: &[Target] = &[Target::Fd(0)];
+const PATH0: &[Target] = &[Target::Path { dirfd: None, path: 0 }];
+const AT_PATH1: &[Target] = &[Target::Path { dirfd: Some(0), path: 1 }];
+
+/// Every call that changes a file or a directory entry (a SIGKILL after it keeps the change),
+/// the kill points' candidates; the others (reads, `openat` without `O_CREAT`/`O_TRUNC`) run
+/// unstopped.
+const CALLS: &[Call] = &[
+    call(libc::SYS_write, "write", FD0),
+    call(libc::SYS_pwrite64, "pwrite64", FD0),
+    call(libc::SYS_writev, "writev", FD0),
+    call(libc::SYS_pwritev, "pwritev", FD0),
+    call(libc::SYS_pwritev2, "pwritev2", FD0),
+    call(libc::SYS_ftruncate, "ftruncate", FD0),
+    call(libc::SYS_fallocate, "fallocate", FD0),
+    call(libc::SYS_fsync, "fsync", FD0),
+    call(libc::SYS_fdatasync, "fdatasync", FD0),
+    call(libc::SYS_sync_file_range, "sync_file_range", FD0),
+    call(libc::SYS_copy_file_range, "copy_file_range", &[Target::Fd(2)]),
+    call(libc::SYS_msync, "msync", &[Target::Mapping(0)]),
+    call(libc::SYS_truncate, "truncate", PATH0),
+    call(libc::SYS_unlinkat, "unlinkat", AT_PATH1),
+    call(libc::SYS_renameat, "renameat", RENAMEAT),
+    call(libc::SYS_renameat2, "renameat2", RENAMEAT),
+    call(libc::SYS_mkdirat, "mkdirat", AT_PATH1),
+    call(libc::SYS_linkat, "linkat", &[Target::Path { dirfd: Some(2), path: 3 }]),
+    call(libc::SYS_symlinkat, "symlinkat", &[Target::Path { dirfd: Some(1), path: 2 }]),
+    Call { nr: libc::SYS_openat, name: "openat", targets: AT_PATH1, flags: Some(2) },
+    #[cfg(target_arch = "x86_64")]
+    call(libc::SYS_unlink, "unlink", PATH0),
+    #[cfg(target_arch = "x86_64")]
+    call(libc::SYS_rename, "rename", &[Target::Path { dirfd: None, path: 0 }, Target::Path { dirfd: None, path: 1 }]),
+    #[cfg(target_arch = "x86_64")]
+    call(libc::SYS_mkdir, "mkdir", PATH0),
+    #[cfg(target_arch = "x86_64")]
+    call(libc::SYS_rmdir, "rmdir", PATH0),
+    #[cfg(target_arch = "x86_64")]
+    call(libc::SYS_link, "link", &[Target::Path { dirfd: None, path: 1 }]),
+    #[cfg(target_arch = "x86_64")]
+    call(libc::SYS_symlink, "symlink", &[Target::Path { dirfd: None, path: 1 }]),
+    #[cfg(target_arch = "x86_64")]
+    call(libc::SYS_creat, "creat", PATH0),
+    #[cfg(target_arch = "x86_64")]
+    Call { nr: libc::SYS_open, name: "open", targets: PATH0, flags: Some(1) },
+];
+
+const RENAMEAT: &[Target] = &[Target::Path { dirfd: Some(0), path: 1 }, Target::Path { dirfd: Some(2), path: 3 }];
+
+/// The flags that make an open a change: it may create the file or empty it.
+const CHANGING_OPEN_FLAGS: [libc::c_int; 2] = [libc::O_CREAT, libc::O_TRUNC];
+
+#[cfg(target_arch = "x86_64")]
+const ARCH: seccompiler::TargetArch = seccompiler::TargetArch::x86_64;
+#[cfg(target_arch = "aarch64")]
+const ARCH: seccompiler::TargetArch = seccompiler::TargetArch::aarch64;
+
+/// The filter: every call of `CALLS` stops the process for its tracer; everything else runs.
+fn filter() -> Result<BpfProgram, TraceError> {
+    let refuse = |error: seccompiler::BackendError| TraceError::NotPermitted(format!("seccomp filter: {error}"));
+    let mut rules = BTreeMap::new();
+    for call in CALLS {
+        let conditions = match call.flags {
+            None => Vec::new(),
+            Some(argument) => {
+                let mut alternatives = Vec::new();
+                for flag in CHANGING_OPEN_FLAGS {
+                    let bit = u64::from(flag.unsigned_abs());
+                    let condition =
+                        SeccompCondition::new(argument, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(bit), bit)
+                            .map_err(refuse)?;
+                    alternatives.push(SeccompRule::new(vec![condition]).map_err(refuse)?);
+                }
+                alternatives
+            }
+        };
+        rules.insert(call.nr, conditions);
+    }
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Trace(0), ARCH).map_err(refuse)?;
+    BpfProgram::try_from(filter).map_err(refuse)
+}
+
+pub fn supported() -> Result<(), TraceError> {
+    filter().map(|_| ())
+}
+
+pub fn kill(pid: i32) {
+    let _ = signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+}
+
+type Ready = Sender<Result<(i32, ChildStdin, ChildStdout), TraceError>>;
+
+/// The tracer thread: starts `command` traced, reports it started (or why not), then serves
+/// its stops until every tracee is gone.
+pub fn trace(mut command: Command, scope: Scope, shared: Arc<Shared>, ready: Ready) {
+    let program = match filter() {
+        Ok(program) => program,
+        Err(error) => {
+            let _ = ready.send(Err(error));
+            return;
+        }
+    };
+    command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    // SAFETY: between fork and exec the closure only makes system calls (ptrace, prctl,
+    // seccomp): it allocates nothing and takes no lock.
+    unsafe {
+        command.pre_exec(move || {
+            ptrace::traceme().map_err(io::Error::from)?;
+            seccompiler::apply_filter(&program).map_err(|_| io::Error::last_os_error())
+        });
+    }
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(error) if error.raw_os_error() == Some(libc::EPERM) => {
+            let why = format!("ptrace or seccomp refused: {error}; is the harness in a container without ptrace?");
+            let _ = ready.send(Err(TraceError::NotPermitted(why)));
+            return;
+        }
+        Err(error) => {
+            let _ = ready.send(Err(TraceError::Spawn(error)));
+            return;
+        }
+    };
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("a pid fits i32"));
+    let (stdin, stdout) = (child.stdin.take().expect("piped"), child.stdout.take().expect("piped"));
+    // The first stop is the exec's SIGTRAP; until the options are set the filter's stops
+    // cannot reach the tracer, and nothing but the exec ran.
+    match waitpid(pid, Some(WaitPidFlag::__WALL)) {
+        Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) => {}
+        Ok(other) => {
+            kill(pid.as_raw());
+            let _ = waitpid(pid, Some(WaitPidFlag::__WALL));
+            let _ = ready.send(Err(TraceError::Ended(format!("{other:?}"))));
+            return;
+        }
+        Err(error) => {
+            let _ = ready.send(Err(TraceError::NotPermitted(format!("waitpid: {error}"))));
+            return;
+        }
+    }
+    let options = Options::PTRACE_O_TRACESYSGOOD
+        | Options::PTRACE_O_TRACESECCOMP
+        | Options::PTRACE_O_TRACECLONE
+        | Options::PTRACE_O_TRACEFORK
+        | Options::PTRACE_O_TRACEVFORK
+        | Options::PTRACE_O_TRACEEXEC
+        | Options::PTRACE_O_EXITKILL;
+    if let Err(error) = ptrace::setoptions(pid, options).and_then(|()| ptrace::cont(pid, None)) {
+        kill(pid.as_raw());
+        let _ = ready.send(Err(TraceError::NotPermitted(format!("ptrace options: {error}"))));
+        return;
+    }
+    shared.lock().live.insert(pid.as_raw());
+    if ready.send(Ok((pid.as_raw(), stdin, stdout))).is_err() {
+        kill(pid.as_raw());
+    }
+    // The std handle is not waited on: this thread reaps every tracee.
+    drop(child);
+    let mut tracer = Tracer { root: pid, scope, shared, pending: BTreeMap::new(), started: BTreeSet::new() };
+    tracer.serve();
+}
+
+struct Tracer {
+    root: Pid,
+    scope: Scope,
+    shared: Arc<Shared>,
+    /// Per stopped thread, the call it is in and the file it changes (recorded at its exit).
+    pending: BTreeMap<Pid, (&'static str, PathBuf)>,
+    /// Auto-attached tracees whose first stop (a SIGSTOP) was seen.
+    started: BTreeSet<Pid>,
+}
+
+impl Tracer {
+    fn serve(&mut self) {
+        loop {
+            let status = match waitpid(None, Some(WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD)) {
+                Ok(status) => status,
+                Err(Errno::EINTR) => continue,
+                Err(Errno::ECHILD) => return,
+                Err(error) => {
+                    self.shared.lock().failure.get_or_insert_with(|| format!("waitpid: {error}"));
+                    return;
+                }
+            };
+            if let Err(error) = self.handle(status) {
+                // A tracee that died under a request (ESRCH) is reaped by the next wait.
+                if error != Errno::ESRCH {
+                    self.shared.lock().failure.get_or_insert_with(|| format!("ptrace: {error}"));
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, status: WaitStatus) -> nix::Result<()> {
+        match status {
+            WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _) => {
+                self.pending.remove(&pid);
+                let mut state = self.shared.lock();
+                state.live.remove(&pid.as_raw());
+                if pid == self.root {
+                    state.ended = Some(describe(status));
+                    self.shared.ended.notify_all();
+                }
+                Ok(())
+            }
+            WaitStatus::PtraceEvent(pid, _, event) if event == libc::PTRACE_EVENT_SECCOMP => self.on_entry(pid),
+            WaitStatus::PtraceEvent(pid, _, event) => {
+                let forked = [libc::PTRACE_EVENT_FORK, libc::PTRACE_EVENT_VFORK, libc::PTRACE_EVENT_CLONE];
+                if forked.contains(&event) {
+                    let child = i32::try_from(ptrace::getevent(pid)?).unwrap_or(0);
+                    self.shared.lock().live.insert(child);
+                }
+                ptrace::cont(pid, None)
+            }
+            WaitStatus::PtraceSyscall(pid) => self.on_exit(pid),
+            WaitStatus::Stopped(pid, signal) => {
+                // A new tracee's first stop, or a group stop (no signal information): resume
+                // it without a signal; any other signal is delivered.
+                let first = pid != self.root && signal == Signal::SIGSTOP && self.started.insert(pid);
+                if first {
+                    self.shared.lock().live.insert(pid.as_raw());
+                }
+                let deliver = !first && ptrace::getsiginfo(pid).is_ok();
+                ptrace::cont(pid, deliver.then_some(signal))
+            }
+            WaitStatus::Continued(_) | WaitStatus::StillAlive => Ok(()),
+        }
+    }
+
+    /// The seccomp stop, at a changing call's entry: while a window is open and the call
+    /// touches the store, stop again at its exit; else let it run.
+    fn on_entry(&mut self, pid: Pid) -> nix::Result<()> {
+        let open = self.shared.lock().window.is_some();
+        if !open {
+            return ptrace::cont(pid, None);
+        }
+        let info = syscall_info(pid)?;
+        if info.op != libc::PTRACE_SYSCALL_INFO_SECCOMP {
+            return ptrace::cont(pid, None);
+        }
+        // SAFETY: `op` says the union holds the seccomp stop's fields.
+        let (nr, args) = unsafe { (info.u.seccomp.nr, info.u.seccomp.args) };
+        let Some(call) = CALLS.iter().find(|call| u64::try_from(call.nr).is_ok_and(|known| known == nr)) else {
+            return ptrace::cont(pid, None);
+        };
+        let file =
+            call.targets.iter().find_map(|&target| resolve(pid, target, &args).and_then(|p| self.scope.relative(&p)));
+        match file {
+            Some(file) => {
+                self.pending.insert(pid, (call.name, file));
+                ptrace::syscall(pid, None)
+            }
+            None => ptrace::cont(pid, None),
+        }
+    }
+
+    /// The exit of a call that touches the store: a kill point when it succeeded.
+    fn on_exit(&mut self, pid: Pid) -> nix::Result<()> {
+        let info = syscall_info(pid)?;
+        if info.op == libc::PTRACE_SYSCALL_INFO_ENTRY {
+            // Kernels before 4.8 report the entry after the seccomp stop: on to the exit.
+            return ptrace::syscall(pid, None);
+        }
+        if let Some((name, file)) = self.pending.remove(&pid) {
+            // SAFETY: an exit stop holds the exit's fields.
+            let failed = info.op == libc::PTRACE_SYSCALL_INFO_EXIT && unsafe { info.u.exit.is_error } != 0;
+            if !failed {
+                if let Some(window) = self.shared.lock().window.as_mut() {
+                    window.record(name, file);
+                }
+            }
+        }
+        ptrace::cont(pid, None)
+    }
+}
+
+/// `PTRACE_GET_SYSCALL_INFO`, with the buffer's size where the kernel reads it (nix 0.30's
+/// `ptrace::syscall_info` passes 0, so the kernel fills nothing).
+fn syscall_info(pid: Pid) -> nix::Result<libc::ptrace_syscall_info> {
+    let mut info = std::mem::MaybeUninit::<libc::ptrace_syscall_info>::zeroed();
+    let size = std::mem::size_of::<libc::ptrace_syscall_info>();
+    // SAFETY: the kernel writes at most `size` bytes into `info`, which has that size; a
+    // zeroed `ptrace_syscall_info` (integers and a union of integers) is a valid value.
+    let written = unsafe { libc::ptrace(libc::PTRACE_GET_SYSCALL_INFO, pid.as_raw(), size, info.as_mut_ptr()) };
+    if written < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: zeroed, then written by the kernel.
+    Ok(unsafe { info.assume_init() })
+}
+
+fn describe(status: WaitStatus) -> String {
+    match status {
+        WaitStatus::Exited(_, code) => format!("exit status: {code}"),
+        WaitStatus::Signaled(_, signal, _) => format!("signal: {} ({signal})", signal as i32),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The file a call's argument names, as an absolute path; `None` for a pipe, a socket, an
+/// address outside any file mapping or memory that cannot be read.
+fn resolve(pid: Pid, target: Target, args: &[u64; 6]) -> Option<PathBuf> {
+    match target {
+        Target::Fd(index) => fd_path(pid, i32::try_from(args[index]).ok()?),
+        Target::Mapping(index) => mapping_path(pid, args[index]),
+        Target::Path { dirfd, path } => {
+            let name = PathBuf::from(read_string(pid, args[path])?);
+            if name.is_absolute() {
+                return Some(name);
+            }
+            // A 32-bit descriptor (AT_FDCWD is -100) passed in a 64-bit register.
+            let dirfd = dirfd.map(|index| args[index] as u32 as i32).filter(|&fd| fd != libc::AT_FDCWD);
+            let base = match dirfd {
+                Some(fd) => fd_path(pid, fd)?,
+                None => std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?,
+            };
+            Some(base.join(name))
+        }
+    }
+}
+
+fn fd_path(pid: Pid, fd: i32) -> Option<PathBuf> {
+    let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
+    let text = link.to_string_lossy();
+    let text = text.strip_suffix(" (deleted)").unwrap_or(&text);
+    text.starts_with('/').then(|| PathBuf::from(text))
+}
+
+fn mapping_path(pid: Pid, address: u64) -> Option<PathBuf> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    maps.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (low, high) = fields.next()?.split_once('-')?;
+        let (low, high) = (u64::from_str_radix(low, 16).ok()?, u64::from_str_radix(high, 16).ok()?);
+        let path = fields.nth(4)?;
+        ((low..high).contains(&address) && path.starts_with('/')).then(|| PathBuf::from(path))
+    })
+}
+
+/// A NUL-terminated string of the tracee's memory (at most `PATH_MAX` bytes), read a page at a
+/// time so that no read crosses into an unmapped page.
+fn read_string(pid: Pid, address: u64) -> Option<String> {
+    const PAGE: u64 = 4096;
+    const PATH_MAX: usize = 4096;
+    let mut bytes = Vec::new();
+    let mut at = address;
+    while bytes.len() < PATH_MAX {
+        let chunk = usize::try_from(PAGE - at % PAGE).ok()?;
+        let mut buffer = vec![0u8; chunk];
+        let remote = [RemoteIoVec { base: usize::try_from(at).ok()?, len: chunk }];
+        let read = process_vm_readv(pid, &mut [IoSliceMut::new(&mut buffer)], &remote).ok()?;
+        if let Some(end) = buffer[..read].iter().position(|&b| b == 0) {
+            bytes.extend_from_slice(&buffer[..end]);
+            return String::from_utf8(bytes).ok();
+        }
+        bytes.extend_from_slice(&buffer[..read]);
+        at += read as u64;
+        if read == 0 {
+            return None;
+        }
+    }
+    None
+}
