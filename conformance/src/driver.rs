@@ -199,8 +199,8 @@ impl ProcessOwner {
         let output = BufReader::new(output);
         let (group, name) = (spec.group.clone(), spec.owner.clone());
         let mut owner = ProcessOwner { process, input, output, group, name, windows: Vec::new(), next_seed: 1 };
-        // Its start (which claims epochs on a restart) is a window of its own.
-        owner.process.open_window(0);
+        // Its start (which claims epochs on a restart) is a window of its own, open since the
+        // process started.
         let ready = owner.read_line().map_err(fail)?;
         let window =
             owner.process.close_window().map_err(|source| Error::Protocol { who: spec.owner.clone(), source })?;

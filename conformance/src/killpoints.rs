@@ -277,9 +277,13 @@ pub struct Traced {
 }
 
 impl Traced {
-    /// Starts `command` (its stdin and stdout piped) traced, with `scope` as its store.
+    /// Starts `command` (its stdin and stdout piped) traced, with `scope` as its store, and a
+    /// window open from its first instruction: a process's start is a step (a restart claims
+    /// its epochs), and it may write before it reads anything (`close_window` ends it).
     pub fn spawn(command: Command, scope: Scope) -> Result<(Traced, ChildStdin, ChildStdout), TraceError> {
-        let shared = Arc::new(Shared { state: Mutex::new(State::default()), ended: Condvar::new() });
+        let window = OpenWindow { scope: scope.clone(), window: Window::default(), sample: 0, failure: None };
+        let state = State { window: Some(window), ..State::default() };
+        let shared = Arc::new(Shared { state: Mutex::new(state), ended: Condvar::new() });
         let (ready, started) = std::sync::mpsc::channel();
         let tracer_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()

@@ -430,6 +430,12 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                 if let Some(evidence) = report.evidence {
                     println!("          real store: {evidence}");
                 }
+                for step in &report.unseen_writes {
+                    println!(
+                        "          no kill point inside {step}: the model's store changed, no file under the store \
+                         directory did"
+                    );
+                }
             }
             Err(failure) => {
                 println!(

@@ -294,8 +294,8 @@ fn read_lines(output: ChildStdout, replies: mpsc::Sender<Line>) {
 impl Peer {
     /// Starts `sh -c 'exec COMMAND'` (so the consumer is the child itself, and SIGKILL reaches
     /// it) and sends `init`.
-    /// Traced (`trace`: the store's scope), the process's `init` is a window of its own: an
-    /// owner's start is a model step (a restart claims its epochs).
+    /// Traced (`trace`: the store's scope), the process's start until its reply to `init` is a
+    /// window of its own: an owner's start is a model step (a restart claims its epochs).
     fn spawn(command: &str, init: Init, reply_timeout_ms: u64, trace: Option<&Scope>) -> Result<Peer, ProtocolError> {
         let (process, input, output) = Process::start(command, trace)?;
         let (sender, replies) = mpsc::channel();
@@ -304,7 +304,11 @@ impl Peer {
         std::thread::spawn(move || read_lines(output, sender));
         let reply_timeout = Duration::from_millis(reply_timeout_ms);
         let mut peer = Peer { process, input, replies, reply_timeout, next_id: 1, windows: Vec::new() };
-        match peer.step_request(Body::Init(init))? {
+        let reply = peer.request(Body::Init(init));
+        // The window `Process::start` opened with the process.
+        let window = peer.process.close_window()?;
+        peer.windows.push(window);
+        match reply? {
             Body::InitOk { protocol: VERSION } => Ok(peer),
             other => Err(ProtocolError::Unexpected { request: "init".into(), line: format!("{other:?}") }),
         }

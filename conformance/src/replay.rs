@@ -19,6 +19,9 @@ pub struct ReplayReport {
     pub steps: usize,
     /// The kill points inside steps: found and judged (all zero when not traced).
     pub inside: Inside,
+    /// The owner steps that changed the model's store while the consumer changed no file under
+    /// its store directory (traced only), each as `step N (ACTION)`.
+    pub unseen_writes: Vec<String>,
     /// Every safety property, and whether the real system violated it during the trace.
     pub violated: Vec<(String, bool)>,
     /// For the trace's property: what the real store shows (the doubled total, the skip).
@@ -199,7 +202,7 @@ pub fn replay_counted(trace: &Trace, options: &Options, tried: &mut Inside) -> R
     let mut judge = Judge::default();
     let result = replay_judged(trace, options, &mut judge);
     *tried += judge.inside;
-    result.map(|report| ReplayReport { inside: judge.inside, ..report })
+    result.map(|report| ReplayReport { inside: judge.inside, unseen_writes: judge.unseen, ..report })
 }
 
 fn replay_judged(trace: &Trace, options: &Options, judge: &mut Judge) -> Result<ReplayReport, ReplayFailure> {
@@ -231,6 +234,7 @@ fn replay_judged(trace: &Trace, options: &Options, judge: &mut Judge) -> Result<
 #[derive(Default)]
 struct Judge {
     inside: Inside,
+    unseen: Vec<String>,
     read: HashMap<Snapshot, Vec<ModelStore>>,
 }
 
@@ -254,6 +258,8 @@ impl Judge {
             });
             if traced && owner_write && stores_before != stores_after {
                 self.inside.writes_unseen += 1;
+                let action = action.map_or_else(String::new, |action| format!(" ({action})"));
+                self.unseen.push(format!("step {step}{action}"));
             }
             return Ok(());
         }
@@ -413,7 +419,8 @@ fn verdicts(
     let last = observed.last().expect("at least the initial state");
     let effect = trace.config.strategy.rules().effect;
     let evidence = trace.property.as_deref().map(|property| evidence(property, last, effect));
-    Ok(ReplayReport { steps: trace.actions.len(), inside: Inside::default(), violated, evidence })
+    let (inside, unseen_writes) = (Inside::default(), Vec::new());
+    Ok(ReplayReport { steps: trace.actions.len(), inside, unseen_writes, violated, evidence })
 }
 
 /// What the real store shows for a property, in the store's own terms: the total beside what

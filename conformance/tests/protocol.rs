@@ -166,6 +166,39 @@ fn a_consumer_that_splits_effect_and_offset_is_caught_by_kill_points_inside_step
     }
 }
 
+/// A consumer whose store is not under the directory `init` names (here the atomic-fenced
+/// example with its store moved elsewhere, as a database server's would be) still conforms, but
+/// no kill point can be found: every owner step that changes the model's store is reported as
+/// one with no write under the store directory, and the summary says that nothing was split.
+#[test]
+fn a_store_outside_the_store_directory_is_reported_not_split() {
+    let elsewhere = tempfile::tempdir().expect("a directory for the store");
+    let script = elsewhere.path().join("elsewhere.py");
+    let examples = root().join("examples/python");
+    let program = format!(
+        "import sys\nsys.path.insert(0, {examples:?})\nimport onceproof_consumer, atomic_fenced\n\
+         original = onceproof_consumer.Store.__init__\n\
+         onceproof_consumer.Store.__init__ = lambda self, directory, create: original(self, {store:?}, create)\n\
+         sys.exit(onceproof_consumer.serve(atomic_fenced.AtomicFenced))\n",
+        examples = examples.display().to_string(),
+        store = elsewhere.path().display().to_string(),
+    );
+    std::fs::write(&script, program).expect("the script");
+    let command = python("atomic_fenced.py", "").replacen(
+        &shell_quote(&examples.join("atomic_fenced.py").to_string_lossy()),
+        &shell_quote(&script.to_string_lossy()),
+        1,
+    );
+    let trace = conformance::corpus::load(&root().join("tests/traces/atomic-fenced--replay.json")).expect("a trace");
+    let options = Options { command: Some(command.clone()), inside_step: true, ..Options::new(Mode::Protocol) };
+    let mut inside = Inside::default();
+    let report = replay_counted(&trace, &options, &mut inside).unwrap_or_else(|failure| panic!("{command}: {failure}"));
+    assert_eq!(inside.found, 0, "{inside:?}");
+    assert!(inside.writes_unseen > 0 && report.unseen_writes.len() == inside.writes_unseen, "{report:?}");
+    assert!(report.unseen_writes.iter().any(|step| step.contains("applies p0 offset 0")), "{report:?}");
+    assert!(inside.summary(true).starts_with("kill points inside steps: none found"), "{}", inside.summary(true));
+}
+
 /// `conformance test --worker` walks (`--walks 4 --seed 1`, the row's default bounds) catch the
 /// split transaction too, each divergence a kill between its two commits, and pass it with
 /// `--inside-step off`.
