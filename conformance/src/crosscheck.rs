@@ -80,7 +80,7 @@ pub fn cross_check(trace: &Trace, options: &Options) -> Result<CrossCheck, Error
         let shown = harness.observe_copies(&snapshots)?;
         let named = named_points(trace, options, index, action, kind, &expected)?;
         let mut step = CrossCheck { steps: 1, named: named.len() - 2, ..CrossCheck::default() };
-        step.not_reached = whens(kind).len() + 2 - named.len();
+        step.not_reached = When::around(kind).len() + 2 - named.len();
         for (point, stores) in points.iter().zip(&shown) {
             step.kill_points += 1;
             let Err((low, high)) = agrees(&named, point.ordinal, stores) else { continue };
@@ -123,26 +123,6 @@ fn agrees<'a>(named: &'a [Named], ordinal: usize, stores: &[ModelStore]) -> Resu
     }
 }
 
-/// The named points of a step's kind: no `inside` for the steps that write nothing.
-fn whens(kind: StepKind) -> &'static [When] {
-    match kind {
-        StepKind::Fetch | StepKind::RefuseAhead => &[When::Before, When::After],
-        StepKind::ApplyEffect
-        | StepKind::InsertProcessed
-        | StepKind::CommitOffset
-        | StepKind::ApplyStamped
-        | StepKind::ApplyDeduped
-        | StepKind::ApplyAtomic
-        | StepKind::DeadLetter
-        | StepKind::ResetOffset
-        | StepKind::FailOutOfRange
-        | StepKind::ProduceOutput
-        | StepKind::CommitTxn
-        | StepKind::SendEmail
-        | StepKind::WriteIndex => &[When::Before, When::Inside, When::After],
-    }
-}
-
 /// The step's start (the model's store before it, after 0 calls), each named point the step
 /// reaches, and its end (the model's store after it), in the order of their calls.
 fn named_points(
@@ -155,7 +135,7 @@ fn named_points(
 ) -> Result<Vec<Named>, Error> {
     let stores = |state: &State| state.groups.iter().map(|group| group.store.clone()).collect::<Vec<_>>();
     let mut named = vec![Named { calls: 0, name: "the step's start".into(), stores: stores(&expected[index]) }];
-    for &when in whens(kind) {
+    for &when in When::around(kind) {
         let point = consumer::crash::CrashPoint { kind, when, offset: None };
         if let Some((calls, stores)) = crash_at(trace, options, index, action, &point.to_string())? {
             named.push(Named { calls, name: format!("--crash-at {point}"), stores });

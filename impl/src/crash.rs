@@ -17,6 +17,28 @@ pub enum When {
     After,
 }
 
+impl When {
+    /// Where around a step of `kind` a crash point can fall: a step that writes nothing has no
+    /// inside.
+    pub fn around(kind: StepKind) -> &'static [When] {
+        match kind {
+            StepKind::Fetch | StepKind::FailOutOfRange | StepKind::RefuseAhead => &[When::Before, When::After],
+            StepKind::ApplyEffect
+            | StepKind::InsertProcessed
+            | StepKind::CommitOffset
+            | StepKind::ApplyStamped
+            | StepKind::ApplyDeduped
+            | StepKind::ApplyAtomic
+            | StepKind::DeadLetter
+            | StepKind::ResetOffset
+            | StepKind::ProduceOutput
+            | StepKind::CommitTxn
+            | StepKind::SendEmail
+            | StepKind::WriteIndex => &[When::Before, When::Inside, When::After],
+        }
+    }
+}
+
 /// A crash point: `STEP:WHEN[@OFFSET]`, for example `apply-effect:after@49`,
 /// `apply-atomic:inside`, `commit-offset:before@1`, `dead-letter:inside@1`. `@OFFSET` names a record the step concerns
 /// (for `commit-offset`, the next offset it commits); without it the first such step crashes.

@@ -191,30 +191,12 @@ pub(super) fn points(strategy: Strategy, writer_mode: WriterMode, work: &Path) -
     for kind in StepKind::ALL {
         let taken = before.steps.iter().filter(|step| step.kind == kind);
         let Some(step) = taken.min_by_key(|step| step.offset.abs_diff(MID_RECORD)) else { continue };
-        points
-            .extend(whens(kind).iter().map(|&when| Point::Owner(CrashPoint { kind, when, offset: Some(step.offset) })));
+        points.extend(
+            When::around(kind).iter().map(|&when| Point::Owner(CrashPoint { kind, when, offset: Some(step.offset) })),
+        );
     }
     points.extend(LogPoint::ALL.map(Point::Log));
     Ok(points)
-}
-
-/// Where around a step of `kind` a crash can fall: a step that writes nothing has no inside.
-fn whens(kind: StepKind) -> &'static [When] {
-    match kind {
-        StepKind::Fetch | StepKind::FailOutOfRange | StepKind::RefuseAhead => &[When::Before, When::After],
-        StepKind::ApplyEffect
-        | StepKind::InsertProcessed
-        | StepKind::CommitOffset
-        | StepKind::ApplyStamped
-        | StepKind::ApplyDeduped
-        | StepKind::ApplyAtomic
-        | StepKind::DeadLetter
-        | StepKind::ResetOffset
-        | StepKind::ProduceOutput
-        | StepKind::CommitTxn
-        | StepKind::SendEmail
-        | StepKind::WriteIndex => &[When::Before, When::Inside, When::After],
-    }
 }
 
 /// One run, its violations in the outcome (a failure of the system under test is one too).
