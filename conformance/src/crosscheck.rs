@@ -17,6 +17,7 @@
 use crate::driver::Mode;
 use crate::error::{Error, WorkerError};
 use crate::harness::{step_kind, Harness, Options};
+use crate::replay::stores_of;
 use consumer::crash::When;
 use consumer::strategy::StepKind;
 use model::check::replay as model_replay;
@@ -133,15 +134,14 @@ fn named_points(
     kind: StepKind,
     expected: &[State],
 ) -> Result<Vec<Named>, Error> {
-    let stores = |state: &State| state.groups.iter().map(|group| group.store.clone()).collect::<Vec<_>>();
-    let mut named = vec![Named { calls: 0, name: "the step's start".into(), stores: stores(&expected[index]) }];
+    let mut named = vec![Named { calls: 0, name: "the step's start".into(), stores: stores_of(&expected[index]) }];
     for &when in When::around(kind) {
         let point = consumer::crash::CrashPoint { kind, when, offset: None };
         if let Some((calls, stores)) = crash_at(trace, options, index, action, &point.to_string())? {
             named.push(Named { calls, name: format!("--crash-at {point}"), stores });
         }
     }
-    named.push(Named { calls: usize::MAX, name: "the step's end".into(), stores: stores(&expected[index + 1]) });
+    named.push(Named { calls: usize::MAX, name: "the step's end".into(), stores: stores_of(&expected[index + 1]) });
     named.sort_by_key(|named| named.calls);
     Ok(named)
 }

@@ -153,8 +153,7 @@ struct ProcessOwner {
     output: BufReader<ChildStdout>,
     group: String,
     name: String,
-    /// The kill points inside the steps since the harness last took them (traced only).
-    windows: Vec<Window>,
+    /// Seeds the sample of each step's window (the n-th request of this process).
     next_seed: u64,
 }
 
@@ -198,13 +197,11 @@ impl ProcessOwner {
         };
         let output = BufReader::new(output);
         let (group, name) = (spec.group.clone(), spec.owner.clone());
-        let mut owner = ProcessOwner { process, input, output, group, name, windows: Vec::new(), next_seed: 1 };
+        let mut owner = ProcessOwner { process, input, output, group, name, next_seed: 1 };
         // Its start (which claims epochs on a restart) is a window of its own, open since the
         // process started.
         let ready = owner.read_line().map_err(fail)?;
-        let window =
-            owner.process.close_window().map_err(|source| Error::Protocol { who: spec.owner.clone(), source })?;
-        owner.windows.push(window);
+        owner.process.close_window().map_err(|source| Error::Protocol { who: spec.owner.clone(), source })?;
         if !ready.starts_with("ready ") {
             return Err(fail(WorkerError::NotReady { line: ready }));
         }
@@ -264,13 +261,10 @@ impl ProcessOwner {
     /// A request that is a model step: traced, its kill points are kept for the harness.
     fn step_request(&mut self, command: &str) -> Result<String, Error> {
         self.next_seed += 1;
-        let traced = self.process.open_window(self.next_seed);
+        self.process.open_window(self.next_seed);
         let reply = self.request(command).map_err(|e| self.fail(e));
-        if traced {
-            let who = format!("{}/{}", self.group, self.name);
-            let window = self.process.close_window().map_err(|source| Error::Protocol { who, source })?;
-            self.windows.push(window);
-        }
+        let who = format!("{}/{}", self.group, self.name);
+        self.process.close_window().map_err(|source| Error::Protocol { who, source })?;
         reply
     }
 }
@@ -287,7 +281,7 @@ impl OwnerHandle for ProcessOwner {
     }
 
     fn take_windows(&mut self) -> Vec<Window> {
-        std::mem::take(&mut self.windows)
+        self.process.take_windows()
     }
 
     fn arm(&mut self, point: &str) -> Result<(), Error> {

@@ -52,6 +52,12 @@ pub struct Options {
 }
 
 impl Options {
+    /// Whether owners run traced with these options: kill points inside steps on, owners in
+    /// processes, and a store in files (a PostgreSQL store has none to copy).
+    pub fn traced(&self) -> bool {
+        self.inside_step && self.postgres.is_none() && self.mode != Mode::InProcess
+    }
+
     /// Data directories go to /dev/shm when it exists: a process crash keeps the page cache,
     /// so tmpfs gives the same crash semantics as a disk, minus the wait for fsync.
     pub fn new(mode: Mode) -> Options {
@@ -449,8 +455,7 @@ impl Harness {
     /// Whether the owners run traced: kill points inside their steps are recorded (never for a
     /// PostgreSQL store, which has no file under a directory to copy, nor in process).
     pub fn traced(&self) -> bool {
-        let store_in_files = self.options.postgres.is_none();
-        self.options.inside_step && store_in_files && !matches!(self.options.mode, Mode::InProcess)
+        self.options.traced()
     }
 
     /// Arms a named crash point in a running owner (`STEP:WHEN[@OFFSET]`).

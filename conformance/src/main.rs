@@ -466,7 +466,7 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
 /// What a replay tried besides the model's steps, and what it trusted: the kill points inside
 /// steps, and how the store was read.
 fn tried_summary(options: &Options, inside: &Inside) -> String {
-    let traced = options.inside_step && options.postgres.is_none() && options.mode != Mode::InProcess;
+    let traced = options.traced();
     let kills = match (options.mode, traced) {
         (Mode::InProcess, _) => {
             "kill points inside steps: none in process (a crash drops the owner between steps)".into()

@@ -148,15 +148,19 @@ struct Peer {
     replies: Receiver<Line>,
     reply_timeout: Duration,
     next_id: u64,
-    /// What the windows of the requests that were model steps found (kill points inside them),
-    /// until the harness takes them.
-    windows: Vec<Window>,
 }
 
 /// A consumer process as started: plainly, or under the tracer (kill points inside steps).
 pub(crate) enum Process {
     Plain(Child),
-    Traced { traced: Box<Traced>, scope: Scope, command: String },
+    /// `windows`: what the windows of the requests that were model steps found (the kill points
+    /// inside them), until the harness takes them.
+    Traced {
+        traced: Box<Traced>,
+        scope: Scope,
+        command: String,
+        windows: Vec<Window>,
+    },
 }
 
 impl Process {
@@ -182,8 +186,8 @@ impl Process {
             let output = child.stdout.take().expect("stdout is piped");
             return Ok((Process::Plain(child), input, output));
         };
-        // A program that is not on the PATH would fail inside the traced child, where its
-        // error cannot be reported: look for it first, as the shell would.
+        // `sh` would say so too (exit 127, a line on stderr), but a refusal naming the program
+        // is clearer: look for it first, as the shell would.
         if let Some(missing) = missing_program(&built) {
             let source = io::Error::new(io::ErrorKind::NotFound, format!("{missing} is not on the PATH"));
             return Err(ProtocolError::Spawn { command: command.to_string(), source });
@@ -192,19 +196,32 @@ impl Process {
         let (traced, input, output) = Traced::spawn(built, scope.clone())
             .map_err(|error| ProtocolError::Trace { command: command.to_string(), error })?;
         let command = command.to_string();
-        Ok((Process::Traced { traced: Box::new(traced), scope: scope.clone(), command }, input, output))
+        let traced = Process::Traced { traced: Box::new(traced), scope: scope.clone(), command, windows: Vec::new() };
+        Ok((traced, input, output))
     }
 
-    /// Records the kill points of one model step's request: `Some` window, traced.
-    pub(crate) fn open_window(&self, seed: u64) -> bool {
-        let Process::Traced { traced, scope, .. } = self else { return false };
-        traced.open_window(scope, seed);
-        true
+    /// Starts recording the kill points of one model step's request (traced only; a traced
+    /// process's start opens one by itself). `seed` picks the sample of a full window.
+    pub(crate) fn open_window(&self, seed: u64) {
+        if let Process::Traced { traced, scope, .. } = self {
+            traced.open_window(scope, seed);
+        }
     }
 
-    pub(crate) fn close_window(&self) -> Result<Window, ProtocolError> {
-        let Process::Traced { traced, command, .. } = self else { return Ok(Window::default()) };
-        traced.close_window().map_err(|error| ProtocolError::Trace { command: command.clone(), error })
+    /// Ends the open window and keeps what it found for `take_windows`.
+    pub(crate) fn close_window(&mut self) -> Result<(), ProtocolError> {
+        let Process::Traced { traced, command, windows, .. } = self else { return Ok(()) };
+        let window = traced.close_window().map_err(|error| ProtocolError::Trace { command: command.clone(), error })?;
+        windows.push(window);
+        Ok(())
+    }
+
+    /// The windows closed since the last call.
+    pub(crate) fn take_windows(&mut self) -> Vec<Window> {
+        match self {
+            Process::Traced { windows, .. } => std::mem::take(windows),
+            Process::Plain(_) => Vec::new(),
+        }
     }
 
     /// How the process ended, once it has.
@@ -303,11 +320,10 @@ impl Peer {
         // not keep the harness waiting for a join.
         std::thread::spawn(move || read_lines(output, sender));
         let reply_timeout = Duration::from_millis(reply_timeout_ms);
-        let mut peer = Peer { process, input, replies, reply_timeout, next_id: 1, windows: Vec::new() };
+        let mut peer = Peer { process, input, replies, reply_timeout, next_id: 1 };
         let reply = peer.request(Body::Init(init));
         // The window `Process::start` opened with the process.
-        let window = peer.process.close_window()?;
-        peer.windows.push(window);
+        peer.process.close_window()?;
         match reply? {
             Body::InitOk { protocol: VERSION } => Ok(peer),
             other => Err(ProtocolError::Unexpected { request: "init".into(), line: format!("{other:?}") }),
@@ -316,12 +332,10 @@ impl Peer {
 
     /// A request that is (part of) a model step: traced, its kill points are recorded from the
     /// request until its reply, and kept for the harness.
-    fn step_request(&mut self, body: Body) -> Result<Body, ProtocolError> {
-        if !self.process.open_window(self.next_id) {
-            return self.request(body);
-        }
+    fn request_in_window(&mut self, body: Body) -> Result<Body, ProtocolError> {
+        self.process.open_window(self.next_id);
         let reply = self.request(body);
-        self.windows.push(self.process.close_window()?);
+        self.process.close_window()?;
         reply
     }
 
@@ -512,7 +526,7 @@ fn open_log(dir: &Path) -> Result<Log, Error> {
 impl OwnerHandle for ProtocolOwner {
     fn step(&mut self, step: Step) -> Result<Outcome, Error> {
         let request = self.step_request(step)?;
-        match self.peer.step_request(Body::Step(request)) {
+        match self.peer.request_in_window(Body::Step(request)) {
             Ok(Body::StepOk(outcome)) => Ok(outcome),
             Ok(other) => {
                 Err(self.fail(ProtocolError::Unexpected { request: step.to_string(), line: format!("{other:?}") }))
@@ -522,11 +536,11 @@ impl OwnerHandle for ProtocolOwner {
     }
 
     fn assign(&mut self, partition: u32) -> Result<(), Error> {
-        self.peer.step_request(Body::Assign { partition }).map(|_| ()).map_err(|e| self.fail(e))
+        self.peer.request_in_window(Body::Assign { partition }).map(|_| ()).map_err(|e| self.fail(e))
     }
 
     fn take_windows(&mut self) -> Vec<Window> {
-        std::mem::take(&mut self.peer.windows)
+        self.peer.process.take_windows()
     }
 
     /// Arms a crash point (`STEP:WHEN[@OFFSET]`): the consumer kills itself there, inside a

@@ -249,8 +249,7 @@ impl Judge {
     ) -> Result<(), ReplayFailure> {
         let windows = harness.take_windows();
         let found: usize = windows.iter().map(|window| window.found).sum();
-        let stores = |state: &State| state.groups.iter().map(|group| group.store.clone()).collect::<Vec<_>>();
-        let (stores_before, stores_after) = (stores(before), stores(after));
+        let (stores_before, stores_after) = (stores_of(before), stores_of(after));
         let traced = harness.traced();
         if found == 0 {
             let owner_write = action.is_some_and(|action| {
@@ -309,6 +308,11 @@ impl Judge {
         }
         first_failure.map_or(Ok(()), Err)
     }
+}
+
+/// Every group's durable store in a model state: what a kill can leave, and all it can.
+pub(crate) fn stores_of(state: &State) -> Vec<ModelStore> {
+    state.groups.iter().map(|group| group.store.clone()).collect()
 }
 
 /// What a kill point's call is, in a word: `write 3 of 5`, `sync 2 of 5`, `rename 4 of 5`.
