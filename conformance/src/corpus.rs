@@ -81,7 +81,10 @@ fn run_flag_parts(options: &Options) -> (String, String) {
         (Mode::Process, true) => " --inside-step on",
         (Mode::Protocol, true) | (Mode::Process, false) | (Mode::InProcess, _) => "",
     };
-    (mode, format!("{wait}{inside}{mutation}"))
+    let observe = options.observe.as_ref().map_or(String::new(), |spec| {
+        format!(" --observe {}", crate::protocol::shell_quote(&spec.path.to_string_lossy()))
+    });
+    (mode, format!("{wait}{inside}{observe}{mutation}"))
 }
 
 /// Replays one corpus file in every mode (in process, as worker processes, and as processes of
@@ -102,8 +105,9 @@ pub fn check_file(path: &Path, worker_exe: Option<PathBuf>) -> Result<Vec<Replay
 }
 
 /// Rewrites `dir`: every counterexample and every example (the witness of each reached
-/// `sometimes` property) of the default `model check`, and every scenario of `scenarios::all`.
-/// Old `*.json` files are removed first so none is left stale.
+/// `sometimes` property) of the default `model check`, every scenario of `scenarios::all`,
+/// and a fence witness (`fences::witnesses`) for each stale owner's fenced write no other
+/// trace of its row shows. Old `*.json` files are removed first so none is left stale.
 pub fn regenerate(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<usize, Error> {
     std::fs::create_dir_all(dir).map_err(Error::io(dir, "create"))?;
     for old in expand(&[dir.to_path_buf()])? {
@@ -120,6 +124,14 @@ pub fn regenerate(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<usize, E
         check_in_model(&trace).map_err(|source| Error::Scenario { name: name.clone(), source })?;
         traces.push((format!("{name}.json"), trace));
     }
+    progress("searching the fence witnesses");
+    let others: Vec<Trace> = traces.iter().map(|(_, trace)| trace.clone()).collect();
+    let fences = crate::fences::witnesses(&others)
+        .map_err(|(target, source)| Error::Scenario { name: target.file_name(), source })?;
+    for (name, trace) in fences {
+        check_in_model(&trace).map_err(|source| Error::Scenario { name: name.clone(), source })?;
+        traces.push((name, trace));
+    }
     for (name, trace) in &traces {
         let path = dir.join(name);
         std::fs::write(&path, trace.to_json()).map_err(Error::io(&path, "write"))?;
@@ -127,16 +139,18 @@ pub fn regenerate(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<usize, E
     Ok(traces.len())
 }
 
-/// A hand-written trace must replay in the model and end with the verdict it records.
-pub(crate) fn check_in_model(trace: &Trace) -> Result<(), ScenarioError> {
+/// A scenario or a fence witness must replay in the model and end with the verdict it
+/// records: a safety property violated or held, a `sometimes` property reached.
+pub fn check_in_model(trace: &Trace) -> Result<(), ScenarioError> {
     trace.config.validate_for_replay().map_err(ScenarioError::Config)?;
     let model = ConsumerModel::new(trace.config.clone());
     let states = model::check::replay(&model, &trace.actions).map_err(ScenarioError::Unreachable)?;
     let (Some(name), Some(verdict)) = (&trace.property, &trace.verdict) else { return Ok(()) };
     let property = model::check::property_named(&model, name).ok_or_else(|| ScenarioError::NoProperty(name.clone()))?;
-    let violated = states.iter().any(|state| !(property.condition)(&model, state));
-    if violated != (*verdict == model::check::Verdict::Violated) {
-        return Err(ScenarioError::Verdict { property: name.clone(), violated, recorded: verdict.clone() });
+    let discovered = states.iter().any(|state| model::check::is_discovery(&model, &property, state));
+    let recorded = matches!(verdict, model::check::Verdict::Violated | model::check::Verdict::Reached);
+    if discovered != recorded {
+        return Err(ScenarioError::Verdict { property: name.clone(), discovered, recorded: verdict.clone() });
     }
     Ok(())
 }

@@ -87,9 +87,10 @@ pub fn cross_check(trace: &Trace, options: &Options) -> Result<CrossCheck, Error
             let Err((low, high)) = agrees(&named, point.ordinal, stores) else { continue };
             {
                 step.findings.push(format!(
-                    "step {} ({action}): kill point {} of {} ({point}) lies between {} and {} and shows {:?}; \
+                    "step {} ({}): kill point {} of {} ({point}) lies between {} and {} and shows {:?}; \
                      they leave {:?} and {:?}",
                     index + 1,
+                    model::view::action_text(&expected[index], action),
                     point.ordinal,
                     windows.iter().map(|window| window.found).sum::<usize>(),
                     low.name,

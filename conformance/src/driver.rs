@@ -72,6 +72,9 @@ pub trait OwnerHandle {
     /// What the windows of the model steps since the last call found: the kill points inside
     /// them (none unless the owner runs traced).
     fn take_windows(&mut self) -> Vec<Window>;
+    /// A `pause` made this owner an earlier incarnation (its successor runs under the same
+    /// name): from now on its errors name it `gG/oO'`, as spec.md §2.2 spells it.
+    fn paused(&mut self);
 }
 
 /// Starts an owner (a start is a restart: it resumes from the committed checkpoints).
@@ -143,6 +146,10 @@ impl OwnerHandle for InProcessOwner {
     fn take_windows(&mut self) -> Vec<Window> {
         Vec::new()
     }
+
+    fn paused(&mut self) {
+        self.name.push('\'');
+    }
 }
 
 /// A child process running this executable's hidden `worker` subcommand, which serves
@@ -201,7 +208,8 @@ impl ProcessOwner {
         // Its start (which claims epochs on a restart) is a window of its own, open since the
         // process started.
         let ready = owner.read_line().map_err(fail)?;
-        owner.process.close_window().map_err(|source| Error::Protocol { who: spec.owner.clone(), source })?;
+        let who = format!("{}/{}", spec.group, spec.owner);
+        owner.process.close_window().map_err(|source| Error::Protocol { who, source })?;
         if !ready.starts_with("ready ") {
             return Err(fail(WorkerError::NotReady { line: ready }));
         }
@@ -297,6 +305,10 @@ impl OwnerHandle for ProcessOwner {
         // SIGKILL: the process gets no chance to finish anything, exactly like a crash.
         self.process.kill();
     }
+
+    fn paused(&mut self) {
+        self.name.push('\'');
+    }
 }
 
 impl Drop for ProcessOwner {
@@ -352,12 +364,9 @@ pub fn parse_outcome(reply: &str) -> Option<Outcome> {
     }
 }
 
+/// The name `--mutation` takes for `mutation` (`consumer::owner::Mutation::name`).
 pub fn mutation_name(mutation: Mutation) -> &'static str {
-    match mutation {
-        Mutation::NoFence => "no-fence",
-        Mutation::NoCas => "no-cas",
-        Mutation::NoEmailKey => "no-email-key",
-    }
+    mutation.name()
 }
 
 /// The executable whose `worker` subcommand serves the consumer's worker mode: this one when

@@ -59,8 +59,8 @@ pub enum Error {
     Owner { group: String, owner: String, source: Box<OwnerError> },
     /// A worker process could not start, or refused a step, or broke the line protocol.
     Worker { group: String, owner: String, source: WorkerError },
-    /// A consumer process of the open protocol (PROTOCOL.md): `who` is the owner (`g0/o1`) or
-    /// `store`.
+    /// A consumer process of the open protocol (PROTOCOL.md): `who` is the owner (`g0/o1`, or
+    /// `g0/o0'` for an earlier incarnation of o0 still running after a pause) or `store`.
     Protocol { who: String, source: crate::protocol::ProtocolError },
     /// The harness could not reach the PostgreSQL server behind `--postgres`.
     PostgresConnect(postgres::Error),
@@ -76,6 +76,12 @@ pub enum Error {
     NothingToRetry { partition: u8 },
     /// The real state has no model counterpart: the abstraction function cannot map it.
     Unobservable(Unobservable),
+    /// The observation spec (`--observe`) cannot be used, or its queries returned what no
+    /// model store is.
+    Observe(Box<crate::observe::ObserveError>),
+    /// With an observation spec, the store role's `observe` and the database disagree:
+    /// `role` and `database` are the differing fields, in a few words each.
+    RoleDisagrees { group: String, role: String, database: String },
     /// The model took a step the harness cannot make happen in the real system.
     Unsupported(&'static str),
 }
@@ -129,6 +135,10 @@ impl fmt::Display for Error {
                 write!(f, "no unacknowledged send to partition {partition} to retry")
             }
             Error::Unobservable(source) => write!(f, "{source}"),
+            Error::Observe(source) => write!(f, "{source}"),
+            Error::RoleDisagrees { group, role, database } => {
+                write!(f, "the store role reports {group} {role}; the database holds {database}")
+            }
         }
     }
 }
@@ -151,7 +161,9 @@ impl StdError for Error {
             Error::Protocol { source, .. } => Some(source),
             Error::PostgresConnect(source) | Error::Postgres { source, .. } => Some(source),
             Error::Unobservable(source) => Some(source),
+            Error::Observe(source) => Some(source.as_ref()),
             Error::NoSuchPath { .. }
+            | Error::RoleDisagrees { .. }
             | Error::PostgresUrl
             | Error::NotRunning { .. }
             | Error::NoLease { .. }
@@ -179,6 +191,12 @@ impl From<StoreError> for Error {
 impl From<LogError> for Error {
     fn from(error: LogError) -> Error {
         Error::Log(error)
+    }
+}
+
+impl From<crate::observe::ObserveError> for Error {
+    fn from(error: crate::observe::ObserveError) -> Error {
+        Error::Observe(Box::new(error))
     }
 }
 
@@ -361,8 +379,14 @@ pub enum ScenarioError {
     Unreachable(Unreachable),
     /// The scenario names a property the model does not check for its configuration.
     NoProperty(String),
-    /// The model's verdict differs from the one the scenario records.
-    Verdict { property: String, violated: bool, recorded: Verdict },
+    /// The model's verdict differs from the one the scenario records: `discovered`, whether
+    /// the path violates the (safety) property or reaches the (`sometimes`) one.
+    Verdict { property: String, discovered: bool, recorded: Verdict },
+    /// A fence witness's search (`fences::shortest`) visited `states` states and found no stale
+    /// owner fenced at the write it looks for.
+    NotFound { states: usize },
+    /// A fence witness's path does not reach the model's observation of the fence.
+    Unobserved { property: String },
 }
 
 impl fmt::Display for ScenarioError {
@@ -371,12 +395,16 @@ impl fmt::Display for ScenarioError {
             ScenarioError::Config(reason) => write!(f, "{reason}"),
             ScenarioError::Unreachable(unreachable) => write!(f, "{unreachable}"),
             ScenarioError::NoProperty(name) => write!(f, "no property {name}"),
-            ScenarioError::Verdict { property, violated, recorded } => write!(
+            ScenarioError::Verdict { property, discovered, recorded } => write!(
                 f,
-                "the model says {property} is {}, the scenario records {}",
-                if *violated { "violated" } else { "held" },
+                "the model {} {property} on this path, the scenario records {}",
+                if *discovered { "discovers" } else { "never discovers" },
                 recorded.word()
             ),
+            ScenarioError::NotFound { states } => {
+                write!(f, "the model reaches no stale owner fenced at that write within {states} states")
+            }
+            ScenarioError::Unobserved { property } => write!(f, "the path does not reach {property}"),
         }
     }
 }

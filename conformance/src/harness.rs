@@ -11,10 +11,12 @@ pub use rows::{real_row, ProducerRetry, RealRow, ReplicaSettings};
 use crate::driver::{self, Mode, OwnerHandle, OwnerSpec};
 use crate::error::{Error, Unobservable};
 use crate::killpoints::{Scope, Snapshot, Window};
+use crate::observe::ObserveSpec;
 use crate::protocol::{Launch, ProtocolStore};
 use consumer::external::{EmailProvider, ExternalDir, Index, Relay};
 use consumer::log::{encode_delta, Log, LogError, Producer, ReplicatedLog, Storage};
 use consumer::owner::{Mutation, Outcome, Settings};
+use consumer::protocol::ErrorCode;
 use consumer::store::{Journal, Location, Store, StoreOptions};
 use consumer::strategy::{StartPolicy, Step, StepKind};
 use consumer::txn::OutputLog;
@@ -49,6 +51,9 @@ pub struct Options {
     /// Trace every owner process and judge the store at each kill point inside its steps
     /// (`crate::killpoints`): on by default for a `--worker` consumer, off otherwise.
     pub inside_step: bool,
+    /// Protocol mode: read the store by the consumer's own SQL (`--observe FILE`) instead of
+    /// trusting its store role; the role's `observe`, where it has one, must agree.
+    pub observe: Option<std::sync::Arc<ObserveSpec>>,
 }
 
 impl Options {
@@ -72,6 +77,7 @@ impl Options {
             postgres: None,
             reply_timeout_ms: crate::protocol::REPLY_TIMEOUT_MS_DEFAULT,
             inside_step: false,
+            observe: None,
         }
     }
 }
@@ -135,10 +141,12 @@ pub struct Harness {
 }
 
 /// The consumer's durable state: its store read directly (this consumer), or through the
-/// store role of the open protocol (any consumer).
+/// store role of the open protocol (any consumer), whose `observe` is asked while `observes`
+/// (it is not asked again once it replied `not-supported`: a consumer with an observation spec
+/// need not implement it).
 enum StoreSide {
     Direct(Box<Store>),
-    Protocol(Box<ProtocolStore>),
+    Protocol { agent: Box<ProtocolStore>, observes: bool },
 }
 
 /// As `consumer init` does: the store, knowing the log's identity, and each group at epoch 1
@@ -171,6 +179,26 @@ fn direct_store(
         store.ensure_group(&group_name(group), &owner_name(0))?;
     }
     Ok((store, relay))
+}
+
+/// Before any trace: the observation spec's queries run on a store the consumer's store role
+/// has just set up for `config`'s groups (nothing else has run), so a query that fails or
+/// returns the wrong shape is refused before the run, naming the query and the column.
+pub fn check_observation(config: &Config, options: &Options) -> Result<(), Error> {
+    let Some(spec) = &options.observe else { return Ok(()) };
+    spec.require(config.strategy)?;
+    let dir = ScratchDir::new(&options.tmp_root)?;
+    let partitions = u32::from(config.partitions);
+    let log_dir = driver::log_dir(&dir.path);
+    Log::create(&log_dir, Log::identity_for_init(&log_dir, partitions)?)?;
+    let launch = protocol_launch(config, &real_row(config.strategy), options, &dir.path)?;
+    let mut agent = ProtocolStore::start(launch.clone())?;
+    let groups: Vec<String> = (0..config.groups).map(group_name).collect();
+    for group in &groups {
+        agent.setup(group, &owner_name(0))?;
+    }
+    spec.observe(&launch.store, &dir.path.join("observed"), &groups, config.strategy, partitions)?;
+    Ok(())
 }
 
 /// What a protocol consumer is started with: the command (this consumer's `serve` unless
@@ -231,8 +259,8 @@ enum Delivery {
     Retry,
 }
 
-fn not_running(group: u8, owner: u8) -> Error {
-    Error::NotRunning { group: group_name(group), owner: owner_name(owner) }
+fn not_running(group: u8, owner: String) -> Error {
+    Error::NotRunning { group: group_name(group), owner }
 }
 
 /// The step an owner's action sends, when it is one (`perform`'s owner steps): the model's
@@ -277,6 +305,8 @@ pub fn step_kind(action: &Action) -> Option<StepKind> {
 struct CopyReader {
     dir: PathBuf,
     launch: Option<Launch>,
+    observe: Option<std::sync::Arc<ObserveSpec>>,
+    strategy: model::strategy::Strategy,
     groups: u8,
     partitions: u8,
 }
@@ -290,13 +320,18 @@ impl CopyReader {
         std::fs::create_dir(&copy).map_err(Error::io(&copy, "create"))?;
         snapshot.write_to(&copy).map_err(Error::io(&copy, "write a copy of the store into"))?;
         let groups = 0..self.groups;
-        let observed: Vec<consumer::protocol::Observed> = match &self.launch {
-            Some(launch) => {
+        let observed: Vec<consumer::protocol::Observed> = match (&self.launch, &self.observe) {
+            // The consumer's own SQL on the copy: no process to start, and nothing trusted.
+            (Some(_), Some(spec)) => {
+                let names: Vec<String> = groups.map(group_name).collect();
+                spec.observe_copy(&copy, &names, self.strategy, u32::from(self.partitions))?
+            }
+            (Some(launch), None) => {
                 let launch = Launch { store: copy.clone(), inside_step: false, ..launch.clone() };
                 let mut agent = ProtocolStore::start(launch)?;
                 groups.map(|group| agent.observe(&group_name(group))).collect::<Result<_, _>>()?
             }
-            None => {
+            (None, _) => {
                 let options = StoreOptions { journal: Journal::Delete, ..StoreOptions::default() };
                 let store = Store::open_at(&Location::Sqlite(driver::store_path(&copy)), options)?;
                 let observed = groups.map(|group| consumer::protocol::observe(&store, &group_name(group)));
@@ -371,7 +406,7 @@ impl Harness {
                 for group in 0..config.groups {
                     agent.setup(&group_name(group), &owner_name(0))?;
                 }
-                (StoreSide::Protocol(Box::new(agent)), None, Some(launch))
+                (StoreSide::Protocol { agent: Box::new(agent), observes: true }, None, Some(launch))
             }
         };
         let ghost = State::initial(config).groups[0].ghost.clone();
@@ -489,6 +524,8 @@ impl Harness {
         let reader = CopyReader {
             dir: self.dir.path.clone(),
             launch: self.launch.clone(),
+            observe: self.options.observe.clone(),
+            strategy: self.config.strategy,
             groups: self.config.groups,
             partitions: self.config.partitions,
         };
@@ -648,8 +685,9 @@ impl Harness {
                 self.owner_step(group, owner, Kind::FailOutOfRange, partition, position)
             }
             Action::Crash { group, owner } => {
+                let name = self.slot_name(group, owner);
                 let handle = self.owners[usize::from(group)][usize::from(owner)].take();
-                handle.ok_or_else(|| not_running(group, owner))?.kill();
+                handle.ok_or_else(|| not_running(group, name))?.kill();
                 self.after_kill()?;
                 if let Some(paused) = self.paused_index(owner) {
                     self.paused_of[usize::from(group)][paused] = None;
@@ -717,7 +755,7 @@ impl Harness {
     /// the outbox, so a relay finding none did not do the model's step.
     fn relay(&mut self, group: u8) -> Result<(), Error> {
         let relayed = match (&mut self.store, self.relay.as_mut()) {
-            (StoreSide::Protocol(agent), _) => agent.relay(&group_name(group))?,
+            (StoreSide::Protocol { agent, .. }, _) => agent.relay(&group_name(group))?,
             (StoreSide::Direct(_), Some(relay)) => relay.relay_one(&group_name(group))?.is_some(),
             (StoreSide::Direct(_), None) => return Err(Error::Unsupported("a relay step of a row without an outbox")),
         };
@@ -787,7 +825,9 @@ impl Harness {
             .iter()
             .position(Option::is_none)
             .ok_or(Error::Unsupported("a pause with no free paused slot"))?;
-        let running = self.owners[g][usize::from(owner)].take().ok_or_else(|| not_running(group, owner))?;
+        let mut running =
+            self.owners[g][usize::from(owner)].take().ok_or_else(|| not_running(group, owner_name(owner)))?;
+        running.paused();
         self.owners[g][usize::from(self.config.owners) + free] = Some(running);
         self.paused_of[g][free] = Some(owner);
         self.pauses_used += 1;
@@ -823,7 +863,7 @@ impl Harness {
             StoreSide::Direct(store) => {
                 store.claim(&name, u32::from(partition), &to)?;
             }
-            StoreSide::Protocol(agent) => {
+            StoreSide::Protocol { agent, .. } => {
                 agent.claim(&name, u32::from(partition), &to)?;
             }
         }
@@ -936,12 +976,20 @@ impl Harness {
     fn after_kill(&mut self) -> Result<(), Error> {
         match &mut self.store {
             StoreSide::Direct(_) => Ok(()),
-            StoreSide::Protocol(agent) => agent.restart(),
+            StoreSide::Protocol { agent, .. } => agent.restart(),
         }
     }
 
     fn handle(&mut self, group: u8, owner: u8) -> Result<&mut Box<dyn OwnerHandle>, Error> {
-        self.owners[usize::from(group)][usize::from(owner)].as_mut().ok_or_else(|| not_running(group, owner))
+        let name = self.slot_name(group, owner);
+        self.owners[usize::from(group)][usize::from(owner)].as_mut().ok_or_else(|| not_running(group, name))
+    }
+
+    /// The owner a model slot runs as, spelled as spec.md §2.2 does: `o1`, or `o0'` for the
+    /// earlier incarnation of o0 a paused slot holds.
+    fn slot_name(&self, group: u8, owner: u8) -> String {
+        let paused = self.paused_index(owner).and_then(|index| self.paused_of[usize::from(group)][index]);
+        paused.map_or_else(|| owner_name(owner), |of| format!("{}'", owner_name(of)))
     }
 
     /// The position of a running owner's lease, which a `fail-out-of-range` step names.
@@ -949,7 +997,7 @@ impl Harness {
         let leases = self.handle(group, owner)?.leases()?;
         let lease = leases.get(&u32::from(partition)).ok_or_else(|| Error::NoLease {
             group: group_name(group),
-            owner: owner_name(owner),
+            owner: self.slot_name(group, owner),
             partition: u32::from(partition),
         })?;
         Ok(lease.position)
@@ -1158,14 +1206,40 @@ impl Harness {
     }
 
     /// A group's store, through the same abstraction as the open protocol's store role
-    /// (`consumer::protocol::observe`): every row of the group, attempts included.
+    /// (`consumer::protocol::observe`): every row of the group, attempts included. With an
+    /// observation spec, the consumer's database by its SQL, and the store role's report,
+    /// where it gives one, compared with it.
     fn observe_store(&mut self, group: u8) -> Result<ModelStore, Error> {
         let name = group_name(group);
-        let observed = match &mut self.store {
-            StoreSide::Direct(store) => consumer::protocol::observe(store, &name)?,
-            StoreSide::Protocol(agent) => agent.observe(&name)?,
+        let partitions = self.config.partitions;
+        let (agent, observes) = match &mut self.store {
+            StoreSide::Direct(store) => {
+                return Ok(model_store(consumer::protocol::observe(store, &name)?, partitions)?)
+            }
+            StoreSide::Protocol { agent, observes } => (agent, observes),
         };
-        Ok(model_store(observed, self.config.partitions)?)
+        let Some(spec) = &self.options.observe else { return Ok(model_store(agent.observe(&name)?, partitions)?) };
+        let store_dir = self.launch.as_ref().map(|launch| launch.store.clone()).expect("a protocol store has a launch");
+        let scratch = self.dir.path.join("observed");
+        let names = [name.clone()];
+        let held = spec.observe(&store_dir, &scratch, &names, self.config.strategy, u32::from(partitions))?;
+        let held = model_store(held.into_iter().next().expect("one group read"), partitions)?;
+        if *observes {
+            match agent.observe(&name) {
+                Ok(reported) => {
+                    let reported = model_store(reported, partitions)?;
+                    if reported != held {
+                        let (role, database) = store_differences(&reported, &held);
+                        return Err(Error::RoleDisagrees { group: name, role, database });
+                    }
+                }
+                Err(Error::Protocol { source, .. }) if source.code() == Some(ErrorCode::NotSupported) => {
+                    *observes = false;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(held)
     }
 
     /// A group's records in the external systems: the provider's inbox, the times each record's
@@ -1186,14 +1260,15 @@ impl Harness {
 
     fn observe_owner(&mut self, group: u8, owner: u8) -> Result<Owner, Error> {
         let partitions = usize::from(self.config.partitions);
+        let name = self.slot_name(group, owner);
         let Some(handle) = &mut self.owners[usize::from(group)][usize::from(owner)] else {
             return Ok(Owner::free_slot(partitions));
         };
         let mut leases = vec![None; partitions];
         for (partition, lease) in handle.leases()? {
             let Some(slot) = leases.get_mut(partition as usize) else {
-                let (group, owner) = (group_name(group), owner_name(owner));
-                return Err(Unobservable::NoSuchPartition { group, owner, partition }.into());
+                let group = group_name(group);
+                return Err(Unobservable::NoSuchPartition { group, owner: name, partition }.into());
             };
             *slot = Some(model_lease(&lease)?);
         }
@@ -1240,6 +1315,35 @@ fn model_store(observed: consumer::protocol::Observed, partitions: u8) -> Result
         facts: observed.facts.iter().map(pair).collect::<Result<SortedSet<_>, Unobservable>>()?,
         outbox: observed.outbox.iter().map(pair).collect::<Result<SortedSet<_>, Unobservable>>()?,
     })
+}
+
+/// Where two stores of a group differ, in a few words each: (`total 5, p0 epoch 2`, `total
+/// 10, p0 epoch 3`).
+fn store_differences(one: &ModelStore, other: &ModelStore) -> (String, String) {
+    let mut fields: Vec<(String, String, String)> = Vec::new();
+    let mut field = |name: String, a: String, b: String| {
+        if a != b {
+            fields.push((name, a, b));
+        }
+    };
+    field("total".into(), one.total.to_string(), other.total.to_string());
+    for (p, (a, b)) in one.partitions.iter().zip(&other.partitions).enumerate() {
+        field(format!("p{p} next offset"), a.next_offset.to_string(), b.next_offset.to_string());
+        field(format!("p{p} epoch"), a.epoch.to_string(), b.epoch.to_string());
+        field(format!("p{p} owner"), format!("o{}", a.owner), format!("o{}", b.owner));
+        field(format!("p{p} stamp"), format!("{:?}", a.stamp), format!("{:?}", b.stamp));
+    }
+    field("processed".into(), format!("{:?}", one.processed), format!("{:?}", other.processed));
+    field("attempts".into(), format!("{:?}", one.attempts), format!("{:?}", other.attempts));
+    field("dead letters".into(), format!("{:?}", one.dead_letters), format!("{:?}", other.dead_letters));
+    field("resets".into(), format!("{:?}", one.resets), format!("{:?}", other.resets));
+    field("value".into(), format!("{:?}", one.value), format!("{:?}", other.value));
+    field("facts".into(), format!("{:?}", one.facts), format!("{:?}", other.facts));
+    field("outbox".into(), format!("{:?}", one.outbox), format!("{:?}", other.outbox));
+    let side = |pick: fn(&(String, String, String)) -> &String| {
+        fields.iter().map(|f| format!("{} {}", f.0, pick(f))).collect::<Vec<_>>().join(", ")
+    };
+    (side(|f| &f.1), side(|f| &f.2))
 }
 
 /// An owner's lease (in the protocol's terms: batch 1) as the model's.

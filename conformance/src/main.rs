@@ -87,7 +87,8 @@ struct RunArgs {
     /// Where fresh data directories are made (default: /dev/shm when present).
     #[arg(long)]
     tmp: Option<PathBuf>,
-    /// Test only: replay against a deliberately broken consumer (no-fence, no-cas).
+    /// Test only: replay against a deliberately broken consumer (no-fence:WRITE, one fence left
+    /// out; no-cas; no-email-key).
     #[arg(long, hide = true)]
     mutation: Option<Mutation>,
     /// Use PostgreSQL: the URL of a server's database; each trace gets a fresh schema there,
@@ -99,6 +100,11 @@ struct RunArgs {
     /// --worker or --mode protocol, off in process mode; not in process).
     #[arg(long, value_name = "on|off")]
     inside_step: Option<Switch>,
+    /// Protocol mode only: read your consumer's SQLite store by the SQL in FILE (an observation
+    /// spec, PROTOCOL.md "Observing the store"), from a copy, instead of trusting its store
+    /// role; a store role that also answers observe must agree with it.
+    #[arg(long, value_name = "FILE")]
+    observe: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -145,6 +151,12 @@ impl RunArgs {
                 bail!("--tmp {} is not a directory", tmp.display());
             }
             options.tmp_root = tmp.clone();
+        }
+        if let Some(path) = &self.observe {
+            if mode != Mode::Protocol {
+                bail!("--observe applies to protocol mode only (--worker or --mode protocol): otherwise the harness reads this consumer's store directly");
+            }
+            options.observe = Some(std::sync::Arc::new(conformance::observe::ObserveSpec::load(path)?));
         }
         Ok(options)
     }
@@ -414,6 +426,7 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         bail!("no trace of {row} among the {found} given");
     }
     preflight(&options)?;
+    check_observations(traces.iter().map(|(_, trace)| &trace.config), &options)?;
     println!("{TOOL} (model: {})", model::TOOL);
     if let Some(row) = args.strategy {
         println!("replaying the {} traces of {row} ({} of other rows left out)", traces.len(), found - traces.len());
@@ -476,11 +489,35 @@ fn tried_summary(options: &Options, inside: &Inside) -> String {
         }
         (Mode::Protocol | Mode::Process, _) => inside.summary(traced),
     };
-    let store = match options.mode {
-        Mode::Protocol => "store observed through its store role (trusted: it reports what the store holds)",
-        Mode::Process | Mode::InProcess => "store read directly by the harness",
+    let store = match (options.mode, &options.observe) {
+        (Mode::Protocol, Some(spec)) => format!(
+            "store observed by its SQL ({}), on a copy; a store role that answers observe must agree",
+            spec.path.display()
+        ),
+        (Mode::Protocol, None) => {
+            "store role trusted: the store is read through its observe, assumed to report what the store holds \
+             (--observe FILE reads it by its SQL)"
+                .to_string()
+        }
+        (Mode::Process | Mode::InProcess, _) => "store read directly by the harness".to_string(),
     };
     format!("{kills}; {store}")
+}
+
+/// Before any trace: the observation spec's queries, run on a store freshly set up for each
+/// distinct row and shape of `configs` (a query that fails or returns the wrong shape is bad
+/// input, one line, not a divergence of every trace).
+fn check_observations<'a>(configs: impl Iterator<Item = &'a model::Config>, options: &Options) -> anyhow::Result<()> {
+    if options.observe.is_none() {
+        return Ok(());
+    }
+    let mut checked = std::collections::BTreeSet::new();
+    for config in configs {
+        if checked.insert((config.strategy.name(), config.groups, config.partitions)) {
+            conformance::harness::check_observation(config, options)?;
+        }
+    }
+    Ok(())
 }
 
 /// Before any trace: a `--worker` command that cannot start, ends at once or cannot be traced
@@ -529,6 +566,7 @@ fn run_test(args: TestArgs) -> anyhow::Result<ExitCode> {
         _ => bail!("give either --depth D or --walks N --seed SEED"),
     };
     preflight(&options)?;
+    check_observations(std::iter::once(&config), &options)?;
     println!("{TOOL} (model: {})", model::TOOL);
     let summary = batch::replay_generated(&config, generated, &options, &args.out, &mut |line| println!("{line}"))?;
     println!("{summary}");

@@ -573,6 +573,10 @@ impl OwnerHandle for ProtocolOwner {
     fn kill(mut self: Box<Self>) {
         self.peer.kill();
     }
+
+    fn paused(&mut self) {
+        self.owner.push('\'');
+    }
 }
 
 /// The consumer's durable state and the coordinator's claims, through a store-role process.

@@ -96,11 +96,13 @@ impl std::ops::AddAssign for Inside {
 pub enum ReplayFailure {
     /// The model no longer accepts the trace (the model changed since it was written).
     ModelUnreachable { step: usize, action: Action },
-    /// The real system refused or failed a step the model took.
-    RealFailed { step: usize, action: Option<Action>, error: Box<Error> },
+    /// The real system refused or failed a step the model took. (`named`, in this and the
+    /// variants below: the action in words as the model's state before it names its owner,
+    /// `model::view::action_text`: `g0/o0'` for an earlier incarnation of o0.)
+    RealFailed { step: usize, action: Option<Action>, named: Option<String>, error: Box<Error> },
     /// After a step, the real state differs from the model's: both side by side
     /// (`table`), and the full states' line diff.
-    Divergence { step: usize, action: Option<Action>, table: String, diff: String },
+    Divergence { step: usize, action: Option<Action>, named: Option<String>, table: String, diff: String },
     /// The property verdicts differ between model and real system, or from the trace's record.
     VerdictMismatch { property: String, model: bool, real: bool, recorded: Option<Verdict> },
     /// The trace records a `sometimes` property as reached (a fault struck, a defence fired),
@@ -109,7 +111,17 @@ pub enum ReplayFailure {
     /// A kill inside a step left a store that is neither the model's before the step nor
     /// after it: `point` is the kill point (`write 3 of 5 (pwrite64 on store.db-journal)`),
     /// `shows` the store in a few words, `table` the three stores side by side.
-    NotAtomic { step: usize, action: Option<Action>, point: String, shows: String, table: String },
+    NotAtomic {
+        step: usize,
+        action: Option<Action>,
+        named: Option<String>,
+        point: String,
+        shows: String,
+        table: String,
+    },
+    /// With an observation spec, the store role reported a store the database does not hold
+    /// (`error` is `Error::RoleDisagrees`, naming the fields).
+    Misreported { step: usize, action: Option<Action>, named: Option<String>, error: Box<Error> },
 }
 
 impl ReplayFailure {
@@ -119,9 +131,11 @@ impl ReplayFailure {
         match self {
             ReplayFailure::ModelUnreachable { step, .. } => format!("step {step} (in the model)"),
             ReplayFailure::RealFailed { step: 0, action: None, .. }
-            | ReplayFailure::Divergence { step: 0, action: None, .. } => "the initial state".to_string(),
+            | ReplayFailure::Divergence { step: 0, action: None, .. }
+            | ReplayFailure::Misreported { step: 0, action: None, .. } => "the initial state".to_string(),
             ReplayFailure::RealFailed { step, .. }
             | ReplayFailure::Divergence { step, .. }
+            | ReplayFailure::Misreported { step, .. }
             | ReplayFailure::NotAtomic { step, .. } => format!("step {step}"),
             ReplayFailure::VerdictMismatch { property, .. } | ReplayFailure::NotReached { property, .. } => {
                 format!("the verdict of {property}")
@@ -132,21 +146,21 @@ impl ReplayFailure {
 
 impl fmt::Display for ReplayFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let step_name = |step: &usize, action: &Option<Action>| match action {
-            Some(action) => format!("step {step} ({action})"),
+        let step_name = |step: &usize, named: &Option<String>| match named {
+            Some(named) => format!("step {step} ({named})"),
             None => "the initial state".to_string(),
         };
         match self {
             ReplayFailure::ModelUnreachable { step, action } => {
                 write!(f, "the model no longer accepts step {step} ({action}): regenerate or fix the trace")
             }
-            ReplayFailure::RealFailed { step, action, error } => {
-                write!(f, "the real system failed {}: {error}", step_name(step, action))
+            ReplayFailure::RealFailed { step, named, error, .. } => {
+                write!(f, "the real system failed {}: {error}", step_name(step, named))
             }
-            ReplayFailure::Divergence { step, action, table, diff } => write!(
+            ReplayFailure::Divergence { step, named, table, diff, .. } => write!(
                 f,
                 "divergence after {}:\n{table}\nthe full states, model (-) vs real (+):\n{diff}",
-                step_name(step, action)
+                step_name(step, named)
             ),
             ReplayFailure::VerdictMismatch { property, model, real, recorded } => write!(
                 f,
@@ -161,10 +175,13 @@ impl fmt::Display for ReplayFailure {
                 if *model { "reached" } else { "never reached" },
                 if *real { "reached" } else { "never reached" }
             ),
-            ReplayFailure::NotAtomic { step, action, point, shows, table } => write!(
+            ReplayFailure::Misreported { step, named, error, .. } => {
+                write!(f, "divergence after {}: {error}", step_name(step, named))
+            }
+            ReplayFailure::NotAtomic { step, named, point, shows, table, .. } => write!(
                 f,
                 "{} is not atomic: killed after {point}, the store shows {shows}\n{table}",
-                step_name(step, action)
+                step_name(step, named)
             ),
         }
     }
@@ -173,7 +190,7 @@ impl fmt::Display for ReplayFailure {
 impl std::error::Error for ReplayFailure {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            ReplayFailure::RealFailed { error, .. } => Some(error.as_ref()),
+            ReplayFailure::RealFailed { error, .. } | ReplayFailure::Misreported { error, .. } => Some(error.as_ref()),
             ReplayFailure::ModelUnreachable { .. }
             | ReplayFailure::Divergence { .. }
             | ReplayFailure::VerdictMismatch { .. }
@@ -211,16 +228,20 @@ fn replay_judged(trace: &Trace, options: &Options, judge: &mut Judge) -> Result<
         step: unreachable.step,
         action: unreachable.action,
     })?;
-    let fail = |step, action, error| ReplayFailure::RealFailed { step, action, error: Box::new(error) };
-    let mut harness = Harness::new(&trace.config, options).map_err(|error| fail(0, None, error))?;
-    let mut observed = vec![harness.observe().map_err(|error| fail(0, None, error))?];
-    compare(0, None, &expected[0], &observed[0])?;
+    let fail = |step, (action, named), error| match error {
+        Error::RoleDisagrees { .. } => ReplayFailure::Misreported { step, action, named, error: Box::new(error) },
+        error => ReplayFailure::RealFailed { step, action, named, error: Box::new(error) },
+    };
+    let mut harness = Harness::new(&trace.config, options).map_err(|error| fail(0, (None, None), error))?;
+    let mut observed = vec![harness.observe().map_err(|error| fail(0, (None, None), error))?];
+    compare(0, (None, None), &expected[0], &observed[0])?;
     // The initial owners' starts: the model's initial state is the one after them.
     judge.step(&mut harness, 0, None, &expected[0], &expected[0])?;
     for (index, action) in trace.actions.iter().enumerate() {
         let step = index + 1;
-        let state = harness.apply(action).map_err(|error| fail(step, Some(*action), error))?;
-        compare(step, Some(*action), &expected[step], &state)?;
+        let at = || (Some(*action), Some(model::view::action_text(&expected[index], action)));
+        let state = harness.apply(action).map_err(|error| fail(step, at(), error))?;
+        compare(step, at(), &expected[step], &state)?;
         observed.push(state);
         judge.step(&mut harness, step, Some(*action), &expected[index], &expected[step])?;
     }
@@ -247,6 +268,7 @@ impl Judge {
         before: &State,
         after: &State,
     ) -> Result<(), ReplayFailure> {
+        let named = action.map(|action| model::view::action_text(before, &action));
         let windows = harness.take_windows();
         let found: usize = windows.iter().map(|window| window.found).sum();
         let (stores_before, stores_after) = (stores_of(before), stores_of(after));
@@ -257,8 +279,8 @@ impl Judge {
             });
             if traced && owner_write && stores_before != stores_after {
                 self.inside.writes_unseen += 1;
-                let action = action.map_or_else(String::new, |action| format!(" ({action})"));
-                self.unseen.push(format!("step {step}{action}"));
+                let named = named.map_or_else(String::new, |named| format!(" ({named})"));
+                self.unseen.push(format!("step {step}{named}"));
             }
             return Ok(());
         }
@@ -276,6 +298,7 @@ impl Judge {
         let shown = harness.observe_copies(&unread).map_err(|error| ReplayFailure::RealFailed {
             step,
             action,
+            named: named.clone(),
             error: Box::new(error),
         })?;
         self.inside.reads += unread.len();
@@ -294,6 +317,7 @@ impl Judge {
             first_failure = Some(ReplayFailure::NotAtomic {
                 step,
                 action,
+                named: named.clone(),
                 point: place,
                 shows: stores_text(shown),
                 table: {
@@ -371,13 +395,21 @@ fn rest_fields(store: &ModelStore) -> [(&'static str, String, bool); 7] {
     ]
 }
 
-fn compare(step: usize, action: Option<Action>, expected: &State, actual: &State) -> Result<(), ReplayFailure> {
+/// Compares the model's state after a step with the real one, given the step's action and its
+/// words (both `None` for the initial state).
+fn compare(
+    step: usize,
+    (action, named): (Option<Action>, Option<String>),
+    expected: &State,
+    actual: &State,
+) -> Result<(), ReplayFailure> {
     if expected == actual {
         return Ok(());
     }
     Err(ReplayFailure::Divergence {
         step,
         action,
+        named,
         table: crate::diff::side_by_side(&format!("{expected:#?}"), &format!("{actual:#?}")),
         diff: crate::diff::lines(&format!("{:#?}", expected.full()), &format!("{:#?}", actual.full())),
     })

@@ -51,5 +51,26 @@ fn the_corpus_holds_every_counterexample_witness_and_scenario() {
             witnesses += 1;
         }
     }
-    assert_eq!(files.len(), violated + witnesses + scenarios.len(), "stale or missing files: {regenerate}");
+    // Every stale owner's fenced write of every row (a zombie's and an earlier incarnation's):
+    // the fence witnesses `regenerate` adds where no other trace of the row shows one, each
+    // file exactly the model's shortest path to it.
+    let is_fence = |path: &Path| {
+        path.file_name().is_some_and(|name| conformance::fences::Target::is_witness_file(&name.to_string_lossy()))
+    };
+    let others: Vec<model::trace::Trace> = files
+        .iter()
+        .filter(|path| !is_fence(path))
+        .map(|path| conformance::corpus::load(path).expect("a corpus trace loads"))
+        .collect();
+    let fences = conformance::fences::witnesses(&others).unwrap_or_else(|(target, e)| panic!("{target:?}: {e}"));
+    for (name, trace) in &fences {
+        let stored = conformance::corpus::load(&dir.join(name))
+            .unwrap_or_else(|e| panic!("no fence witness {name} ({e}): {regenerate}"));
+        assert_eq!(&stored, trace, "{name} is not the model's shortest path to its fence: {regenerate}");
+    }
+    let stray: Vec<&PathBuf> =
+        files.iter().filter(|path| is_fence(path) && !fences.iter().any(|(name, _)| path.ends_with(name))).collect();
+    assert!(stray.is_empty(), "fence witnesses another trace now shows: {stray:?}: {regenerate}");
+    let expected = violated + witnesses + scenarios.len() + fences.len();
+    assert_eq!(files.len(), expected, "stale or missing files: {regenerate}");
 }

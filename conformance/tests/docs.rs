@@ -11,6 +11,10 @@
 //!
 //! `DOCS=overwrite cargo test -p conformance --test docs` rewrites the `#>`/`#?` lines of
 //! README.md from what the commands print (then put `[..]` back where output varies).
+//!
+//! PROTOCOL.md's row sections are checked against the model: every step kind the model can ask
+//! of a row a consumer of your own may claim is named in that row's section, and no section
+//! names a step the model never asks of its rows (`every_step_the_model_asks_of_a_row_is_in_its_protocol_section`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -293,4 +297,303 @@ fn placeholders_match_what_they_say() {
     for (expected, actual, result) in cases {
         assert_eq!(matches(&lines(expected), &lines(actual)), result, "{expected:?} vs {actual:?}");
     }
+}
+
+/// The rows a consumer of your own may claim over the open protocol, each with the bounds its
+/// exploration departs from the shared ones by (`explored`): the records appended and the
+/// offset of the poison record (the three poison rows). One record enables every step kind a
+/// row has (below); retry-forever needs two, its poison record second, because a partition
+/// never gets past a poison record there and `refuse-ahead` needs a checkpoint the log lost.
+const CLAIMABLE: [(&str, u8, Option<u8>); 30] = [
+    ("commit-first", 1, None),
+    ("effect-first", 1, None),
+    ("periodic-commit", 1, None),
+    ("offset-stamp", 1, None),
+    ("dedup-separate", 1, None),
+    ("dedup-atomic", 1, None),
+    ("atomic", 1, None),
+    ("atomic-fenced", 1, None),
+    ("atomic-cas", 1, None),
+    ("parallel-max", 1, None),
+    ("parallel-watermark", 1, None),
+    ("atomic-dlq", 1, Some(0)),
+    ("skip-poison", 1, Some(0)),
+    ("retry-forever", 2, Some(1)),
+    ("producer-idempotent", 1, None),
+    ("producer-new-sequence", 1, None),
+    ("reset-earliest", 1, None),
+    ("reset-silent", 1, None),
+    ("reset-fail", 1, None),
+    ("fenced-stored-epoch", 1, None),
+    ("log-loss-refuse", 1, None),
+    ("log-loss-unchecked", 1, None),
+    ("log-loss-refuse-all", 1, None),
+    ("acks-leader", 1, None),
+    ("acks-all", 1, None),
+    ("acks-all-min-isr-1", 1, None),
+    ("acks-all-min-isr-1-clean", 1, None),
+    ("blind-set", 1, None),
+    ("set-if-newer", 1, None),
+    ("dedup-offset-only", 1, None),
+];
+
+/// The rows whose effects land in onceproof's own files (the output log, the email provider,
+/// the index), which the harness reads directly: PROTOCOL.md lists them as not claimable.
+const NOT_CLAIMABLE: [&str; 8] = [
+    "txn-fenced",
+    "txn-unfenced",
+    "txn-read-uncommitted",
+    "atomic-plus-email",
+    "email-idempotency-key",
+    "email-no-key",
+    "dual-write",
+    "outbox",
+];
+
+const PROTOCOL_ROWS: &str = "## The steps, row by row";
+const NOT_CLAIMABLE_HEADING: &str = "### Rows you cannot claim";
+
+/// The configuration explored for a claimable row: one group, two owners (a rebalance needs a
+/// second), one partition, `commit_every` and `inflight` 1 (they cannot exceed one record), and
+/// every fault budget 1: a crash, a rebalance, a pause, a lost acknowledgement and, on a plain
+/// log, a retention and a log loss; on a replicated one (the acks rows) a leader failure and an
+/// ISR shrink instead, as the harness can make no retention nor lost tail happen there (the
+/// real replicated log refuses retention and loses records only by elections).
+///
+/// Why these are enough: a step kind is enabled by the row's rules and by which faults
+/// happened, never by how many records or owners there are. With one record: `fetch` and every
+/// write of a record's sequence (the record goes through each stage); the periodic rows'
+/// `commit-offset` (the position reaches the log end); `fail-out-of-range`, `reset-offset` and
+/// reset-silent's `commit-offset` (the record retained away before it is fetched);
+/// `refuse-ahead` (the record applied, then the log loses it); `dead-letter` and skip-poison's
+/// `commit-offset` (the poison record at offset 0); the fenced outcomes (a pause, or a
+/// rebalance). When this test was written, the same exploration with two records
+/// (`commit_every` and `inflight` 2, the poison record at offset 0) found exactly the same step
+/// kinds for every row but retry-forever, which then lacks `refuse-ahead` (nothing gets past
+/// its poison record at 0: hence its poison record second here); it took 19 minutes of a
+/// debug build on a loaded machine, where this takes seconds.
+fn explored(row: model::Strategy, records: u8, poison: Option<u8>) -> model::Config {
+    use model::strategy::Replication;
+    let replicated = match row.rules().replication {
+        Replication::Single => 0,
+        Replication::Replicated(_) => 1,
+    };
+    model::Config {
+        groups: 1,
+        owners: 2,
+        partitions: 1,
+        records,
+        commit_every: 1,
+        inflight: 1,
+        crashes: 1,
+        rebalances: 1,
+        pauses: 1,
+        ack_losses: 1,
+        retentions: 1 - replicated,
+        log_losses: 1 - replicated,
+        leader_failures: replicated,
+        isr_shrinks: replicated,
+        poison,
+        ..model::Config::new(row)
+    }
+}
+
+/// A fast, deterministic hasher for the explored states (SipHash is most of a debug build's
+/// time there); collisions only cost a comparison, the sets stay exact.
+#[derive(Default)]
+struct StateHasher(u64);
+
+impl std::hash::Hasher for StateHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(u64::from(byte));
+        }
+    }
+
+    fn write_u8(&mut self, value: u8) {
+        self.write_u64(u64::from(value));
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        self.write_u64(value as u64);
+    }
+}
+
+/// Every state reachable in the model of `config`, exhaustively (depth first, each state's
+/// symmetry class once: renaming owners and epochs changes no step's kind): the protocol
+/// step kinds of the actions enabled in them (`conformance::harness::step_kind`), and how many
+/// states there were.
+fn step_kinds(config: &model::Config) -> (std::collections::BTreeSet<&'static str>, usize) {
+    use stateright::{Model, Representative};
+    use std::rc::Rc;
+    let model = model::ConsumerModel::new(config.clone());
+    let mut seen: std::collections::HashSet<Rc<model::State>, std::hash::BuildHasherDefault<StateHasher>> =
+        Default::default();
+    let mut pending = Vec::new();
+    let mut next = model::State::initial(config);
+    for state in model.init_states() {
+        let state = Rc::new(state.representative());
+        if seen.insert(state.clone()) {
+            pending.push(state);
+        }
+    }
+    let (mut kinds, mut actions) = (std::collections::BTreeSet::new(), Vec::new());
+    while let Some(state) = pending.pop() {
+        actions.clear();
+        model.actions(&state, &mut actions);
+        for &action in &actions {
+            if let Some(kind) = conformance::harness::step_kind(&action) {
+                kinds.insert(kind.name());
+            }
+            model.next_state_into(&state, action, &mut next);
+            next.canonicalize();
+            if !seen.contains(&next) {
+                let state = Rc::new(next.clone());
+                seen.insert(state.clone());
+                pending.push(state);
+            }
+        }
+    }
+    (kinds, seen.len())
+}
+
+/// A row section of PROTOCOL.md: the rows its heading names and the steps its table names.
+struct Section {
+    rows: Vec<String>,
+    steps: Vec<String>,
+}
+
+/// One row's exploration: its index in `CLAIMABLE`, the step kinds enabled, the states, the time.
+struct Explored {
+    index: usize,
+    kinds: std::collections::BTreeSet<&'static str>,
+    states: usize,
+    took: std::time::Duration,
+}
+
+/// PROTOCOL.md's row sections (`### `ROW`, `ROW` ...` under `PROTOCOL_ROWS`): the rows each
+/// heading names and the steps its table names (the first word of each name in backquotes in a
+/// table line's first cell); and the rows the `NOT_CLAIMABLE_HEADING` section names.
+fn protocol_sections(text: &str) -> (Vec<Section>, Vec<String>) {
+    let quoted =
+        |line: &str| -> Vec<String> { line.split('`').skip(1).step_by(2).map(String::from).collect::<Vec<_>>() };
+    let start = text.find(&format!("\n{PROTOCOL_ROWS}\n")).expect("PROTOCOL.md has its row sections");
+    let body = &text[start + 1 + PROTOCOL_ROWS.len()..];
+    let body = &body[..body.find("\n## ").unwrap_or(body.len())];
+    let (mut sections, mut unclaimable): (Vec<Section>, Vec<String>) = (Vec::new(), Vec::new());
+    let mut in_unclaimable = false;
+    for line in body.lines() {
+        if let Some(heading) = line.strip_prefix("### ") {
+            in_unclaimable = line == NOT_CLAIMABLE_HEADING;
+            if heading.starts_with('`') {
+                sections.push(Section { rows: quoted(heading), steps: Vec::new() });
+            } else if !in_unclaimable {
+                sections.push(Section { rows: Vec::new(), steps: Vec::new() });
+            }
+        } else if in_unclaimable {
+            unclaimable.extend(quoted(line).into_iter().filter(|name| name.parse::<model::Strategy>().is_ok()));
+        } else if let (Some(row), Some(Section { steps, .. })) = (line.strip_prefix("| `"), sections.last_mut()) {
+            let cell = format!("`{}", row.split('|').next().unwrap_or(""));
+            steps.extend(quoted(&cell).iter().map(|step| step.split_whitespace().next().unwrap_or("").to_string()));
+        }
+    }
+    (sections.into_iter().filter(|section| !section.rows.is_empty()).collect(), unclaimable)
+}
+
+/// The rows, in one table: `CLAIMABLE` and `NOT_CLAIMABLE` together are `Strategy::ALL`, each
+/// once; PROTOCOL.md gives every claimable row one section and lists the others as not
+/// claimable. Then each claimable row's model is explored exhaustively (`explored`,
+/// `step_kinds`): every step kind it enables must be named in its section, and every step a
+/// section names must be enabled for one of its rows.
+#[test]
+fn every_step_the_model_asks_of_a_row_is_in_its_protocol_section() {
+    use std::collections::BTreeSet;
+    let started = Instant::now();
+    let text = std::fs::read_to_string(repo_root().join("PROTOCOL.md")).expect("PROTOCOL.md");
+    let named: Vec<&str> = CLAIMABLE.iter().map(|(row, _, _)| *row).chain(NOT_CLAIMABLE).collect();
+    let all: Vec<&str> = model::Strategy::ALL.iter().map(|row| row.name()).collect();
+    let mut sorted = named.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), named.len(), "a row is in CLAIMABLE or NOT_CLAIMABLE twice");
+    let missing: Vec<&&str> = all.iter().filter(|row| !named.contains(row)).collect();
+    assert!(missing.is_empty(), "rows in neither CLAIMABLE nor NOT_CLAIMABLE: {missing:?}");
+    let (sections, unclaimable) = protocol_sections(&text);
+    let mut listed = unclaimable.clone();
+    listed.sort_unstable();
+    let mut expected: Vec<&str> = NOT_CLAIMABLE.to_vec();
+    expected.sort_unstable();
+    assert_eq!(listed, expected, "PROTOCOL.md's '{NOT_CLAIMABLE_HEADING}' lists other rows");
+    let section_of = |row: &str| {
+        let of: Vec<usize> = (0..sections.len()).filter(|&i| sections[i].rows.iter().any(|r| r == row)).collect();
+        assert_eq!(of.len(), 1, "PROTOCOL.md must give {row} one section under '{PROTOCOL_ROWS}', not {}", of.len());
+        of[0]
+    };
+    for Section { rows, .. } in &sections {
+        for row in rows {
+            assert!(
+                CLAIMABLE.iter().any(|(claimable, _, _)| claimable == row),
+                "PROTOCOL.md has a section of {row}, which is no claimable row"
+            );
+        }
+    }
+    // Two explorations at a time: each is one thread's work.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let explored_rows: Vec<Explored> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&(row, records, poison)) = CLAIMABLE.get(index) else { return done };
+                        let config = explored(row.parse().expect("a row"), records, poison);
+                        config.validate().unwrap_or_else(|error| panic!("{row}: {error}"));
+                        let timer = Instant::now();
+                        let (kinds, states) = step_kinds(&config);
+                        done.push(Explored { index, kinds, states, took: timer.elapsed() });
+                    }
+                })
+            })
+            .collect();
+        let mut all: Vec<_> = workers.into_iter().flat_map(|worker| worker.join().expect("an exploration")).collect();
+        all.sort_by_key(|explored| explored.index);
+        all
+    });
+    let mut failures = Vec::new();
+    let mut enabled_in: Vec<BTreeSet<&str>> = vec![BTreeSet::new(); sections.len()];
+    for Explored { index, kinds, states, took } in &explored_rows {
+        let (row, records, poison) = CLAIMABLE[*index];
+        let section = section_of(row);
+        let config = explored(row.parse().expect("a row"), records, poison);
+        println!("{row}: {states} states in {took:?}, steps {kinds:?}");
+        for kind in kinds {
+            if !sections[section].steps.iter().any(|step| step == kind) {
+                failures.push(format!(
+                    "the model asks {row} for `{kind}`, which PROTOCOL.md's section of {row} does not name ({})",
+                    config.flags()
+                ));
+            }
+        }
+        enabled_in[section].extend(kinds.iter().copied());
+    }
+    for (Section { rows, steps }, enabled) in sections.iter().zip(&enabled_in) {
+        for step in steps.iter().filter(|step| !enabled.contains(step.as_str())) {
+            failures.push(format!(
+                "PROTOCOL.md's section of {} names `{step}`, which the model never asks of {} at the explored bounds",
+                rows.join(", "),
+                if rows.len() == 1 { "it" } else { "them" }
+            ));
+        }
+    }
+    println!("protocol sections: {} rows explored in {:?}", CLAIMABLE.len(), started.elapsed());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -1,10 +1,13 @@
 //! The open owner protocol (PROTOCOL.md) with consumers outside this repository's Rust: the
-//! Python examples of `examples/python/` replay their rows' corpus traces and conform; the
-//! broken one (the fence check dropped) is caught at the step where a zombie's write lands;
-//! and a crash point armed inside a step kills each implementation (this consumer's `serve`
-//! and the Python ones) where it says, the durable state then read by a fresh process.
+//! Python examples of `examples/python/` and the Perl one of `examples/perl/` replay their
+//! rows' corpus traces and conform; the broken ones (the fence check dropped, the dedup id not
+//! consulted) are caught at the step where a stale or replayed write lands; and a crash point
+//! armed inside a step kills each implementation (this consumer's `serve`, the Python and the
+//! Perl ones) where it says, the durable state then read by a fresh process. The examples at
+//! every fault budget are walked in `budgets.rs`.
 //!
-//! Needs `python3` on PATH (the CI machines have it); a missing interpreter fails the test.
+//! Needs `python3` and `perl` with DBD::SQLite on PATH (the CI machines have them: `.ci/run`
+//! installs them); a missing interpreter or module fails the test.
 
 use conformance::batch::{self, Generated};
 use conformance::driver::{log_dir, Mode, OwnerHandle, OwnerSpec};
@@ -42,6 +45,27 @@ fn python(script: &str, flags: &str) -> String {
     });
     let path = root().join("examples/python").join(script);
     format!("{} {}{flags}", shell_quote(interpreter), shell_quote(&path.to_string_lossy()))
+}
+
+/// The command of the Perl example `examples/perl/SCRIPT`, by the interpreter's real path.
+fn perl(script: &str, flags: &str) -> String {
+    static INTERPRETER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let interpreter = INTERPRETER.get_or_init(|| {
+        let output = std::process::Command::new("perl").args(["-MDBD::SQLite", "-e", "print $^X"]).output();
+        let output = output.expect("perl runs (the CI machines have it)");
+        assert!(output.status.success(), "perl has no DBD::SQLite (Debian: libdbd-sqlite3-perl)");
+        String::from_utf8(output.stdout).expect("a UTF-8 path")
+    });
+    let path = root().join("examples/perl").join(script);
+    format!("{} {}{flags}", shell_quote(interpreter), shell_quote(&path.to_string_lossy()))
+}
+
+/// An example's command by its script's name: `NAME.pl` is Perl's, any other Python's.
+fn example(script: &str) -> String {
+    match script.ends_with(".pl") {
+        true => perl(script, ""),
+        false => python(script, ""),
+    }
 }
 
 /// This consumer's implementation of the protocol: the conformance binary's hidden `serve`.
@@ -102,6 +126,36 @@ fn the_python_atomic_fenced_consumer_conforms_on_every_atomic_fenced_trace() {
 #[test]
 fn the_python_effect_first_consumer_conforms_on_every_effect_first_trace() {
     assert_conforms(&python("effect_first.py", ""), Strategy::EffectFirst);
+}
+
+/// The Perl example (DBI and DBD::SQLite): the dedup id in the effect's transaction, the commit
+/// blind; a zombie's duplicate is skipped and its blind commit moves the checkpoint back, as
+/// the model's row predicts.
+#[test]
+fn the_perl_dedup_atomic_consumer_conforms_on_every_dedup_atomic_trace() {
+    assert_conforms(&perl("dedup_atomic.pl", ""), Strategy::DedupAtomic);
+}
+
+/// The dedup id inserted but not consulted (`--no-dedup`): exactly the traces in which the
+/// model skips a record as processed diverge, at that `apply-deduped` (the effect applied
+/// twice: the real total above the model's).
+#[test]
+fn the_broken_perl_consumer_is_caught_where_a_processed_record_lands_again() {
+    let command = perl("dedup_atomic.pl", " --no-dedup");
+    let expected = ["dedup-atomic--duplicate-skipped.json", "dedup-atomic--monotonic-checkpoint.json"];
+    let mut diverged = Vec::new();
+    for (name, outcome) in replay_row(&command, Strategy::DedupAtomic, false).0 {
+        let Err(failure) = outcome else { continue };
+        match &failure {
+            ReplayFailure::Divergence { action: Some(Action::ApplyDeduped { .. }), table, .. } => {
+                let total_differs = table.lines().any(|line| line.starts_with("≠ g0: total"));
+                assert!(total_differs, "{name}: the divergence shows no total:\n{failure}");
+            }
+            other => panic!("{name}: diverged, but not at an apply-deduped:\n{other}"),
+        }
+        diverged.push(name);
+    }
+    assert_eq!(diverged, expected, "the traces the consumer without dedup fails");
 }
 
 /// The fence check dropped: every trace where a stale owner writes diverges, at that write
@@ -283,9 +337,16 @@ const CRASHES: &[Crash] = &[
     crash(RealStrategy::EffectFirst, Strategy::EffectFirst, "effect_first.py", APPLIED, "commit-offset:before", (5, 0)),
     crash(RealStrategy::EffectFirst, Strategy::EffectFirst, "effect_first.py", APPLIED, "commit-offset:inside", (5, 0)),
     crash(RealStrategy::EffectFirst, Strategy::EffectFirst, "effect_first.py", APPLIED, "commit-offset:after", (5, 1)),
+    crash(RealStrategy::DedupAtomic, Strategy::DedupAtomic, "dedup_atomic.pl", &[], "apply-deduped:before", (0, 0)),
+    crash(RealStrategy::DedupAtomic, Strategy::DedupAtomic, "dedup_atomic.pl", &[], "apply-deduped:inside", (0, 0)),
+    crash(RealStrategy::DedupAtomic, Strategy::DedupAtomic, "dedup_atomic.pl", &[], "apply-deduped:after", (5, 0)),
+    crash(RealStrategy::DedupAtomic, Strategy::DedupAtomic, "dedup_atomic.pl", DEDUPED, "commit-offset:before", (5, 0)),
+    crash(RealStrategy::DedupAtomic, Strategy::DedupAtomic, "dedup_atomic.pl", DEDUPED, "commit-offset:inside", (5, 0)),
+    crash(RealStrategy::DedupAtomic, Strategy::DedupAtomic, "dedup_atomic.pl", DEDUPED, "commit-offset:after", (5, 1)),
 ];
 
 const APPLIED: &[StepKind] = &[StepKind::ApplyEffect];
+const DEDUPED: &[StepKind] = &[StepKind::ApplyDeduped];
 
 const fn crash(
     strategy: RealStrategy,
@@ -297,6 +358,7 @@ const fn crash(
 ) -> Crash {
     let step = match (strategy, before.len()) {
         (RealStrategy::AtomicFenced, _) => StepKind::ApplyAtomic,
+        (RealStrategy::DedupAtomic, 0) => StepKind::ApplyDeduped,
         (_, 0) => StepKind::ApplyEffect,
         _ => StepKind::CommitOffset,
     };
@@ -308,7 +370,7 @@ fn a_crash_point_kills_each_implementation_where_it_says() {
     let started = Instant::now();
     for case in CRASHES {
         assert!(started.elapsed() < FAMILY_CAP, "the crash points passed the cap of {FAMILY_CAP:?} at {}", case.point);
-        for command in [ours(), python(case.script, "")] {
+        for command in [ours(), example(case.script)] {
             let survived = run_crash(case, &command);
             assert_eq!(
                 survived, case.survived,

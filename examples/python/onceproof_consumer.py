@@ -2,7 +2,9 @@
 
 This module holds what every example consumer shares: the newline-delimited JSON loop, the
 store (one SQLite file in the directory `init` names), the store role (`setup`, `claim`,
-`observe`) and an owner's leases (`fetch`, `assign`, `leases`, `arm`). A strategy is a
+`observe`) and an owner's leases (`fetch`, `assign`, `leases`, `arm`, and the two steps that
+stop working on a partition without writing: `refuse-ahead` when the log lost records the
+group consumed, `fail-out-of-range` when retention removed the next record). A strategy is a
 subclass that implements its write steps: see atomic_fenced.py and effect_first.py.
 
 The store, per group:
@@ -206,21 +208,60 @@ class Owner:
             raise not_enabled(f"{name} {partition} {offset}: no lease on partition {partition}")
         if name == "fetch":
             return self.fetch(request, lease)
+        if name in ("refuse-ahead", "fail-out-of-range"):
+            return self.stop(name, request, lease)
         method = getattr(self, "step_" + name.replace("-", "_"), None)
         if method is None:
             raise not_supported(f"step '{name}' (this consumer is {self.strategy})")
         return method(partition, offset, lease)
 
     def fetch(self, request, lease):
-        offset = request["offset"]
+        partition, offset, log = request["partition"], request["offset"], request.get("log")
         records = [r for r in request.get("records", []) if r["offset"] == offset]
         if offset != lease.position or not records:
-            raise not_enabled(f"fetch {request['partition']} {offset}: the position is {lease.position}")
+            raise not_enabled(f"fetch {partition} {offset}: the position is {lease.position}")
+        if log is not None and not log["start"] <= offset < log["end"]:
+            raise not_enabled(f"fetch {partition} {offset}: the log holds {log['start']}..{log['end']}")
+        must = self.must_stop(partition, lease, log)
+        if must is not None:
+            raise not_enabled(f"fetch {partition} {offset}: the lease must {must[0]} first")
         if records[0].get("poison"):
+            # The model meets poison records in the poison rows only (`--poison` is refused
+            # for the others), and this consumer implements none of them.
             raise not_supported("a poison record (this consumer has no poison policy)")
         lease.records[offset] = ["fetched", records[0]["delta"]]
         lease.position = offset + 1
         return {"outcome": "fetched", "count": 1}
+
+    def must_stop(self, partition, lease, log):
+        """Whether a lease must stop working on its partition before anything else, and why
+        (spec.md §3, the model's `lease_actions`), as `(step, stored next offset)`, or None.
+        Only a lease with nothing in flight stops (records fetched before a retention or a
+        loss are still completed). It `refuse-ahead`s (`--log-check refuse-ahead`) when its
+        group's stored next offset or its own position is past the log's end: the log lost
+        records the group consumed. Else it `fail-out-of-range`s (`--on-out-of-range fail`)
+        when retention removed the record at its position. `log` is the request's (the
+        partition's log as the harness sees it before the step)."""
+        if lease.records or log is None:
+            return None
+        stored, _, _ = self.store.row(self.group, partition)
+        if stored > log["end"] or lease.position > log["end"]:
+            return ("refuse-ahead", stored)
+        if lease.position < log["start"]:
+            return ("fail-out-of-range", stored)
+        return None
+
+    def stop(self, name, request, lease):
+        """`refuse-ahead` or `fail-out-of-range`: nothing is written; the owner drops the lease
+        (the real consumer exits with code 4, or with `OffsetOutOfRange`)."""
+        partition, offset, log = request["partition"], request["offset"], request.get("log")
+        must = self.must_stop(partition, lease, log)
+        if offset != lease.position or must is None or must[0] != name:
+            raise not_enabled(f"{name} {partition} {offset}: the lease is at {lease.position}, the log {log}")
+        del self.leases[partition]
+        if name == "refuse-ahead":
+            return {"outcome": "refused", "stored": must[1], "position": lease.position, "end": log["end"]}
+        return {"outcome": "out-of-range", "position": lease.position, "start": log["start"]}
 
     def record(self, name, offset, lease, stage):
         """The record in flight at `offset`, which must be at `stage`."""
@@ -246,9 +287,11 @@ def parse_point(text):
     return (name, when, int(offset) if offset else None)
 
 
-def serve(owner_class, stdin=sys.stdin, stdout=sys.stdout):
+def serve(owner_class, stdin=sys.stdin, stdout=sys.stdout, store_class=None):
     """Serves requests until `quit` or the end of input. Every reply is flushed before the next
-    request is read: the harness may SIGKILL this process between any two."""
+    request is read: the harness may SIGKILL this process between any two. `store_class` is the
+    store role (default `StoreRole`)."""
+    store_class = store_class or StoreRole
     served = None
     for line in stdin:
         request_id, reply = None, None
@@ -261,7 +304,7 @@ def serve(owner_class, stdin=sys.stdin, stdout=sys.stdout):
                     raise StepError("malformed", f"'{kind}' before init")
                 if request["protocol"] != 1:
                     raise not_supported(f"protocol version {request['protocol']}")
-                served = StoreRole(request) if request["role"] == "store" else owner_class(request)
+                served = store_class(request) if request["role"] == "store" else owner_class(request)
                 reply = {"type": "init_ok", "protocol": 1}
             elif kind == "quit":
                 write(stdout, request_id, {"type": "quit_ok"})

@@ -260,7 +260,8 @@ struct OwnerArgs {
     /// Crash points, STEP:WHEN[@OFFSET] (e.g. apply-effect:after@49); the process exits with 9.
     #[arg(long = "crash-at")]
     crash_at: Vec<consumer::crash::CrashPoint>,
-    /// Test only: run a deliberately broken variant (no-fence, no-cas).
+    /// Test only: run a deliberately broken variant (no-fence:WRITE for one kind of fenced
+    /// write, no-cas, no-email-key; `owner::Mutation`).
     #[arg(long, hide = true)]
     mutation: Option<consumer::owner::Mutation>,
     /// Test only: the epoch a started owner takes its partitions at: claim (a new one, the

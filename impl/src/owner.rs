@@ -10,8 +10,8 @@ use crate::log::{decode_delta, Damage, Log, LogError, PartitionView, TailRepair}
 use crate::store::{AtomicAlso, Fact, FailurePolicy, Guard, Item, PoisonAttempt, Store, StoreError};
 pub use crate::strategy::Stage;
 use crate::strategy::{
-    BatchWrite, Checkpointing, GuardKind, LogCheck, OutOfRange, ParallelCommit, PoisonPolicy, Rules, Sequence,
-    StartPolicy, Step, StepKind, Strategy,
+    BatchWrite, Checkpointing, FencedWrite, GuardKind, LogCheck, OutOfRange, ParallelCommit, PoisonPolicy, Rules,
+    Sequence, StartPolicy, Step, StepKind, Strategy,
 };
 use crate::txn::{OutputLog, Take, TxnError};
 use serde::{Deserialize, Serialize};
@@ -44,29 +44,85 @@ pub struct Settings {
 
 /// Deliberate bugs in the real code path, selected only by tests (the hidden `--mutation`
 /// flag), so that the conformance harness can be shown to detect a broken consumer. Each one
-/// weakens the guard the strategy's rules give `apply-atomic`, or the idempotency key of
-/// email-idempotency-key's `send-email`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// removes one check: the epoch check of one kind of fenced write, the offset comparison of
+/// atomic-cas's `apply-atomic`, or the idempotency key of email-idempotency-key's `send-email`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Mutation {
-    /// A fenced `apply-atomic` does not check the epoch (it writes blindly). The poison
-    /// writes stay fenced.
-    NoFence,
+    /// The write of this kind does not check the epoch (it writes as if unfenced, on either
+    /// backend); every other fenced write stays fenced.
+    NoFence(FencedWrite),
     /// A CAS `apply-atomic` does not compare with the stored next offset (it writes blindly).
     NoCas,
     /// `send-email` carries no idempotency key (email-idempotency-key becomes email-no-key).
     NoEmailKey,
 }
 
+/// `no-fence` alone, the name before there was one per write kind: `apply-atomic`'s fence.
+const NO_FENCE_ALIAS: &str = "no-fence";
+
 impl Mutation {
+    /// Every mutation: one per fenced write, in `FencedWrite::ALL`'s order (built from it, so a
+    /// new kind of fenced write has its mutation), then `no-cas` and `no-email-key`.
+    pub const ALL: [Mutation; FencedWrite::ALL.len() + 2] = {
+        let fenced = FencedWrite::ALL.len();
+        let mut all = [Mutation::NoCas; FencedWrite::ALL.len() + 2];
+        let mut index = 0;
+        while index < fenced {
+            all[index] = Mutation::NoFence(FencedWrite::ALL[index]);
+            index += 1;
+        }
+        all[fenced] = Mutation::NoCas;
+        all[fenced + 1] = Mutation::NoEmailKey;
+        all
+    };
+
+    /// The name `--mutation` takes (`no-fence:WRITE` for one fenced write).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mutation::NoFence(write) => match write {
+                FencedWrite::ApplyAtomic => "no-fence:apply-atomic",
+                FencedWrite::Attempts => "no-fence:attempts",
+                FencedWrite::DeadLetter => "no-fence:dead-letter",
+                FencedWrite::ResetOffset => "no-fence:reset-offset",
+                FencedWrite::ProduceOutput => "no-fence:produce-output",
+                FencedWrite::CommitTxn => "no-fence:commit-txn",
+            },
+            Mutation::NoCas => "no-cas",
+            Mutation::NoEmailKey => "no-email-key",
+        }
+    }
+
     /// The guard `apply-atomic` uses under this mutation instead of `guard`.
     fn weaken(self, guard: GuardKind) -> GuardKind {
-        match (self, guard) {
-            (Mutation::NoFence, GuardKind::Fenced) | (Mutation::NoCas, GuardKind::Cas) => GuardKind::Blind,
-            (Mutation::NoFence, GuardKind::Blind | GuardKind::Cas)
-            | (Mutation::NoCas, GuardKind::Blind | GuardKind::Fenced)
-            | (Mutation::NoEmailKey, _) => guard,
+        let removed = match self {
+            Mutation::NoFence(write) => match write {
+                FencedWrite::ApplyAtomic => GuardKind::Fenced,
+                FencedWrite::Attempts
+                | FencedWrite::DeadLetter
+                | FencedWrite::ResetOffset
+                | FencedWrite::ProduceOutput
+                | FencedWrite::CommitTxn => return guard,
+            },
+            Mutation::NoCas => GuardKind::Cas,
+            Mutation::NoEmailKey => return guard,
+        };
+        if guard == removed {
+            GuardKind::Blind
+        } else {
+            guard
         }
+    }
+}
+
+impl fmt::Display for Mutation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for Mutation {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
     }
 }
 
@@ -74,15 +130,17 @@ impl std::str::FromStr for Mutation {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "no-fence" => Ok(Mutation::NoFence),
-            "no-cas" => Ok(Mutation::NoCas),
-            "no-email-key" => Ok(Mutation::NoEmailKey),
-            other => Err(format!(
-                "unknown mutation '{}' (expected no-fence, no-cas or no-email-key)",
-                crate::strategy::printable(other)
-            )),
+        if text == NO_FENCE_ALIAS {
+            return Ok(Mutation::NoFence(FencedWrite::ApplyAtomic));
         }
+        Mutation::ALL.into_iter().find(|mutation| mutation.name() == text).ok_or_else(|| {
+            let names: Vec<&str> = Mutation::ALL.iter().map(|mutation| mutation.name()).collect();
+            format!(
+                "unknown mutation '{}' (expected one of: {}; {NO_FENCE_ALIAS} is no-fence:apply-atomic)",
+                crate::strategy::printable(text),
+                names.join(", ")
+            )
+        })
     }
 }
 
@@ -107,12 +165,24 @@ impl Settings {
         }
     }
 
-    /// The strategy's rules, with the guard the test-only mutation leaves it.
+    /// The strategy's rules.
     pub fn rules(&self) -> Rules {
-        let rules = self.strategy.rules();
-        match self.mutation {
-            Some(mutation) => Rules { guard: mutation.weaken(rules.guard), ..rules },
-            None => rules,
+        self.strategy.rules()
+    }
+
+    /// The guard of `apply-atomic`: the rules', or the one the test-only mutation leaves it.
+    fn atomic_guard(&self) -> GuardKind {
+        let guard = self.rules().guard;
+        self.mutation.map_or(guard, |mutation| mutation.weaken(guard))
+    }
+
+    /// The epoch `write` is fenced by: `fence` (the lease's, or none when the rules fence
+    /// nothing), or none under the test-only mutation that removes that write's check.
+    fn fence(&self, write: FencedWrite, fence: Option<i64>) -> Option<i64> {
+        if self.mutation == Some(Mutation::NoFence(write)) {
+            None
+        } else {
+            fence
         }
     }
 }
@@ -996,7 +1066,7 @@ impl Owner {
             Effect::Stamped => self.store.apply_stamped(&group, partition, &items, rules.effect, &mut inside),
             Effect::Deduped => self.store.apply_deduped(&group, partition, &items, rules.dedup_key, &mut inside),
             Effect::Atomic => {
-                let guard = match rules.guard {
+                let guard = match self.settings.atomic_guard() {
                     GuardKind::Blind => Guard::Blind,
                     GuardKind::Fenced => Guard::Fenced { epoch },
                     GuardKind::Cas => Guard::Cas,
@@ -1151,8 +1221,9 @@ impl Owner {
         };
         let crash = self.crash.clone();
         let mut inside = || crash.at(StepKind::ApplyAtomic, When::Inside, offset..offset + 1);
+        let fence = self.settings.fence(FencedWrite::Attempts, Some(epoch));
         let result =
-            self.store.poison_attempt(&self.group, partition, offset, epoch, policy, POISON_ERROR, &mut inside);
+            self.store.poison_attempt(&self.group, partition, offset, fence, policy, POISON_ERROR, &mut inside);
         let (exhausted, outcome) = match result {
             Ok(PoisonAttempt::Failed { attempts }) => {
                 let exhausted = match rules.poison {
@@ -1179,8 +1250,9 @@ impl Owner {
         let epoch = self.leases[&partition].epoch;
         let crash = self.crash.clone();
         let mut inside = || crash.at(StepKind::DeadLetter, When::Inside, offset..offset + 1);
+        let fence = self.settings.fence(FencedWrite::DeadLetter, Some(epoch));
         let attempts =
-            match self.store.dead_letter(&self.group, partition, offset, epoch, &payload, POISON_ERROR, &mut inside) {
+            match self.store.dead_letter(&self.group, partition, offset, fence, &payload, POISON_ERROR, &mut inside) {
                 Ok(attempts) => attempts,
                 Err(StoreError::Fenced { held, current, .. }) => return Ok(self.fenced(partition, held, current)),
                 Err(error) => return Err(error.into()),
@@ -1206,7 +1278,8 @@ impl Owner {
         let epoch = lease.epoch;
         let crash = self.crash.clone();
         let mut inside = || crash.at(StepKind::ResetOffset, When::Inside, to..to + 1);
-        let from = match self.store.reset_offset(&self.group, partition, epoch, to, &mut inside) {
+        let fence = self.settings.fence(FencedWrite::ResetOffset, Some(epoch));
+        let from = match self.store.reset_offset(&self.group, partition, fence, to, &mut inside) {
             Ok(from) => from,
             Err(StoreError::Fenced { held, current, .. }) => return Ok(self.fenced(partition, held, current)),
             Err(error) => return Err(error.into()),

@@ -678,6 +678,31 @@ named_enum! {
 }
 
 named_enum! {
+    /// The durable writes of an owner step whose transaction checks the lease's epoch first
+    /// (a fence: `StoreError::Fenced`, nothing written, when a newer epoch was claimed), one
+    /// kind per check, on both backends. The test-only `owner::Mutation::NoFence` removes one
+    /// kind's check at a time, so that each can be shown to be witnessed. The take of a
+    /// transactional partition is fenced too, but is no owner step: it runs inside the step
+    /// that claimed the epoch it is fenced by, so no sequence of model steps finds it stale.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    pub enum FencedWrite {
+        /// `apply-atomic` of a record whose effect applies, under the fenced guard.
+        ApplyAtomic => "apply-atomic",
+        /// `apply-atomic` of a poison record: the failed attempt (counted in `attempts` by
+        /// atomic-dlq; skip-poison and retry-forever write nothing, but check the epoch first).
+        Attempts => "attempts",
+        /// `dead-letter` (atomic-dlq).
+        DeadLetter => "dead-letter",
+        /// `reset-offset` (`--on-out-of-range earliest`).
+        ResetOffset => "reset-offset",
+        /// `produce-output`'s output section (txn-fenced).
+        ProduceOutput => "produce-output",
+        /// `commit-txn`'s store transaction, the commit point (txn-fenced).
+        CommitTxn => "commit-txn",
+    }
+}
+
+named_enum! {
     /// What a downstream reader of the output partitions sees (spec.md §3.3, §10): the model's
     /// `Isolation`, spelled the same (`consumer read-output --isolation`).
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -225,14 +225,16 @@ fn call(store: &mut Store, op: Op, hook: &mut dyn FnMut()) -> String {
             neutral(store.delete_outbox(&Fact { group: group.to_string(), partition, offset }))
         }
         Op::PoisonAttempt(group, partition, offset, epoch, policy, error) => {
-            neutral(store.poison_attempt(group, partition, offset, epoch, policy, error, hook))
+            neutral(store.poison_attempt(group, partition, offset, Some(epoch), policy, error, hook))
         }
         Op::Attempts(group, partition, offset) => neutral(store.attempts(group, partition, offset)),
         Op::DeadLetter(group, partition, offset, epoch, payload, error) => {
-            neutral(store.dead_letter(group, partition, offset, epoch, payload, error, hook))
+            neutral(store.dead_letter(group, partition, offset, Some(epoch), payload, error, hook))
         }
         Op::Redrive(group, partition, offset, delta) => neutral(store.redrive(group, partition, offset, delta)),
-        Op::ResetOffset(group, partition, epoch, to) => neutral(store.reset_offset(group, partition, epoch, to, hook)),
+        Op::ResetOffset(group, partition, epoch, to) => {
+            neutral(store.reset_offset(group, partition, Some(epoch), to, hook))
+        }
         Op::RewindToLogEnd(group, partition, end) => neutral(store.rewind_to_log_end(group, partition, end)),
         Op::CommitTxn(pairs, fence, group, partition, first_output, epoch) => {
             let input_offset = pairs.first().map_or(0, |&(offset, _)| offset);

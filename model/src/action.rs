@@ -408,80 +408,106 @@ pub struct OwnerWrite {
     pub value: Offset,
 }
 
-impl fmt::Display for Action {
+/// An action in words with its acting owner named as given (`Action::named`).
+pub struct Named<'a> {
+    action: &'a Action,
+    who: &'a str,
+}
+
+impl fmt::Display for Named<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.action.write_words(f, self.who)
+    }
+}
+
+impl Action {
+    /// The action in words with its acting owner named `who`. `Display` names the owner by its
+    /// slot (`gG/oO`), which for a paused slot is its number, not the owner it runs as; with
+    /// the state at hand, `view::action_text` names an earlier incarnation as spec.md §2.2
+    /// spells it (`gG/oO'`).
+    pub fn named<'a>(&'a self, who: &'a str) -> Named<'a> {
+        Named { action: self, who }
+    }
+
+    fn write_words(&self, f: &mut fmt::Formatter<'_>, who: &str) -> fmt::Result {
         match *self {
             Action::Append { partition, delta } => write!(f, "append (+{delta}) to p{partition}"),
             Action::AppendAckLost { partition, delta } => write!(f, "append (+{delta}) to p{partition}, ack lost"),
             Action::RetryAppend { partition, delta } => {
                 write!(f, "retry the unacknowledged append (+{delta}) to p{partition}")
             }
-            Action::Fetch { group, owner, partition, offset } => {
-                write!(f, "g{group}/o{owner} fetches p{partition} offset {offset}")
+            Action::Fetch { partition, offset, .. } => {
+                write!(f, "{who} fetches p{partition} offset {offset}")
             }
-            Action::ApplyEffect { group, owner, partition, offset } => {
-                write!(f, "g{group}/o{owner} applies the effect of p{partition} offset {offset}")
+            Action::ApplyEffect { partition, offset, .. } => {
+                write!(f, "{who} applies the effect of p{partition} offset {offset}")
             }
-            Action::InsertProcessed { group, owner, partition, offset } => {
-                write!(f, "g{group}/o{owner} records p{partition} offset {offset} as processed")
+            Action::InsertProcessed { partition, offset, .. } => {
+                write!(f, "{who} records p{partition} offset {offset} as processed")
             }
-            Action::CommitOffset { group, owner, partition, next_offset } => {
-                write!(f, "g{group}/o{owner} commits p{partition} next offset {next_offset}")
+            Action::CommitOffset { partition, next_offset, .. } => {
+                write!(f, "{who} commits p{partition} next offset {next_offset}")
             }
-            Action::ApplyStamped { group, owner, partition, offset } => {
-                write!(f, "g{group}/o{owner} applies p{partition} offset {offset} if newer than the stamp")
+            Action::ApplyStamped { partition, offset, .. } => {
+                write!(f, "{who} applies p{partition} offset {offset} if newer than the stamp")
             }
-            Action::ApplyDeduped { group, owner, partition, offset } => {
-                write!(f, "g{group}/o{owner} applies p{partition} offset {offset} with its id, unless processed")
+            Action::ApplyDeduped { partition, offset, .. } => {
+                write!(f, "{who} applies p{partition} offset {offset} with its id, unless processed")
             }
-            Action::ApplyAtomic { group, owner, partition, offset } => {
-                write!(
-                    f,
-                    "g{group}/o{owner} applies p{partition} offset {offset} and its next offset in one transaction"
-                )
+            Action::ApplyAtomic { partition, offset, .. } => {
+                write!(f, "{who} applies p{partition} offset {offset} and its next offset in one transaction")
             }
-            Action::DeadLetter { group, owner, partition, offset } => {
-                write!(f, "g{group}/o{owner} dead-letters p{partition} offset {offset} and commits past it")
+            Action::DeadLetter { partition, offset, .. } => {
+                write!(f, "{who} dead-letters p{partition} offset {offset} and commits past it")
             }
             Action::Retain { partition, before } => write!(f, "retention moves the start of p{partition} to {before}"),
-            Action::ResetOffset { group, owner, partition } => {
-                write!(f, "g{group}/o{owner} records a reset of p{partition} to the log start")
+            Action::ResetOffset { partition, .. } => {
+                write!(f, "{who} records a reset of p{partition} to the log start")
             }
-            Action::FailOutOfRange { group, owner, partition } => {
-                write!(f, "g{group}/o{owner} stops on p{partition}: its offset is below the log start")
+            Action::FailOutOfRange { partition, .. } => {
+                write!(f, "{who} stops on p{partition}: its offset is below the log start")
             }
-            Action::Crash { group, owner } => write!(f, "g{group}/o{owner} crashes"),
-            Action::Restart { group, owner } => write!(f, "g{group}/o{owner} restarts"),
+            Action::Crash { .. } => write!(f, "{who} crashes"),
+            Action::Restart { .. } => write!(f, "{who} restarts"),
             Action::Rebalance { group, partition, to_owner } => {
                 write!(f, "rebalance g{group} p{partition} to o{to_owner}")
             }
-            Action::Pause { group, owner } => {
-                write!(f, "g{group}/o{owner} is started again while its current incarnation still runs")
+            Action::Pause { .. } => {
+                write!(f, "{who} is started again while its current incarnation still runs")
             }
             Action::LoseTail { partition, keep } => {
                 write!(f, "the log of p{partition} loses its records from offset {keep} on")
             }
-            Action::RefuseAhead { group, owner, partition } => {
-                write!(f, "g{group}/o{owner} refuses p{partition}: its checkpoint is ahead of the log")
+            Action::RefuseAhead { partition, .. } => {
+                write!(f, "{who} refuses p{partition}: its checkpoint is ahead of the log")
             }
             Action::Replicate { partition } => write!(f, "the follower of p{partition} fetches from the leader"),
             Action::Acknowledge { partition } => write!(f, "the producer's append to p{partition} is answered"),
             Action::ShrinkIsr { partition } => write!(f, "the lagging follower of p{partition} leaves the ISR"),
             Action::FailLeader { partition } => write!(f, "the leader of p{partition} fails"),
-            Action::ProduceOutput { group, owner, partition, offset } => {
-                write!(f, "g{group}/o{owner} produces the output of p{partition} offset {offset} in its transaction")
+            Action::ProduceOutput { partition, offset, .. } => {
+                write!(f, "{who} produces the output of p{partition} offset {offset} in its transaction")
             }
-            Action::CommitTxn { group, owner, partition, offset } => {
-                write!(f, "g{group}/o{owner} commits its transaction with p{partition} next offset {}", offset + 1)
+            Action::CommitTxn { partition, offset, .. } => {
+                write!(f, "{who} commits its transaction with p{partition} next offset {}", offset + 1)
             }
             Action::ReadOutput { partition } => write!(f, "the downstream reader reads output p{partition}"),
-            Action::SendEmail { group, owner, partition, offset } => {
-                write!(f, "g{group}/o{owner} sends the email of p{partition} offset {offset}")
+            Action::SendEmail { partition, offset, .. } => {
+                write!(f, "{who} sends the email of p{partition} offset {offset}")
             }
-            Action::WriteIndex { group, owner, partition, offset } => {
-                write!(f, "g{group}/o{owner} writes the fact of p{partition} offset {offset} to the index")
+            Action::WriteIndex { partition, offset, .. } => {
+                write!(f, "{who} writes the fact of p{partition} offset {offset} to the index")
             }
             Action::Relay { group } => write!(f, "the relay of g{group} copies its oldest outbox row to the index"),
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.actor() {
+            Actor::Owner { group, owner } => self.write_words(f, &format!("g{group}/o{owner}")),
+            Actor::Producer | Actor::Coordinator => self.write_words(f, ""),
         }
     }
 }

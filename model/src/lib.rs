@@ -332,10 +332,7 @@ impl ConsumerModel {
         match action.actor() {
             Actor::Producer => "producer".to_string(),
             Actor::Coordinator => "coordinator".to_string(),
-            Actor::Owner { group, owner } => match state.groups[usize::from(group)].slot(owner).incarnation_of {
-                Some(of) => format!("g{group}/o{of}'"),
-                None => format!("g{group}/o{owner}"),
-            },
+            Actor::Owner { group, owner } => view::owner_name(state, group, owner),
         }
     }
 

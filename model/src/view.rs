@@ -260,7 +260,7 @@ pub fn compact(state: &State) -> String {
             .collect();
         let _ = writeln!(out, "g{g}: total {} | {}", group.store.total, rows.join(" | "));
         for (o, owner) in group.slots() {
-            let _ = writeln!(out, "  {}", owner_line(group, o, owner));
+            let _ = writeln!(out, "  {}", owner_line(g as u8, group, o, owner));
         }
         let _ = writeln!(out, "  ghost: {}", ghost_line(group));
     }
@@ -281,9 +281,29 @@ pub fn compact(state: &State) -> String {
     out
 }
 
-fn owner_line(group: &Group, o: u8, owner: &crate::state::Owner) -> String {
+/// The owner in slot `slot` of group `group` as spec.md §2.2 spells it: `gG/oO`, or `gG/oO'`
+/// for the earlier incarnation of owner O a paused slot holds. (A free paused slot, which runs
+/// no owner, is named by its slot number.)
+pub fn owner_name(state: &State, group: u8, slot: u8) -> String {
+    let slots = state.groups.get(usize::from(group)).map(|g| g.owners.iter().chain(&g.paused));
+    match slots.and_then(|mut slots| slots.nth(usize::from(slot))).and_then(|owner| owner.incarnation_of) {
+        Some(of) => format!("g{group}/o{of}'"),
+        None => format!("g{group}/o{slot}"),
+    }
+}
+
+/// The action in words as in `state` (the state it is taken in), its acting owner named by
+/// `owner_name`: `g0/o0' applies p0 offset 0 ...` where `Action`'s `Display` says `g0/o2`.
+pub fn action_text(state: &State, action: &Action) -> String {
+    match action.actor() {
+        crate::action::Actor::Owner { group, owner } => action.named(&owner_name(state, group, owner)).to_string(),
+        crate::action::Actor::Producer | crate::action::Actor::Coordinator => action.to_string(),
+    }
+}
+
+fn owner_line(g: u8, group: &Group, o: u8, owner: &crate::state::Owner) -> String {
     let name = match owner.incarnation_of {
-        Some(of) => format!("o{of}' (earlier incarnation)"),
+        Some(of) => format!("g{g}/o{of}' (earlier incarnation)"),
         None if usize::from(o) >= group.owners.len() => {
             return format!("paused slot {}: free", usize::from(o) - group.owners.len())
         }

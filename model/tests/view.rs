@@ -111,7 +111,45 @@ reached: crash-mid-record, replay";
     assert_eq!(duplicate.outcome.step(), Some(7), "{:?}", duplicate.outcome);
 }
 
-/// WCAG contrast of two `#rrggbb` colours.
+/// An earlier incarnation has one spelling, spec.md §2.2's `gG/oO'`, in every text the model
+/// writes with the state at hand: the step descriptions (the pause's and the incarnation's
+/// own), `view::action_text` (the conformance harness's step headers) and the compact state
+/// (its side-by-side tables). `Action`'s `Display`, which has no state, names the paused slot.
+#[test]
+fn an_earlier_incarnation_is_spelled_with_a_prime() {
+    let model = ConsumerModel::new(model::Config::new(model::Strategy::AtomicFenced));
+    let walk = [
+        Action::Append { partition: 0, delta: 5 },
+        Action::Fetch { group: 0, owner: 0, partition: 0, offset: 0 },
+        Action::Pause { group: 0, owner: 0 },
+        Action::ApplyAtomic { group: 0, owner: 2, partition: 0, offset: 0 },
+    ];
+    let path = path_of(&model, &walk);
+    let (paused, fenced) = (&path[2], &path[3]);
+    let apply = walk[3];
+    let table: [(&str, String, &str); 5] = [
+        ("the pause's description", model.describe_step(&paused.0, &walk[2]), "runs on as g0/o0' "),
+        ("the incarnation's step", model.describe_step(&fenced.0, &apply), "g0/o0' is fenced writing p0 offset 0"),
+        (
+            "action_text",
+            model::view::action_text(&fenced.0, &apply),
+            "g0/o0' applies p0 offset 0 and its next offset in one transaction",
+        ),
+        (
+            "the compact state",
+            compact(&fenced.0),
+            "\n  g0/o0' (earlier incarnation): p0 epoch 1 position 1 checkpoint 0, in flight {0 fetched}\n",
+        ),
+        ("Display, without a state", apply.to_string(), "g0/o2 applies p0 offset 0"),
+    ];
+    for (what, text, expected) in &table {
+        assert!(text.contains(expected), "{what}: '{text}' lacks '{expected}'");
+    }
+    for (what, text, _) in &table[..4] {
+        assert!(!text.contains("o2"), "{what} names the paused slot: '{text}'");
+    }
+}
+
 fn contrast(a: &str, b: &str) -> f64 {
     let luminance = |hex: &str| {
         let channel = |i: usize| {

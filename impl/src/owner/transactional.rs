@@ -6,7 +6,7 @@ use super::{Outcome, Owner, OwnerError, Stage, REPORTS_KEPT_MAX};
 use crate::crash::When;
 use crate::log::TailRepair;
 use crate::store::{StoreError, TxnRow, TxnState};
-use crate::strategy::{GuardKind, Sequence, Step, StepKind};
+use crate::strategy::{FencedWrite, GuardKind, Sequence, Step, StepKind};
 use crate::txn::{OutputLog, Take, TxnKey};
 
 impl Owner {
@@ -84,7 +84,8 @@ impl Owner {
     pub(super) fn produce_output(&mut self, step: Step) -> Result<Outcome, OwnerError> {
         let (partition, offset) = (step.partition, step.offset);
         let items = self.items(partition, offset);
-        let (output, epoch, fence) = (self.output_log(), self.leases[&partition].epoch, self.txn_fence(partition));
+        let fence = self.settings.fence(FencedWrite::ProduceOutput, self.txn_fence(partition));
+        let (output, epoch) = (self.output_log(), self.leases[&partition].epoch);
         let (group, crash) = (self.group.clone(), self.crash.clone());
         let span = offset..offset + items.len() as u64;
         let mut inside = || crash.at(StepKind::ProduceOutput, When::Inside, span.clone());
@@ -116,7 +117,8 @@ impl Owner {
         let items = self.items(partition, offset);
         let record = &self.leases[&partition].records[&offset];
         let output_offsets = record.output.clone().expect("invariant: a produced batch knows its output offsets");
-        let (epoch, fence) = (self.leases[&partition].epoch, self.txn_fence(partition));
+        let epoch = self.leases[&partition].epoch;
+        let fence = self.settings.fence(FencedWrite::CommitTxn, self.txn_fence(partition));
         let txn = TxnKey { group: self.group.clone(), partition, epoch, first_output: output_offsets.start };
         let row = TxnRow {
             group: txn.group.clone(),

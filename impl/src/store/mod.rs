@@ -265,18 +265,20 @@ impl Store {
         dispatch!(self, s => s.apply_atomic(group, partition, items, (guard, also), inside))
     }
 
+    /// `fence` is the owner's epoch, checked first; `None` (no check) only under the
+    /// test-only `owner::Mutation::NoFence`, as for `dead_letter` and `reset_offset`.
     #[allow(clippy::too_many_arguments)]
     pub fn poison_attempt(
         &mut self,
         group: &str,
         partition: u32,
         offset: u64,
-        epoch: i64,
+        fence: Option<i64>,
         policy: FailurePolicy,
         error: &str,
         inside: InsideHook<'_>,
     ) -> Result<PoisonAttempt, StoreError> {
-        dispatch!(self, s => s.poison_attempt(group, partition, offset, epoch, policy, error, inside))
+        dispatch!(self, s => s.poison_attempt(group, partition, offset, fence, policy, error, inside))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -285,23 +287,23 @@ impl Store {
         group: &str,
         partition: u32,
         offset: u64,
-        epoch: i64,
+        fence: Option<i64>,
         payload: &[u8],
         error: &str,
         inside: InsideHook<'_>,
     ) -> Result<u64, StoreError> {
-        dispatch!(self, s => s.dead_letter(group, partition, offset, epoch, payload, error, inside))
+        dispatch!(self, s => s.dead_letter(group, partition, offset, fence, payload, error, inside))
     }
 
     pub fn reset_offset(
         &mut self,
         group: &str,
         partition: u32,
-        epoch: i64,
+        fence: Option<i64>,
         to: u64,
         inside: InsideHook<'_>,
     ) -> Result<u64, StoreError> {
-        dispatch!(self, s => s.reset_offset(group, partition, epoch, to, inside))
+        dispatch!(self, s => s.reset_offset(group, partition, fence, to, inside))
     }
 
     pub fn resets(&self, group: Option<&str>) -> Result<Vec<Reset>, StoreError> {

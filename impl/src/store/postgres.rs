@@ -168,8 +168,9 @@ fn lock_and_check_epoch(write: &mut Write<'_>, group: &str, partition: u32, held
 
 const ATTEMPTS_SQL: &str = "SELECT attempts, error FROM attempts WHERE grp = $1 AND part = $2 AND log_offset = $3";
 
-/// Locks the progress row of an output section or a transactional commit, checking the fence
-/// when there is one (`lock_and_check_epoch`).
+/// Locks the progress row of a fenced write, checking the fence when there is one
+/// (`lock_and_check_epoch`; without one, the test-only mutation or an unfenced transaction,
+/// the row is locked all the same, so competing writers still serialise on it).
 fn lock_row(write: &mut Write<'_>, group: &str, partition: u32, fence: Option<i64>) -> Result<(), StoreError> {
     match fence {
         Some(held) => lock_and_check_epoch(write, group, partition, held),
@@ -761,20 +762,20 @@ impl PgStore {
     }
 
     /// `apply-atomic` on a poison record (see `SqliteStore::poison_attempt`), with the progress
-    /// row locked and the epoch checked first.
+    /// row locked and the `fence` checked first.
     #[allow(clippy::too_many_arguments)]
     pub fn poison_attempt(
         &mut self,
         group: &str,
         partition: u32,
         offset: u64,
-        epoch: i64,
+        fence: Option<i64>,
         policy: FailurePolicy,
         error: &str,
         inside: InsideHook<'_>,
     ) -> Result<PoisonAttempt, StoreError> {
         self.write_ending(inside, |write| {
-            lock_and_check_epoch(write, group, partition, epoch)?;
+            lock_row(write, group, partition, fence)?;
             let max_attempts = match policy {
                 FailurePolicy::Count { max_attempts } => max_attempts,
                 // The effect failed and nothing of the attempt is kept.
@@ -794,20 +795,20 @@ impl PgStore {
     }
 
     /// `dead-letter` (see `SqliteStore::dead_letter`), with the progress row locked and the
-    /// epoch checked first. Returns the attempts.
+    /// `fence` checked first. Returns the attempts.
     #[allow(clippy::too_many_arguments)]
     pub fn dead_letter(
         &mut self,
         group: &str,
         partition: u32,
         offset: u64,
-        epoch: i64,
+        fence: Option<i64>,
         payload: &[u8],
         error: &str,
         inside: InsideHook<'_>,
     ) -> Result<u64, StoreError> {
         self.write(inside, |write| {
-            lock_and_check_epoch(write, group, partition, epoch)?;
+            lock_row(write, group, partition, fence)?;
             let (attempts, error) = read_attempts(write, group, partition, offset)?.unwrap_or((0, error.to_string()));
             let sql = "INSERT INTO dead_letters (grp, part, log_offset, error, attempts, payload) \
                        VALUES ($1, $2, $3, $4, $5, $6)";
@@ -819,17 +820,17 @@ impl PgStore {
     }
 
     /// `reset-offset` (see `SqliteStore::reset_offset`), with the progress row locked and the
-    /// epoch checked first. Returns the stored next offset it reset from.
+    /// `fence` checked first. Returns the stored next offset it reset from.
     pub fn reset_offset(
         &mut self,
         group: &str,
         partition: u32,
-        epoch: i64,
+        fence: Option<i64>,
         to: u64,
         inside: InsideHook<'_>,
     ) -> Result<u64, StoreError> {
         self.write(inside, |write| {
-            lock_and_check_epoch(write, group, partition, epoch)?;
+            lock_row(write, group, partition, fence)?;
             let sql = "SELECT next_offset FROM progress WHERE grp = $1 AND part = $2";
             let from: i64 = write.one(sql, &[&group, &i64::from(partition)])?.get(0);
             // The table is a set, as the model's: recording the same reset twice keeps one row.

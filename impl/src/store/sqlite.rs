@@ -499,8 +499,8 @@ impl SqliteStore {
     }
 
     /// `apply-atomic` on a poison record, whose effect fails every time: one transaction that
-    /// checks the epoch first (`StoreError::Fenced` when `epoch` is stale), then attempts the
-    /// effect. Under `FailurePolicy::Count` the failure is counted in `attempts`, with `error`,
+    /// checks the epoch first (`StoreError::Fenced` when the `fence` is stale; no check without
+    /// one, the test-only mutation), then attempts the effect. Under `FailurePolicy::Count` the failure is counted in `attempts`, with `error`,
     /// in the same transaction, unless `max_attempts` are counted already (then nothing is
     /// attempted or written); under `FailurePolicy::Forget` the transaction rolls back.
     #[allow(clippy::too_many_arguments)]
@@ -509,13 +509,13 @@ impl SqliteStore {
         group: &str,
         partition: u32,
         offset: u64,
-        epoch: i64,
+        fence: Option<i64>,
         policy: FailurePolicy,
         error: &str,
         inside: InsideHook<'_>,
     ) -> Result<PoisonAttempt, StoreError> {
         self.write_ending(inside, |write| {
-            check_epoch(write, group, partition, epoch)?;
+            check_fence(write, group, partition, fence)?;
             let max_attempts = match policy {
                 FailurePolicy::Count { max_attempts } => max_attempts,
                 // The effect failed and nothing of the attempt is kept.
@@ -534,7 +534,7 @@ impl SqliteStore {
     }
 
     /// `dead-letter`: one transaction that checks the epoch first (`StoreError::Fenced` when
-    /// `epoch` is stale), inserts the record into the dead-letter table with its counted
+    /// the `fence` is stale; no check without one, the test-only mutation), inserts the record into the dead-letter table with its counted
     /// attempts and last error (`error` when none was counted) and its payload, and sets the
     /// next offset past it. Returns the attempts.
     #[allow(clippy::too_many_arguments)]
@@ -543,13 +543,13 @@ impl SqliteStore {
         group: &str,
         partition: u32,
         offset: u64,
-        epoch: i64,
+        fence: Option<i64>,
         payload: &[u8],
         error: &str,
         inside: InsideHook<'_>,
     ) -> Result<u64, StoreError> {
         self.write(inside, |write| {
-            check_epoch(write, group, partition, epoch)?;
+            check_fence(write, group, partition, fence)?;
             let (attempts, error) = read_attempts(write, group, partition, offset)?.unwrap_or((0, error.to_string()));
             let sql = "INSERT INTO dead_letters (grp, part, log_offset, error, attempts, payload) \
                        VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
@@ -560,19 +560,20 @@ impl SqliteStore {
     }
 
     /// `reset-offset` (`--on-out-of-range earliest`): one transaction that checks the epoch
-    /// first (`StoreError::Fenced` when `epoch` is stale), records the reset from the stored
+    /// first (`StoreError::Fenced` when the `fence` is stale; no check without one, the
+    /// test-only mutation), records the reset from the stored
     /// next offset to `to` (the log start) and sets the next offset to `to`. Returns the
     /// stored next offset it reset from.
     pub fn reset_offset(
         &mut self,
         group: &str,
         partition: u32,
-        epoch: i64,
+        fence: Option<i64>,
         to: u64,
         inside: InsideHook<'_>,
     ) -> Result<u64, StoreError> {
         self.write(inside, |write| {
-            check_epoch(write, group, partition, epoch)?;
+            check_fence(write, group, partition, fence)?;
             let sql = "SELECT next_offset FROM progress WHERE grp = ?1 AND part = ?2";
             let from: u64 = write.row(sql, params![group, partition], |row| row.get(0))?;
             // The table is a set, as the model's: recording the same reset twice keeps one row.
@@ -639,9 +640,7 @@ impl SqliteStore {
         self.check_partition(partition)?;
         assert_eq!(txn.state, TxnState::Committed, "commit-txn records a committed transaction");
         self.write(inside, |write| {
-            if let Some(held) = fence {
-                check_epoch(write, group, partition, held)?;
-            }
+            check_fence(write, group, partition, fence)?;
             for item in items {
                 add_delta(write, group, partition, item)?;
             }
@@ -671,9 +670,7 @@ impl SqliteStore {
             }
         };
         let result = self.write_ending(&mut hook, |write| {
-            if let Some(held) = fence {
-                check_epoch(write, group, partition, held)?;
-            }
+            check_fence(write, group, partition, fence)?;
             let result = body(&mut SqliteTxns { write, group, partition });
             failed.set(result.is_err());
             Ok(if result.is_ok() { Ending::Commit(result) } else { Ending::RollBack(result) })
@@ -856,9 +853,10 @@ fn fail_with<'a>(path: &'a Path, sql: &'static str, waited: Duration) -> impl Fn
     move |source| classify(path, sql, source, waited)
 }
 
-/// The fence of a transaction: `StoreError::Fenced` when the stored epoch is not `held`.
-/// Returning the error drops the transaction, which rolls it back.
-fn check_epoch(write: &Write<'_>, group: &str, partition: u32, held: i64) -> Result<(), StoreError> {
+/// The fence of a transaction: `StoreError::Fenced` when the stored epoch is not the `fence`'s
+/// (none, nothing checked). Returning the error drops the transaction, which rolls it back.
+fn check_fence(write: &Write<'_>, group: &str, partition: u32, fence: Option<i64>) -> Result<(), StoreError> {
+    let Some(held) = fence else { return Ok(()) };
     let sql = "SELECT epoch FROM progress WHERE grp = ?1 AND part = ?2";
     let current = write.row(sql, params![group, partition], |row| row.get(0))?;
     if current != held {
