@@ -1108,8 +1108,8 @@ impl Harness {
             None => (Vec::new(), Vec::new()),
         };
         let mut groups = Vec::new();
-        for group in 0..self.config.groups {
-            let store = self.observe_store(group)?;
+        let stores = self.observe_stores()?;
+        for (group, store) in (0..self.config.groups).zip(stores) {
             let mut owners = Vec::new();
             for owner in 0..self.config.owners {
                 owners.push(self.observe_owner(group, owner)?);
@@ -1205,32 +1205,38 @@ impl Harness {
         }
     }
 
-    /// A group's store, through the same abstraction as the open protocol's store role
+    /// Every group's store, through the same abstraction as the open protocol's store role
     /// (`consumer::protocol::observe`): every row of the group, attempts included. With an
-    /// observation spec, the consumer's database by its SQL, and the store role's report,
-    /// where it gives one, compared with it.
-    fn observe_store(&mut self, group: u8) -> Result<ModelStore, Error> {
-        let name = group_name(group);
+    /// observation spec, the consumer's database by its SQL (one copy for all groups), and the
+    /// store role's report, where it gives one, compared with it.
+    fn observe_stores(&mut self) -> Result<Vec<ModelStore>, Error> {
         let partitions = self.config.partitions;
+        let names: Vec<String> = (0..self.config.groups).map(group_name).collect();
         let (agent, observes) = match &mut self.store {
             StoreSide::Direct(store) => {
-                return Ok(model_store(consumer::protocol::observe(store, &name)?, partitions)?)
+                let read = |name: &String| Ok(model_store(consumer::protocol::observe(store, name)?, partitions)?);
+                return names.iter().map(read).collect();
             }
             StoreSide::Protocol { agent, observes } => (agent, observes),
         };
-        let Some(spec) = &self.options.observe else { return Ok(model_store(agent.observe(&name)?, partitions)?) };
+        let Some(spec) = &self.options.observe else {
+            return names.iter().map(|name| Ok(model_store(agent.observe(name)?, partitions)?)).collect();
+        };
         let store_dir = self.launch.as_ref().map(|launch| launch.store.clone()).expect("a protocol store has a launch");
         let scratch = self.dir.path.join("observed");
-        let names = [name.clone()];
         let held = spec.observe(&store_dir, &scratch, &names, self.config.strategy, u32::from(partitions))?;
-        let held = model_store(held.into_iter().next().expect("one group read"), partitions)?;
-        if *observes {
-            match agent.observe(&name) {
+        let held: Vec<ModelStore> =
+            held.into_iter().map(|observed| model_store(observed, partitions)).collect::<Result<_, _>>()?;
+        for (name, held) in names.iter().zip(&held) {
+            if !*observes {
+                break;
+            }
+            match agent.observe(name) {
                 Ok(reported) => {
                     let reported = model_store(reported, partitions)?;
-                    if reported != held {
-                        let (role, database) = store_differences(&reported, &held);
-                        return Err(Error::RoleDisagrees { group: name, role, database });
+                    if reported != *held {
+                        let (role, database) = store_differences(&reported, held);
+                        return Err(Error::RoleDisagrees { group: name.clone(), role, database });
                     }
                 }
                 Err(Error::Protocol { source, .. }) if source.code() == Some(ErrorCode::NotSupported) => {

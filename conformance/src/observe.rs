@@ -332,44 +332,27 @@ impl ObserveSpec {
         let mut observed = Observed::default();
         for (&query, sql) in &self.queries {
             let rows = self.run(db, query, sql, group, partitions)?;
-            let fail = |column: &'static str, problem: String| self.error(Some(query), Some(column), problem);
-            let int = |row: &Row, column: &'static str| -> Result<i64, ObserveError> {
-                row.get(&column).and_then(|value| *value).ok_or_else(|| fail(column, format!("NULL for {group}")))
-            };
-            let unsigned = |row: &Row, column: &'static str| -> Result<u64, ObserveError> {
-                let value = int(row, column)?;
-                u64::try_from(value).map_err(|_| fail(column, format!("{value} for {group}: negative")))
-            };
-            let partition = |row: &Row| -> Result<u32, ObserveError> {
-                let value = unsigned(row, "partition")?;
-                match u32::try_from(value) {
-                    Ok(p) if p < partitions => Ok(p),
-                    _ => Err(fail("partition", format!("{value} for {group}: the log has {partitions} partitions"))),
-                }
-            };
-            let pair = |row: &Row| Ok(Processed { partition: partition(row)?, offset: unsigned(row, "offset")? });
+            let read = Values { spec: self, query, group, partitions };
+            let pair =
+                |row: &Row| Ok(Processed { partition: read.partition(row)?, offset: read.unsigned(row, "offset")? });
             let counted = |row: &Row| {
-                let (partition, offset) = (partition(row)?, unsigned(row, "offset")?);
-                Ok(Attempts { partition, offset, attempts: unsigned(row, "attempts")? })
+                let (partition, offset) = (read.partition(row)?, read.unsigned(row, "offset")?);
+                Ok(Attempts { partition, offset, attempts: read.unsigned(row, "attempts")? })
+            };
+            let reset = |row: &Row| {
+                let (from, to) = (read.unsigned(row, "from_offset")?, read.unsigned(row, "to_offset")?);
+                Ok(Reset { partition: read.partition(row)?, from, to })
             };
             match query {
-                Query::Total => observed.total = int(&rows[0], "total")?,
-                Query::Value => observed.value = rows.first().and_then(|row| row.get(&"value").and_then(|v| *v)),
-                Query::Partitions => {
-                    observed.partitions = self.progress_rows(&rows, query, group, strategy, partitions)?
-                }
+                Query::Total => observed.total = read.int(&rows[0], "total")?,
+                Query::Value => observed.value = rows.first().and_then(|row| row.get("value").flatten()),
+                Query::Partitions => observed.partitions = read.progress_rows(&rows, strategy)?,
                 Query::Processed => observed.processed = rows.iter().map(pair).collect::<Result<_, _>>()?,
                 Query::Facts => observed.facts = rows.iter().map(pair).collect::<Result<_, _>>()?,
                 Query::Outbox => observed.outbox = rows.iter().map(pair).collect::<Result<_, _>>()?,
                 Query::Attempts => observed.attempts = rows.iter().map(counted).collect::<Result<_, _>>()?,
                 Query::DeadLetters => observed.dead_letters = rows.iter().map(counted).collect::<Result<_, _>>()?,
-                Query::Resets => {
-                    let reset = |row: &Row| {
-                        let (from, to) = (unsigned(row, "from_offset")?, unsigned(row, "to_offset")?);
-                        Ok(Reset { partition: partition(row)?, from, to })
-                    };
-                    observed.resets = rows.iter().map(reset).collect::<Result<_, _>>()?;
-                }
+                Query::Resets => observed.resets = rows.iter().map(reset).collect::<Result<_, _>>()?,
             }
         }
         observed.processed.sort();
@@ -379,53 +362,6 @@ impl ObserveSpec {
         observed.dead_letters.sort();
         observed.resets.sort();
         Ok(observed)
-    }
-
-    /// The partition rows in partition order: exactly one per partition.
-    fn progress_rows(
-        &self,
-        rows: &[Row],
-        query: Query,
-        group: &str,
-        strategy: Strategy,
-        partitions: u32,
-    ) -> Result<Vec<ProgressRow>, ObserveError> {
-        let mut by_partition: BTreeMap<u32, ProgressRow> = BTreeMap::new();
-        for row in rows {
-            let int = |column: &'static str| {
-                let value = row.get(&column).and_then(|value| *value);
-                value.ok_or_else(|| self.error(Some(query), Some(column), format!("NULL for {group}")))
-            };
-            let unsigned = |column: &'static str| {
-                let value = int(column)?;
-                u64::try_from(value)
-                    .map_err(|_| self.error(Some(query), Some(column), format!("{value} for {group}: negative")))
-            };
-            let partition = unsigned("partition")?;
-            let index = u32::try_from(partition).ok().filter(|&p| p < partitions).ok_or_else(|| {
-                let problem = format!("{partition} for {group}: the log has {partitions} partitions");
-                self.error(Some(query), Some("partition"), problem)
-            })?;
-            let owner = row.owner.clone().unwrap_or_default();
-            // A stamp the row does not use is compared like any other field (the model's is
-            // none); one the row uses must be read.
-            if stamped(strategy) && row.get(&"stamp").is_none() {
-                let problem = format!("not returned, and row {strategy} stamps its offsets");
-                return Err(self.error(Some(query), Some("stamp"), problem));
-            }
-            let stamp = row
-                .get(&"stamp")
-                .and_then(|value| *value)
-                .map(u64::try_from)
-                .transpose()
-                .map_err(|_| self.error(Some(query), Some("stamp"), format!("negative for {group}")))?;
-            let progress = ProgressRow { next_offset: unsigned("next_offset")?, epoch: int("epoch")?, owner, stamp };
-            if by_partition.insert(index, progress).is_some() {
-                let problem = format!("two rows for partition {index} of {group}");
-                return Err(self.error(Some(query), Some("partition"), problem));
-            }
-        }
-        Ok(by_partition.into_values().collect())
     }
 
     /// Runs one query for `group`: its columns by name, each value of the column's kind, and a
@@ -515,8 +451,65 @@ struct Row {
 
 impl Row {
     /// The integer column's value (`None` when the query has no such column).
-    fn get(&self, column: &&'static str) -> Option<&Option<i64>> {
-        self.integers.get(column)
+    fn get(&self, column: &str) -> Option<Option<i64>> {
+        self.integers.get(column).copied()
+    }
+}
+
+/// Reads one query's rows for one group as the model's values, each error naming the query,
+/// the column and the group.
+struct Values<'a> {
+    spec: &'a ObserveSpec,
+    query: Query,
+    group: &'a str,
+    partitions: u32,
+}
+
+impl Values<'_> {
+    fn fail(&self, column: &'static str, problem: String) -> ObserveError {
+        self.spec.error(Some(self.query), Some(column), problem)
+    }
+
+    fn int(&self, row: &Row, column: &'static str) -> Result<i64, ObserveError> {
+        row.get(column).flatten().ok_or_else(|| self.fail(column, format!("NULL for {}", self.group)))
+    }
+
+    fn unsigned(&self, row: &Row, column: &'static str) -> Result<u64, ObserveError> {
+        let value = self.int(row, column)?;
+        u64::try_from(value).map_err(|_| self.fail(column, format!("{value} for {}: negative", self.group)))
+    }
+
+    fn partition(&self, row: &Row) -> Result<u32, ObserveError> {
+        let value = self.unsigned(row, "partition")?;
+        let partitions = self.partitions;
+        u32::try_from(value).ok().filter(|&p| p < partitions).ok_or_else(|| {
+            self.fail("partition", format!("{value} for {}: the log has {partitions} partitions", self.group))
+        })
+    }
+
+    /// The partition rows in partition order: exactly one per partition.
+    fn progress_rows(&self, rows: &[Row], strategy: Strategy) -> Result<Vec<ProgressRow>, ObserveError> {
+        let mut by_partition: BTreeMap<u32, ProgressRow> = BTreeMap::new();
+        for row in rows {
+            let index = self.partition(row)?;
+            // A stamp the row does not use is compared like any other field (the model's is
+            // none); one the row uses must be read.
+            let stamp = match row.get("stamp") {
+                None if stamped(strategy) => {
+                    return Err(self.fail("stamp", format!("not returned, and row {strategy} stamps its offsets")));
+                }
+                None | Some(None) => None,
+                Some(Some(stamp)) => {
+                    Some(u64::try_from(stamp).map_err(|_| self.fail("stamp", format!("negative for {}", self.group)))?)
+                }
+            };
+            let owner = row.owner.clone().unwrap_or_default();
+            let (next_offset, epoch) = (self.unsigned(row, "next_offset")?, self.int(row, "epoch")?);
+            if by_partition.insert(index, ProgressRow { next_offset, epoch, owner, stamp }).is_some() {
+                return Err(self.fail("partition", format!("two rows for partition {index} of {}", self.group)));
+            }
+        }
+        Ok(by_partition.into_values().collect())
     }
 }
 

@@ -149,7 +149,7 @@ fn walk_at_every_budget(case: &Walks) {
         };
         let summary = replay_generated(&config, generated, &options, &out, &mut report).expect("the walk runs");
         steps += summary.steps;
-        add(&mut inside, summary.inside);
+        inside += summary.inside;
         walks.push(generate::walk(&model, SEED + index, STEPS_MAX));
     }
     let elapsed = started.elapsed();
@@ -196,16 +196,6 @@ fn walk_at_every_budget(case: &Walks) {
             }
         }
     }
-}
-
-/// Adds one walk's kill points to the sum.
-fn add(sum: &mut Inside, walk: Inside) {
-    sum.found += walk.found;
-    sum.judged += walk.judged;
-    sum.sampled_out += walk.sampled_out;
-    sum.reads += walk.reads;
-    sum.steps += walk.steps;
-    sum.writes_unseen += walk.writes_unseen;
 }
 
 /// The walk counts keep each example under about 20 s on a 2-core machine; the walks from seed
