@@ -397,6 +397,11 @@ struct ResetsArgs {
 struct RepairArgs {
     #[command(flatten)]
     dir: DirArgs,
+    /// Record a damaged batch that has intact records after it as a gap (its offsets given up,
+    /// a row in every group's resets) and keep the records after it; without it such a log
+    /// is refused, since nothing intact is deleted unasked.
+    #[arg(long)]
+    gap: bool,
 }
 
 #[derive(Args)]
@@ -708,13 +713,24 @@ fn lock_data_dir(dir: &std::path::Path, wait: Duration) -> anyhow::Result<std::f
 
 fn report_repairs(repairs: &[TailRepair]) {
     for repair in repairs {
-        eprintln!(
-            "repaired: {} had an unacknowledged tail (an append a crash interrupted); kept {} record(s), \
-             dropped {} byte(s)",
-            repair.path.display(),
-            repair.kept_records,
-            repair.dropped_bytes
-        );
+        if !repair.adopted.is_empty() {
+            eprintln!(
+                "repaired: {} held whole batches past its acknowledged end (offsets {}..{}: an append whose \
+                 acknowledgement a crash or a damaged acknowledgement slot lost): kept and acknowledged",
+                repair.path.display(),
+                repair.adopted.start,
+                repair.adopted.end
+            );
+        }
+        if repair.dropped_bytes > 0 {
+            eprintln!(
+                "repaired: {} had an unacknowledged tail (an append a crash interrupted); kept {} record(s), \
+                 dropped {} byte(s)",
+                repair.path.display(),
+                repair.kept_records,
+                repair.dropped_bytes
+            );
+        }
     }
 }
 
@@ -779,13 +795,20 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
     let (store, mut log) = args.owner.open()?;
     // Before the owner starts and anything is written: a group ahead of its log is refused
     // (exit 4).
-    for (partition, damage) in check_log(&store, &mut log, &args.owner.group, args.owner.log_check)? {
+    let damaged = check_log(&store, &mut log, &args.owner.group, args.owner.log_check)?;
+    for (partition, damage) in &damaged {
         eprintln!(
-            "warning: partition {partition} of the log lost acknowledged records from offset {} ({}); the group \
-             is behind the loss and reads up to it; run `consumer repair`",
+            "warning: partition {partition} of the log cannot be read from offset {} ({}); the group is behind \
+             it and reads up to it",
             damage.offset, damage.reason
         );
     }
+    let gaps: Vec<(u32, std::ops::Range<u64>)> = (0..log.partitions())
+        .map(|partition| Ok(log.view(partition)?.gaps.into_iter().map(move |gap| (partition, gap))))
+        .collect::<Result<Vec<_>, LogError>>()?
+        .into_iter()
+        .flatten()
+        .collect();
     let mut owner = args.owner.start_with(store, log)?;
     if args.follow {
         let steps = owner.run_following(std::time::Duration::from_millis(5))?;
@@ -817,12 +840,24 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
             );
         }
         if let Outcome::Reset { from, to } = outcome {
-            println!(
-                "reset: partition {} from offset {from} to the log start {to} \
-                 (retention removed the records in between)",
-                step.partition
-            );
+            if gaps.iter().any(|(partition, gap)| *partition == step.partition && gap.end == *to) {
+                println!(
+                    "skipped: partition {} offsets {from}..{to}, a gap `consumer repair --gap` recorded (damaged \
+                     records given up; the skip is in the group's resets)",
+                    step.partition
+                );
+            } else {
+                println!(
+                    "reset: partition {} from offset {from} to the log start {to} \
+                     (retention removed the records in between)",
+                    step.partition
+                );
+            }
         }
+    }
+    if let Some(refusal) = stopped_at_damage(owner.store(), group, &damaged)? {
+        eprintln!("refused: {refusal}");
+        return Ok(ExitCode::from(REFUSED_EXIT_CODE));
     }
     if let Some((partition, held, current)) = fenced {
         let error = StoreError::Fenced { group: group.clone(), partition, held, current };
@@ -830,6 +865,36 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(FENCED_EXIT_CODE));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Why `consume` stopped short of the log's end, if it did: the group's next offset reached a
+/// damaged partition's damage (exit 4, naming partition, offsets and the damage, and how many
+/// intact records lie past it).
+fn stopped_at_damage(
+    store: &Store,
+    group: &str,
+    damaged: &[(u32, consumer::log::Damage)],
+) -> anyhow::Result<Option<String>> {
+    for (partition, damage) in damaged {
+        let next = store.progress(group, *partition)?.next_offset;
+        if next < damage.offset {
+            continue;
+        }
+        let what = if damage.intact_after > 0 {
+            format!(
+                "records {}..{} are damaged ({}) with {} intact record(s) after them; run `consumer repair --gap` \
+                 to record them as a gap and go on",
+                damage.offset, damage.end, damage.reason, damage.intact_after
+            )
+        } else {
+            format!(
+                "acknowledged records {}..{} are lost ({}); run `consumer repair`",
+                damage.offset, damage.acked_end, damage.reason
+            )
+        };
+        return Ok(Some(format!("group {group} partition {partition} stopped at offset {next}: {what}")));
+    }
+    Ok(None)
 }
 
 /// What the owner's takes of transactional ids ended, and the output log's cut tails.
@@ -1039,9 +1104,13 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         let mut entry = match log.view(partition) {
             Ok(view) => {
                 ends.push(Some(view.end));
+                let gaps: Vec<[u64; 2]> = view.gaps.iter().map(|gap| [gap.start, gap.end]).collect();
+                let damaged = view.damage.as_ref().map(|damage| [damage.offset, damage.end]);
+                let intact_after = view.damage.as_ref().map(|damage| damage.intact_after);
                 serde_json::json!({
                     "partition": partition, "start": view.start, "end": view.end, "acked_end": view.acked_end,
-                    "damage": view.damage.map(|damage| damage.reason), "unavailable": false
+                    "damage": view.damage.map(|damage| damage.reason), "damaged_offsets": damaged,
+                    "intact_after": intact_after, "gaps": gaps, "unavailable": false
                 })
             }
             Err(LogError::Unavailable { .. }) => {
@@ -1084,12 +1153,20 @@ fn print_partition(p: &serde_json::Value) {
     } else {
         let visible = if p["replication"].is_null() { "" } else { " (the leader's, below the high watermark)" };
         print!("log partition {}: start {} end {}{visible}", p["partition"], p["start"], p["end"]);
-        match p["damage"].as_str() {
-            Some(reason) => println!(
+        match (p["damage"].as_str(), p["intact_after"].as_u64()) {
+            (Some(reason), Some(intact)) if intact > 0 => println!(
+                ": DAMAGED at offsets {}..{} ({reason}), {intact} intact record(s) after them unread; appends \
+                 are refused; run `consumer repair --gap`",
+                p["damaged_offsets"][0], p["damaged_offsets"][1]
+            ),
+            (Some(reason), _) => println!(
                 " of {} acknowledged: DAMAGED ({reason}); appends are refused; run `consumer repair`",
                 p["acked_end"]
             ),
-            None => println!(),
+            (None, _) => println!(),
+        }
+        for gap in p["gaps"].as_array().into_iter().flatten() {
+            println!("  gap: offsets {}..{} (damaged records given up by `repair --gap`)", gap[0], gap[1]);
         }
     }
     if !p["replication"].is_null() {
@@ -1292,7 +1369,8 @@ fn resets(args: ResetsArgs) -> anyhow::Result<ExitCode> {
 fn repair(args: RepairArgs) -> anyhow::Result<ExitCode> {
     let mut store = args.dir.open_store()?;
     let log_dir = args.dir.log_dir();
-    let repaired = Log::repair(&log_dir, store.log_identity(), |actions| {
+    let options = consumer::log::RepairOptions { gap: args.gap };
+    let repaired = Log::repair_with(&log_dir, store.log_identity(), options, |actions| {
         for action in actions {
             println!("repair: {action}");
         }
@@ -1305,6 +1383,14 @@ fn repair(args: RepairArgs) -> anyhow::Result<ExitCode> {
             let Some(rewind) = store.rewind_to_log_end(&group, partition, end)? else { continue };
             moved += 1;
             print_rewind(&rewind);
+        }
+        for (partition, gap) in &repaired.gaps {
+            let Some(reset) = store.record_gap(&group, *partition, gap.clone())? else { continue };
+            println!(
+                "repair: group {group} partition {partition}: the skip of offsets {}..{} recorded in the resets \
+                 (the group will step over the gap there)",
+                reset.from, reset.to
+            );
         }
     }
     if repaired.actions.is_empty() && moved == 0 {

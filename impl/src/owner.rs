@@ -522,6 +522,9 @@ pub struct Owner {
     leases: BTreeMap<u32, Lease>,
     /// The last log end seen per partition (see `log_end`).
     log_ends: BTreeMap<u32, u64>,
+    /// The gaps `repair --gap` recorded per partition, as last seen: offsets with no record,
+    /// which a lease steps over with a recorded reset instead of reading them.
+    log_gaps: BTreeMap<u32, Vec<std::ops::Range<u64>>>,
     crash: CrashPlan,
     /// The transactional sequence's output log (beside the input log); `None` for the others.
     output: Option<OutputLog>,
@@ -629,6 +632,7 @@ impl Owner {
             settings,
             leases,
             log_ends,
+            log_gaps: BTreeMap::new(),
             crash,
             output,
             takes,
@@ -725,6 +729,7 @@ impl Owner {
                 Ok(view) => {
                     self.log_ends.insert(partition, view.end);
                     let refuse = idle && self.refuses(partition, position, &view)?;
+                    self.log_gaps.insert(partition, view.gaps);
                     ((view.start, view.end), refuse)
                 }
                 Err(LogError::Unavailable { .. }) => ((0, position), false),
@@ -738,7 +743,12 @@ impl Owner {
                 Err(error) => return Err(error),
             }
         };
-        lease_steps(&self.settings, partition, &self.leases[&partition], bounds, refuse, steps);
+        let lease = &self.leases[&partition];
+        let gaps = self.log_gaps.get(&partition).map_or(&[][..], Vec::as_slice);
+        match gap_bounds(lease, bounds, gaps) {
+            GapBounds::Skip(to) => steps.push(Step { kind: StepKind::ResetOffset, partition, offset: to }),
+            GapBounds::Read(bounds) => lease_steps(&self.settings, partition, lease, bounds, refuse, steps),
+        }
         Ok(())
     }
 
@@ -1424,6 +1434,30 @@ enum Effect {
     Deduped,
     /// `apply-atomic`, under the rules' guard.
     Atomic,
+}
+
+/// What a recorded gap leaves a lease: the bounds to read within, or a skip over the gap.
+enum GapBounds {
+    Read((u64, u64)),
+    /// `reset-offset` to the gap's end: the lease stands in a gap with everything before it
+    /// committed. The store records the skip in `resets` (as `repair --gap` already did for
+    /// the groups it found), so nothing is skipped silently.
+    Skip(u64),
+}
+
+/// Gaps are offsets with no record (`repair --gap`): a fetch stops at the next one, and a
+/// lease that reached one, with nothing in flight and everything committed, skips it. A log
+/// without gaps (every log the model describes) leaves the bounds as they are.
+fn gap_bounds(lease: &Lease, (start, end): (u64, u64), gaps: &[std::ops::Range<u64>]) -> GapBounds {
+    let Some(gap) = gaps.iter().find(|gap| gap.end > lease.position) else { return GapBounds::Read((start, end)) };
+    if gap.start > lease.position {
+        return GapBounds::Read((start, end.min(gap.start)));
+    }
+    let settled = lease.records.is_empty() && lease.done.is_empty() && lease.checkpoint == lease.position;
+    if settled && lease.position >= start {
+        return GapBounds::Skip(gap.end);
+    }
+    GapBounds::Read((start, end.min(lease.position)))
 }
 
 /// How many records the next fetch takes: one for the parallel strategies; otherwise up to

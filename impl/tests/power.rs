@@ -162,12 +162,13 @@ fn a_repairs_journal_is_durable_before_its_first_action() {
         let (disk, storage) = three_acknowledged_cut_to_one();
         disk.halt_at(Halt { op: SimOp::Rename, path: dir.join("partition-0.ack"), after: false });
         let mut planned = Vec::new();
-        let halted = fault::repair_on(&storage, dir, identity, |actions| planned = actions.to_vec());
+        let halted =
+            fault::repair_on(&storage, dir, identity, Default::default(), |actions| planned = actions.to_vec());
         assert!(halted.is_err() && disk.halted() && !planned.is_empty(), "seed {seed}: {halted:?}");
         disk.power_cut(seed);
         let lines: String = planned.iter().map(|action| format!("{action}\n")).collect();
         assert_eq!(disk.len(&journal).ok(), Some(lines.len() as u64), "seed {seed}: the journal after the cut");
-        let repaired = fault::repair_on(&storage, dir, identity, |_| {}).unwrap();
+        let repaired = fault::repair_on(&storage, dir, identity, Default::default(), |_| {}).unwrap();
         assert_eq!((repaired.actions, repaired.ends), (planned, vec![1]), "seed {seed}: the second repair");
         assert_eq!(disk.len(&journal).unwrap(), 2 * lines.len() as u64, "seed {seed}");
     }

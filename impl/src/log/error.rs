@@ -1,5 +1,6 @@
 //! `LogError`: every way a log operation fails, each naming the file or partition concerned.
 
+use super::frame::records;
 use super::header::is_other_version;
 use std::fmt;
 use std::io;
@@ -63,15 +64,18 @@ pub enum LogError {
         epoch: u32,
         current: u32,
     },
-    /// Acknowledged records of a partition are missing or damaged: its file holds intact
-    /// records only up to `offset` (byte `position`), below the `acked_end` its acknowledgement
-    /// record says was acknowledged. The writer refuses the partition; readers read below it.
+    /// Records of a partition are missing or damaged: records `offset..end` (from byte
+    /// `position`) cannot be read, with `intact_after` intact records after them (0: the
+    /// acknowledged records are lost up to the `acked_end` the acknowledgement record holds).
+    /// The writer refuses the partition; readers read below `offset`.
     Damaged {
         path: PathBuf,
         partition: u32,
         offset: u64,
+        end: u64,
         position: u64,
         acked_end: u64,
+        intact_after: u64,
         reason: String,
     },
     /// A file the log cannot do without is gone (`what` says which): it is never recreated in
@@ -166,11 +170,20 @@ impl fmt::Display for LogError {
                 "producer {producer} is fenced on partition {partition}: \
                  its epoch {epoch} is below the current epoch {current}"
             ),
-            LogError::Damaged { path, partition, offset, position, acked_end, reason } => write!(
+            LogError::Damaged { path, partition, offset, position, acked_end, intact_after: 0, reason, .. } => write!(
                 f,
                 "partition {partition} lost acknowledged records: {} holds intact records only up to offset \
                  {offset} (byte {position}) of the {acked_end} acknowledged ({reason}); run `consumer repair`",
                 path.display()
+            ),
+            LogError::Damaged { path, partition, offset, end, position, intact_after, reason, .. } => write!(
+                f,
+                "partition {partition} is damaged: {} cannot be read at offsets {offset}..{end} ({}, from byte \
+                 {position}: {reason}); {} after them intact, not read past the damage; run `consumer repair \
+                 --gap` to record the damaged offsets as a gap and keep the rest",
+                path.display(),
+                records(end - offset),
+                records(*intact_after)
             ),
             LogError::Missing { path, what } => write!(
                 f,

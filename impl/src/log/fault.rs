@@ -8,7 +8,7 @@ use super::header::HEADER_LEN;
 use super::identity::LogIdentity;
 use super::lock_dir;
 use super::partition::{check_header, partition_path};
-use super::repair::{repair, RepairAction, Repaired};
+use super::repair::{repair, RepairAction, RepairOptions, Repaired};
 use super::storage::{OpenMode, Storage};
 use std::path::Path;
 
@@ -53,7 +53,8 @@ pub fn repair_on(
     storage: &Storage,
     dir: &Path,
     expected: LogIdentity,
+    options: RepairOptions,
     before: impl FnOnce(&[RepairAction]),
 ) -> Result<Repaired, LogError> {
-    repair(storage, dir, expected, before)
+    repair(storage, dir, expected, options, before)
 }

@@ -104,7 +104,7 @@ pub use error::LogError;
 pub use identity::LogIdentity;
 pub use partition::{Damage, Record, TailRepair, WriterMode};
 pub use producer::{Appended, Producer, RECENT_BATCHES};
-pub use repair::{RepairAction, Repaired};
+pub use repair::{RepairAction, RepairOptions, Repaired};
 pub use replication::{
     replica_dir, Acknowledged, Acks, Answer, Batch, Election, ElectionKind, LeaderAppend, PartitionReplication,
     Pending, Replicate, ReplicatedLog, ReplicationError, ReplicationState, Shrunk, REPLICAS_MAX, REPLICAS_MIN,
@@ -148,6 +148,8 @@ pub struct PartitionView {
     /// The end the acknowledgement record holds.
     pub acked_end: u64,
     pub damage: Option<Damage>,
+    /// Offsets with no record, given up as damaged by `repair --gap`, in order.
+    pub gaps: Vec<Range<u64>>,
 }
 
 /// Encodes a record's delta as its payload: 8 bytes, little-endian.
@@ -358,7 +360,18 @@ impl Log {
         expected: LogIdentity,
         before: impl FnOnce(&[RepairAction]),
     ) -> Result<Repaired, LogError> {
-        repair::repair(&Storage::Real, dir, expected, before)
+        repair::repair(&Storage::Real, dir, expected, RepairOptions::default(), before)
+    }
+
+    /// [`Log::repair`] with `options` (`gap`: record damaged ranges with intact records after
+    /// them as gaps instead of refusing them).
+    pub fn repair_with(
+        dir: &Path,
+        expected: LogIdentity,
+        options: RepairOptions,
+        before: impl FnOnce(&[RepairAction]),
+    ) -> Result<Repaired, LogError> {
+        repair::repair(&Storage::Real, dir, expected, options, before)
     }
 
     /// The identity this handle was opened with (checked against the directory's).
@@ -482,7 +495,8 @@ impl Log {
     pub fn view(&mut self, partition: u32) -> Result<PartitionView, LogError> {
         let part = self.current(partition)?;
         let end = part.readable_end();
-        Ok(PartitionView { start: part.start, end, acked_end: part.ack.end, damage: part.damage.clone() })
+        let (damage, gaps) = (part.damage.clone(), part.gaps());
+        Ok(PartitionView { start: part.start, end, acked_end: part.ack.end, damage, gaps })
     }
 
     /// Retention: advances the start of `partition` to `offset` and returns the new start.

@@ -5,7 +5,7 @@
 
 use super::ack::{create_ack_file, inspect_ack, open_ack, read_ack, write_ack, Ack, AckFile};
 use super::error::{io_err, LogError};
-use super::frame::{encode_frame, parse_frame, records, scan, Frame, FrameMeta, ScanEnd, FRAME_HEAD};
+use super::frame::{encode_frame, parse_frame, records, scan, Frame, FrameMeta, Hole, ScanEnd, FRAME_HEAD, NO_FRAME};
 use super::header::{HEADER_LEN, MAGIC};
 use super::producer::{Appended, Producer, ProducerBatch, ProducerTable};
 use super::retention::read_start;
@@ -21,25 +21,36 @@ pub struct Record {
     pub payload: Vec<u8>,
 }
 
-/// What open() repaired, reported to the caller (never silent).
+/// What the writer's open changed past the acknowledged end, reported to the caller (never
+/// silent): a torn tail cut, and whole batches the acknowledgement record did not cover kept
+/// and acknowledged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TailRepair {
-    /// The partition file that was truncated.
+    /// The partition file concerned.
     pub path: PathBuf,
     pub partition: u32,
-    /// Records left in the file after the repair (its new end offset).
+    /// Records in the file after the open (its new end offset).
     pub kept_records: u64,
-    /// Bytes of the torn tail that were cut off.
+    /// Bytes of the torn tail that were cut off (0: none).
     pub dropped_bytes: u64,
+    /// Records of whole, checksum-valid batches past the acknowledged end that the open kept
+    /// and acknowledged (empty: none). The acknowledgement record is a lower bound: a slot
+    /// damaged or torn after the batch was synced must not cost the batch, and a producer
+    /// that got no acknowledgement retries through its producer id, which finds them.
+    pub adopted: Range<u64>,
 }
 
-/// Acknowledged records a partition file lost: its intact records end at `offset` (byte
-/// `position`), below the `acked_end` its acknowledgement record holds.
+/// Records of a partition that cannot be read: acknowledged records lost at the end (the
+/// intact records end at `offset`, byte `position`, below the `acked_end` the acknowledgement
+/// record holds; `intact_after` is 0), or a damaged range `offset..end` (from byte
+/// `position`) with `intact_after` intact records after it, which readers do not pass.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Damage {
     pub offset: u64,
+    pub end: u64,
     pub position: u64,
     pub acked_end: u64,
+    pub intact_after: u64,
     pub reason: String,
 }
 
@@ -85,8 +96,11 @@ pub(super) struct Partition {
     pub(super) file: Option<StorageFile>,
     /// The writer's open acknowledgement file.
     ack_file: Option<StorageFile>,
-    /// Byte position of the frame of each offset, from offset 0 (retention keeps the bytes).
+    /// Byte position of the frame of each offset, from offset 0 (retention keeps the bytes);
+    /// `NO_FRAME` for an offset in one of `holes`.
     pub(super) index: Vec<u64>,
+    /// Damaged ranges with intact batches after them, and recorded gaps, in offset order.
+    pub(super) holes: Vec<Hole>,
     /// Byte position just after the last indexed frame; the writer appends here. Always the
     /// end of a complete batch.
     pub(super) tail: u64,
@@ -116,6 +130,7 @@ impl Partition {
             file: None,
             ack_file: None,
             index: Vec::new(),
+            holes: Vec::new(),
             tail: HEADER_LEN,
             start: 0,
             ack: Ack { generation: 0, end: 0, len: HEADER_LEN },
@@ -131,10 +146,30 @@ impl Partition {
         self.index.len() as u64
     }
 
-    /// The end of what a reader may read: the indexed records, below the high watermark when
-    /// the partition is a replicated log's leader.
+    /// The end of what a reader may read: the indexed records, below any damage, and below
+    /// the high watermark when the partition is a replicated log's leader.
     pub(super) fn readable_end(&self) -> u64 {
-        self.limit.map_or(self.end(), |limit| limit.min(self.end()))
+        let intact = self.damage.as_ref().map_or(self.end(), |damage| damage.offset.min(self.end()));
+        self.limit.map_or(intact, |limit| limit.min(intact))
+    }
+
+    /// The recorded gaps (offsets with no record, given up by `repair --gap`), in order.
+    pub(super) fn gaps(&self) -> Vec<Range<u64>> {
+        self.holes.iter().filter(|hole| hole.is_gap()).map(|hole| hole.offsets.clone()).collect()
+    }
+
+    /// The hole holding `offset`, if any.
+    pub(super) fn hole_at(&self, offset: u64) -> Option<&Hole> {
+        self.holes.iter().find(|hole| hole.offsets.contains(&offset))
+    }
+
+    /// The byte position where the frame of indexed record `offset` ends.
+    fn frame_end(&self, offset: u64) -> u64 {
+        match self.index.get(offset as usize + 1) {
+            Some(&NO_FRAME) => self.hole_at(offset + 1).expect("a NO_FRAME offset is in a hole").bytes.start,
+            Some(&next) => next,
+            None => self.tail,
+        }
     }
 
     /// Opens the partition for writing: checks the file against its acknowledgement record
@@ -177,14 +212,18 @@ impl Partition {
         Ok(())
     }
 
-    /// The checked open: the acknowledged bytes must hold the acknowledged records, else the
-    /// partition is damaged and left untouched; bytes past them were never acknowledged (an
-    /// append a crash interrupted) and are cut.
+    /// The checked open. The acknowledgement record is a lower bound: the acknowledged bytes
+    /// must hold the acknowledged records, else the partition is damaged and left untouched;
+    /// past them, whole checksum-valid batches are kept and acknowledged (their data was synced
+    /// before any slot write, so a damaged or torn newest slot must not cost them), and an
+    /// incomplete batch (an append a crash interrupted) is cut. Damage anywhere with an intact
+    /// batch after it cannot come from a crash: the partition is damaged.
     fn recover_acknowledged(&mut self) -> Result<Option<TailRepair>, LogError> {
         let ack_file = open_ack(&self.storage, &self.ack_path, true)?;
         let ack = read_ack(&ack_file, &self.ack_path)?;
         let file_len = self.file_len()?;
-        self.damage = self.index_acknowledged(ack, file_len)?;
+        let end = self.index_to(file_len)?;
+        self.damage = self.damage_against(ack, file_len, &end);
         self.ack = ack;
         let ack_file = self.ack_file.insert(ack_file);
         if self.damage.is_some() {
@@ -193,22 +232,43 @@ impl Partition {
         // A crashed writer may have left its last record in the page cache only; a retry must
         // not be told that batch is durable before it is.
         ack_file.sync_data().map_err(io_err(&self.ack_path))?;
-        if file_len > ack.len {
-            return self.truncate(ack.len, file_len).map(Some);
+        let dropped_bytes = match end {
+            ScanEnd::Torn { position, file_len, .. } => self.truncate(position, file_len)?,
+            ScanEnd::Clean => {
+                let file = self.file.as_ref().expect("opened before recovery");
+                file.sync_data().map_err(io_err(&self.log_path))?;
+                0
+            }
+        };
+        let adopted = ack.end..self.end();
+        if !adopted.is_empty() {
+            // Synced above (the data, or the cut with `sync_all`): acknowledged from now on.
+            self.acknowledge(Ack { generation: ack.generation + 1, end: self.end(), len: self.tail })?;
         }
-        let file = self.file.as_ref().expect("opened before recovery");
-        file.sync_data().map_err(io_err(&self.log_path))?;
-        Ok(None)
+        if dropped_bytes == 0 && adopted.is_empty() {
+            return Ok(None);
+        }
+        let (path, partition, kept_records) = (self.log_path.clone(), self.number, self.end());
+        Ok(Some(TailRepair { path, partition, kept_records, dropped_bytes, adopted }))
     }
 
     /// The trap (`WriterMode::Unchecked`): the file alone decides (a torn tail is cut, damage
-    /// before it is `Corrupt`), and the acknowledgement record is then made to say what the
-    /// file holds, forgetting any acknowledged record it lost.
+    /// with intact batches after it is `Corrupt`), and the acknowledgement record is then made
+    /// to say what the file holds, forgetting any acknowledged record it lost.
     fn recover_unchecked(&mut self) -> Result<Option<TailRepair>, LogError> {
-        let repair = match self.scan_tail()? {
+        let end = self.scan_tail()?;
+        if let Some(hole) = self.holes.iter().find(|hole| !hole.is_gap()) {
+            let reason = hole.damage.clone().expect("not a gap");
+            return Err(self.corrupt(hole.offsets.start, hole.bytes.start, reason));
+        }
+        let repair = match end {
             ScanEnd::Clean => None,
-            ScanEnd::Torn { position, file_len, .. } => Some(self.truncate(position, file_len)?),
-            ScanEnd::Corrupt { offset, position, reason } => return Err(self.corrupt(offset, position, reason)),
+            ScanEnd::Torn { position, file_len, .. } => {
+                let dropped_bytes = self.truncate(position, file_len)?;
+                let (path, partition, kept_records) = (self.log_path.clone(), self.number, self.end());
+                let adopted = kept_records..kept_records;
+                Some(TailRepair { path, partition, kept_records, dropped_bytes, adopted })
+            }
         };
         if repair.is_none() {
             let file = self.file.as_ref().expect("opened before recovery");
@@ -229,37 +289,71 @@ impl Partition {
         Ok(repair)
     }
 
-    /// Indexes the acknowledged bytes not indexed yet (up to `ack.len` or the file's end) and
-    /// says whether they hold exactly the acknowledged records; bytes past `ack.len` are never
-    /// looked at. Complete idempotent batches go to the producer table. Never modifies a file.
-    pub(super) fn index_acknowledged(&mut self, ack: Ack, file_len: u64) -> Result<Option<Damage>, LogError> {
-        let limit = file_len.min(ack.len);
-        let mut detail = None;
-        if self.tail < limit {
-            let file = self.file.as_ref().expect("indexing needs the open file");
-            let bytes = file.read_range(self.tail, limit).map_err(io_err(&self.log_path))?;
-            let mut batches = Vec::new();
-            let (valid_len, end) = scan(&bytes, self.tail, &mut self.index, &mut batches);
-            self.tail += valid_len as u64;
-            if let Some(table) = self.producers.as_mut() {
-                batches.into_iter().for_each(|batch| table.record(batch));
-            }
-            detail = match end {
-                ScanEnd::Clean => None,
-                ScanEnd::Torn { reason, .. } | ScanEnd::Corrupt { reason, .. } => Some(reason),
-            };
+    /// Indexes the bytes not indexed yet, up to byte `limit` (or the file's end): complete
+    /// batches, gaps and damaged ranges with whole batches after them; complete idempotent
+    /// batches go to the producer table. Returns how the scan ended. Never modifies a file.
+    pub(super) fn index_to(&mut self, limit: u64) -> Result<ScanEnd, LogError> {
+        if self.tail >= limit {
+            return Ok(ScanEnd::Clean);
         }
-        if self.tail == ack.len && self.end() == ack.end {
-            return Ok(None);
+        let file = self.file.as_ref().expect("indexing needs the open file");
+        let bytes = file.read_range(self.tail, limit).map_err(io_err(&self.log_path))?;
+        let mut batches = Vec::new();
+        let scanned = scan(&bytes, self.tail, &mut self.index, &mut batches);
+        self.tail += scanned.valid_len as u64;
+        self.holes.extend(scanned.holes);
+        if let Some(table) = self.producers.as_mut() {
+            batches.into_iter().for_each(|batch| table.record(batch));
         }
+        Ok(scanned.end)
+    }
+
+    /// Whether the indexed partition holds what `ack` acknowledges: no damaged range, and
+    /// the acknowledged records whole, ending exactly at the acknowledged length. `end` is how
+    /// the last scan ended, for the reason.
+    pub(super) fn damage_against(&self, ack: Ack, file_len: u64, end: &ScanEnd) -> Option<Damage> {
+        let acked_end = ack.end.max(self.end());
+        if let Some(hole) = self.holes.iter().find(|hole| !hole.is_gap()) {
+            return Some(Damage {
+                offset: hole.offsets.start,
+                end: hole.offsets.end,
+                position: hole.bytes.start,
+                acked_end,
+                intact_after: self.records_after(hole.offsets.end),
+                reason: hole.damage.clone().expect("not a gap"),
+            });
+        }
+        let at_ack = (ack.end <= self.end()).then(|| self.position_of(ack.end));
+        if at_ack == Some(ack.len) {
+            return None;
+        }
+        let detail = match end {
+            ScanEnd::Torn { reason, .. } if self.tail < ack.len => Some(reason.clone()),
+            ScanEnd::Torn { .. } | ScanEnd::Clean => None,
+        };
         let short =
             (file_len < ack.len).then(|| format!("the file has {file_len} of the {} acknowledged bytes", ack.len));
         let reason = match (detail, short) {
             (Some(detail), Some(short)) => format!("{detail}; {short}"),
             (Some(reason), None) | (None, Some(reason)) => reason,
-            (None, None) => format!("its acknowledged bytes hold {}, not {}", records(self.end()), ack.end),
+            (None, None) => format!("its acknowledged {} bytes hold {}, not {}", ack.len, records(self.end()), ack.end),
         };
-        Ok(Some(Damage { offset: self.end(), position: self.tail, acked_end: ack.end, reason }))
+        let offset = self.end().min(ack.end);
+        Some(Damage { offset, end: acked_end, position: self.position_of(offset), acked_end, intact_after: 0, reason })
+    }
+
+    /// The byte position of the frame of `offset` (the tail for the end).
+    fn position_of(&self, offset: u64) -> u64 {
+        match self.index.get(offset as usize) {
+            Some(&NO_FRAME) => self.hole_at(offset).expect("a NO_FRAME offset is in a hole").bytes.start,
+            Some(&at) => at,
+            None => self.tail,
+        }
+    }
+
+    /// The readable records at or after `offset`.
+    pub(super) fn records_after(&self, offset: u64) -> u64 {
+        self.index.iter().skip(offset as usize).filter(|&&at| at != NO_FRAME).count() as u64
     }
 
     fn file_len(&self) -> Result<u64, LogError> {
@@ -267,35 +361,22 @@ impl Partition {
         file.len().map_err(io_err(&self.log_path))
     }
 
-    /// Cuts a torn tail off the file, durably, and describes what was cut.
-    fn truncate(&mut self, position: u64, file_len: u64) -> Result<TailRepair, LogError> {
+    /// Cuts a torn tail off the file, durably; returns the bytes cut.
+    fn truncate(&mut self, position: u64, file_len: u64) -> Result<u64, LogError> {
         let file = self.file.as_ref().expect("the writer opened the file before scanning it");
         file.set_len(position).map_err(io_err(&self.log_path))?;
         // sync_all, not sync_data: the new length is metadata that must survive a crash.
         file.sync_all().map_err(io_err(&self.log_path))?;
-        Ok(TailRepair {
-            path: self.log_path.clone(),
-            partition: self.number,
-            kept_records: self.end(),
-            dropped_bytes: file_len - position,
-        })
+        Ok(file_len - position)
     }
 
-    /// Reads every byte after the indexed frames, indexes the complete batches, records the
-    /// idempotent ones in the writer's producer table and classifies the rest. Never
-    /// modifies the file. The unchecked writer, which trusts the file alone, and `repair` of a
-    /// partition whose acknowledgement record is gone use it.
+    /// Reads every byte after the indexed frames, indexes the complete batches (and holes),
+    /// records the idempotent ones in the writer's producer table and says how the scan
+    /// ended. Never modifies the file. The unchecked writer, which trusts the file alone, and
+    /// `repair` of a partition whose acknowledgement record is gone use it.
     pub(super) fn scan_tail(&mut self) -> Result<ScanEnd, LogError> {
-        let file = self.file.as_ref().expect("scan_tail needs an open file");
-        let file_len = file.len().map_err(io_err(&self.log_path))?;
-        let bytes = file.read_range(self.tail, file_len.max(self.tail)).map_err(io_err(&self.log_path))?;
-        let mut batches = Vec::new();
-        let (valid_len, end) = scan(&bytes, self.tail, &mut self.index, &mut batches);
-        self.tail += valid_len as u64;
-        if let Some(table) = self.producers.as_mut() {
-            batches.into_iter().for_each(|batch| table.record(batch));
-        }
-        Ok(end)
+        let file_len = self.file_len()?;
+        self.index_to(file_len)
     }
 
     /// Checks an idempotent batch against the producer table, then appends it unless it is
@@ -356,14 +437,17 @@ impl Partition {
         let first = self.end();
         let mut batches = Vec::new();
         // Indexed first, to check them; taken back below unless they land.
-        let (valid_len, scan_end) = scan(frames, self.tail, &mut self.index, &mut batches);
-        let refused = match scan_end {
+        let scanned = scan(frames, self.tail, &mut self.index, &mut batches);
+        let refused = match (scanned.end, scanned.holes.first()) {
             // `scan` ends `Clean` only once it consumed every byte with no batch open.
-            ScanEnd::Clean => {
-                assert_eq!(valid_len, frames.len(), "a clean scan consumed every copied byte");
+            (ScanEnd::Clean, None) => {
+                assert_eq!(scanned.valid_len, frames.len(), "a clean scan consumed every copied byte");
                 None
             }
-            ScanEnd::Torn { reason, .. } | ScanEnd::Corrupt { reason, .. } => Some(reason),
+            (ScanEnd::Clean, Some(hole)) => {
+                Some(hole.damage.clone().unwrap_or_else(|| "a gap is not a batch to copy".to_string()))
+            }
+            (ScanEnd::Torn { reason, .. }, _) => Some(reason),
         };
         if let Some(reason) = refused {
             self.index.truncate(first as usize);
@@ -426,9 +510,10 @@ impl Partition {
             self.poisoned = true;
             return Err(error);
         }
-        (self.index, self.tail) = (Vec::new(), HEADER_LEN);
+        (self.index, self.holes, self.tail) = (Vec::new(), Vec::new(), HEADER_LEN);
         self.producers = Some(ProducerTable::default());
-        let damage = self.index_acknowledged(ack, position)?;
+        let end = self.index_to(position)?;
+        let damage = self.damage_against(ack, position, &end);
         assert!(damage.is_none(), "the file holds what was just acknowledged: {damage:?}");
         Ok(())
     }
@@ -439,8 +524,12 @@ impl Partition {
         if offsets.is_empty() {
             return Ok(Vec::new());
         }
+        if let Some(hole) = offsets.clone().find_map(|offset| self.hole_at(offset)) {
+            let reason = format!("records {}..{} have no frames to copy", hole.offsets.start, hole.offsets.end);
+            return Err(self.corrupt(hole.offsets.start, hole.bytes.start, reason));
+        }
         let from = self.index[offsets.start as usize];
-        let to = self.index.get(offsets.end as usize).copied().unwrap_or(self.tail);
+        let to = self.frame_end(offsets.end - 1);
         let file = self.file.as_ref().expect("an indexed record implies an open file");
         let bytes = file.read_range(from, to).map_err(io_err(&self.log_path))?;
         if bytes.len() as u64 != to - from {
@@ -492,17 +581,22 @@ impl Partition {
             path: self.log_path.clone(),
             partition: self.number,
             offset: damage.offset,
+            end: damage.end,
             position: damage.position,
             acked_end: damage.acked_end,
+            intact_after: damage.intact_after,
             reason: damage.reason.clone(),
         }
     }
 
     /// Reads one indexed record and re-verifies its frame.
     pub(super) fn read_record(&self, offset: u64) -> Result<Record, LogError> {
-        let at = offset as usize;
-        let position = self.index[at];
-        let next = self.index.get(at + 1).copied().unwrap_or(self.tail);
+        let position = self.index[offset as usize];
+        if position == NO_FRAME {
+            let reason = "the record is in a damaged range or a recorded gap".to_string();
+            return Err(self.corrupt(offset, self.position_of(offset), reason));
+        }
+        let next = self.frame_end(offset);
         let mut bytes = vec![0; (next - position) as usize];
         let file = self.file.as_ref().expect("an indexed record implies an open file");
         file.read_exact_at(&mut bytes, position).map_err(io_err(&self.log_path))?;

@@ -37,9 +37,11 @@ impl Partition {
             // The acknowledged log went back (a repair) or lost bytes already indexed (acknowledged
             // records lost under us): index it afresh rather than keep records that are gone.
             self.index.clear();
+            self.holes.clear();
             self.tail = HEADER_LEN;
         }
-        self.damage = self.index_acknowledged(ack, file_len)?;
+        let end = self.index_to(file_len.min(ack.len))?;
+        self.damage = self.damage_against(ack, file_len, &end);
         self.ack = ack;
         if start < self.start {
             let reason = format!("the start moved backwards from {} to {start}", self.start);

@@ -1,10 +1,14 @@
 //! `Log::repair`: makes a log that lost acknowledged records, or files, consistent again, and
 //! says exactly what it removes or accepts as lost. Per partition: a missing file is made
-//! again empty; a corrupt or missing acknowledged frame and everything after it are cut; bytes
-//! past the acknowledged length (never acknowledged) are cut; the acknowledgement record is
-//! set to the intact end; a missing start file is made again at the first frame's offset (0:
-//! frames are numbered from 0 and retention keeps their bytes), and a start past the new end
-//! moves back to it. Another log (an identity mismatch) is refused, never repaired.
+//! again empty; acknowledged records lost at the end (missing, or damaged with no whole batch
+//! after them) are cut; a damaged range with intact batches after it is refused, unless
+//! `RepairOptions::gap` asks to record it as a gap (a gap frame written over exactly the
+//! damaged bytes, so every intact record after it keeps its offset and its bytes); an
+//! incomplete batch past the acknowledged length (never acknowledged) is cut, whole batches
+//! past it are kept; the acknowledgement record is set to the intact end; a missing start file
+//! is made again at the first frame's offset (0: frames are numbered from 0 and retention keeps
+//! their bytes), and a start past the new end moves back to it. Another log (an identity
+//! mismatch) is refused, never repaired.
 //!
 //! Every action is appended to `dir/repairs.log` (one line each, synced) before anything
 //! changes, so the loss stays recorded with the log even when no group had consumed it.
@@ -16,11 +20,11 @@
 use super::ack::{create_ack_file, inspect_ack, AckFile};
 use super::durable::{create_dir_durably_on, replace_file, sync_dir};
 use super::error::{io_err, LogError};
-use super::frame::ScanEnd;
+use super::frame::{encode_gap, records, Hole, ScanEnd};
 use super::header::{HEADER_LEN, MAGIC};
 use super::identity::{check_matches, identity_path, read_identity, write_identity, LogIdentity};
 use super::lock_dir;
-use super::partition::Partition;
+use super::partition::{Damage, Partition};
 use super::retention::{inspect_start, write_start, StartFile};
 use super::storage::{OpenMode, Storage};
 use std::fmt;
@@ -39,6 +43,20 @@ pub enum RepairAction {
     RecreatedPartition { path: PathBuf, partition: u32, lost: Option<Range<u64>> },
     /// Acknowledged records were missing or damaged: the file is cut after its intact records.
     LostAcknowledged { path: PathBuf, partition: u32, offsets: Range<u64>, cut_bytes: u64, reason: String },
+    /// Records `offsets` (bytes `bytes`) were damaged with intact records after them: the
+    /// damaged bytes are replaced by a gap frame (asked for with `--gap`); the records after
+    /// it keep their offsets, and every group's resets record the skip.
+    RecordedGap {
+        path: PathBuf,
+        partition: u32,
+        offsets: Range<u64>,
+        bytes: Range<u64>,
+        intact_after: u64,
+        reason: String,
+    },
+    /// Whole, checksum-valid batches past the acknowledged end: kept and acknowledged (the
+    /// acknowledgement record is a lower bound).
+    Adopted { path: PathBuf, partition: u32, offsets: Range<u64> },
     /// Bytes past the acknowledged length: an append a crash interrupted, never acknowledged.
     CutUnacknowledged { path: PathBuf, partition: u32, kept_records: u64, cut_bytes: u64 },
     /// The acknowledgement record is gone, so whether the bytes after the intact records were
@@ -81,6 +99,27 @@ impl fmt::Display for RepairAction {
                 offsets.start,
                 offsets.end
             ),
+            RepairAction::RecordedGap { path, partition, offsets, bytes, intact_after, reason } => write!(
+                f,
+                "partition {partition}: {} offsets {}..{} ({}, bytes {}..{}) are damaged ({reason}): recorded as \
+                 a gap; the {} after them are kept, and every group's resets record the skip",
+                path.display(),
+                offsets.start,
+                offsets.end,
+                records(offsets.end - offsets.start),
+                bytes.start,
+                bytes.end,
+                records(*intact_after)
+            ),
+            RepairAction::Adopted { path, partition, offsets } => write!(
+                f,
+                "partition {partition}: {} holds whole batches past its acknowledged end, offsets {}..{} ({}): \
+                 kept and acknowledged (the acknowledgement record is a lower bound)",
+                path.display(),
+                offsets.start,
+                offsets.end,
+                records(offsets.end - offsets.start)
+            ),
             RepairAction::CutUnacknowledged { path, partition, kept_records, cut_bytes } => write!(
                 f,
                 "partition {partition}: {} held {cut_bytes} byte(s) past its acknowledged end {kept_records} \
@@ -114,11 +153,21 @@ impl fmt::Display for RepairAction {
     }
 }
 
-/// What `repair` did: its actions (empty for a healthy log) and each partition's end after it.
+/// What `repair` did: its actions (empty for a healthy log), each partition's end after it,
+/// and the gaps it recorded (partition, offsets), which every group's resets must record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Repaired {
     pub actions: Vec<RepairAction>,
     pub ends: Vec<u64>,
+    pub gaps: Vec<(u32, Range<u64>)>,
+}
+
+/// How far `repair` may go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RepairOptions {
+    /// Record a damaged range that has intact records after it as a gap, keeping those
+    /// records; without it such a partition is refused (`LogError::Damaged`).
+    pub gap: bool,
 }
 
 /// What one partition needs, found by reading only.
@@ -129,6 +178,8 @@ struct Plan {
     create_file: bool,
     /// The file's new length, when bytes are cut.
     cut_to: Option<u64>,
+    /// Damaged ranges to overwrite with gap frames: offsets and bytes.
+    gaps: Vec<(Range<u64>, Range<u64>)>,
     /// The acknowledgement file to write: the generation to follow, end and length.
     ack: Option<(u64, u64, u64)>,
     /// The start file to write.
@@ -142,6 +193,7 @@ pub(super) fn repair(
     storage: &Storage,
     dir: &Path,
     expected: LogIdentity,
+    options: RepairOptions,
     before: impl FnOnce(&[RepairAction]),
 ) -> Result<Repaired, LogError> {
     if super::is_replicated(storage, dir) {
@@ -156,7 +208,9 @@ pub(super) fn repair(
     let mut lock = if exists { Some(lock_dir(storage, dir)?) } else { None };
     let mut actions = Vec::new();
     let plans: Vec<Plan> = if exists {
-        (0..expected.partitions).map(|number| plan_partition(storage, dir, number)).collect::<Result<_, _>>()?
+        (0..expected.partitions)
+            .map(|number| plan_partition(storage, dir, number, options))
+            .collect::<Result<_, _>>()?
     } else {
         actions.push(RepairAction::RecreatedDirectory { path: dir.to_path_buf() });
         (0..expected.partitions).map(|number| fresh_plan(storage, dir, number)).collect()
@@ -175,6 +229,8 @@ pub(super) fn repair(
     }
     record(storage, dir, &actions)?;
     let ends = plans.iter().map(|plan| plan.end).collect();
+    let gaps =
+        plans.iter().flat_map(|plan| plan.gaps.iter().map(|(offsets, _)| (plan.number, offsets.clone()))).collect();
     for plan in plans {
         apply(storage, dir, plan)?;
     }
@@ -182,7 +238,7 @@ pub(super) fn repair(
         write_identity(storage, dir, expected)?;
     }
     drop(lock);
-    Ok(Repaired { actions, ends })
+    Ok(Repaired { actions, ends, gaps })
 }
 
 /// The journal of every repair's actions, kept with the log.
@@ -209,17 +265,18 @@ fn record(storage: &Storage, dir: &Path, actions: &[RepairAction]) -> Result<(),
 fn fresh_plan(storage: &Storage, dir: &Path, number: u32) -> Plan {
     let part = Partition::new(storage, dir, number);
     let actions = vec![RepairAction::RecreatedPartition { path: part.log_path, partition: number, lost: None }];
-    Plan { number, actions, create_file: true, cut_to: None, ack: Some((0, 0, HEADER_LEN)), start: Some(0), end: 0 }
+    let (cut_to, gaps, ack) = (None, Vec::new(), Some((0, 0, HEADER_LEN)));
+    Plan { number, actions, create_file: true, cut_to, gaps, ack, start: Some(0), end: 0 }
 }
 
 /// Reads one partition's files and plans what makes them consistent; changes nothing.
-fn plan_partition(storage: &Storage, dir: &Path, number: u32) -> Result<Plan, LogError> {
+fn plan_partition(storage: &Storage, dir: &Path, number: u32, options: RepairOptions) -> Result<Plan, LogError> {
     let mut part = Partition::new(storage, dir, number);
-    let mut plan =
-        Plan { number, actions: Vec::new(), create_file: false, cut_to: None, ack: None, start: None, end: 0 };
+    let (actions, gaps) = (Vec::new(), Vec::new());
+    let mut plan = Plan { number, actions, create_file: false, cut_to: None, gaps, ack: None, start: None, end: 0 };
     let ack = inspect_ack(storage, &part.ack_path)?;
     let (end, len) = match part.open_data(false) {
-        Ok(()) => plan_data(&mut part, &ack, &mut plan)?,
+        Ok(()) => plan_data(&mut part, &ack, &mut plan, options)?,
         Err(LogError::Missing { .. }) => {
             let lost = match &ack {
                 AckFile::Valid(ack) => Some(0..ack.end),
@@ -254,28 +311,40 @@ fn plan_partition(storage: &Storage, dir: &Path, number: u32) -> Result<Plan, Lo
     Ok(plan)
 }
 
-/// Plans what an existing partition file needs and returns its (end, length) after it.
-fn plan_data(part: &mut Partition, ack: &AckFile, plan: &mut Plan) -> Result<(u64, u64), LogError> {
+/// Plans what an existing partition file needs and returns its (end, length) after it. The
+/// whole file is read: the acknowledgement record is a lower bound, and damage in the middle
+/// must be told apart from a torn tail by the whole batches after it.
+fn plan_data(
+    part: &mut Partition,
+    ack: &AckFile,
+    plan: &mut Plan,
+    options: RepairOptions,
+) -> Result<(u64, u64), LogError> {
     let file = part.file.as_ref().expect("opened by the caller");
     let file_len = file.len().map_err(io_err(&part.log_path))?;
     let (path, partition) = (part.log_path.clone(), plan.number);
+    let end = part.scan_tail()?;
+    plan_holes(part, ack, plan, options, file_len, &end)?;
     match ack {
-        AckFile::Valid(ack) => match part.index_acknowledged(*ack, file_len)? {
-            Some(damage) => {
-                let offsets = damage.offset..ack.end;
-                let cut_bytes = file_len.saturating_sub(part.tail);
-                let reason = damage.reason;
-                plan.actions.push(RepairAction::LostAcknowledged { path, partition, offsets, cut_bytes, reason });
+        AckFile::Valid(ack) if part.end() < ack.end => {
+            let offsets = part.end()..ack.end;
+            let cut_bytes = file_len.saturating_sub(part.tail);
+            let reason = part.damage_against(*ack, file_len, &end).map_or_else(String::new, |damage| damage.reason);
+            plan.actions.push(RepairAction::LostAcknowledged { path, partition, offsets, cut_bytes, reason });
+        }
+        AckFile::Valid(ack) => {
+            if part.end() > ack.end {
+                let offsets = ack.end..part.end();
+                plan.actions.push(RepairAction::Adopted { path: path.clone(), partition, offsets });
             }
-            None if file_len > ack.len => {
-                let (kept_records, cut_bytes) = (ack.end, file_len - ack.len);
+            if file_len > part.tail {
+                let (kept_records, cut_bytes) = (part.end(), file_len - part.tail);
                 plan.actions.push(RepairAction::CutUnacknowledged { path, partition, kept_records, cut_bytes });
             }
-            None => {}
-        },
-        AckFile::Missing | AckFile::Unreadable(_) => match part.scan_tail()? {
+        }
+        AckFile::Missing | AckFile::Unreadable(_) => match end {
             ScanEnd::Clean => {}
-            ScanEnd::Torn { reason, .. } | ScanEnd::Corrupt { reason, .. } => {
+            ScanEnd::Torn { reason, .. } => {
                 let (kept_records, cut_bytes) = (part.end(), file_len - part.tail);
                 plan.actions.push(RepairAction::CutUnknown { path, partition, kept_records, cut_bytes, reason });
             }
@@ -285,6 +354,47 @@ fn plan_data(part: &mut Partition, ack: &AckFile, plan: &mut Plan) -> Result<(u6
         plan.cut_to = Some(part.tail);
     }
     Ok((part.end(), part.tail))
+}
+
+/// Plans the damaged ranges with intact batches after them: refused without
+/// `RepairOptions::gap` (nothing intact is ever deleted unasked), else each becomes a gap.
+fn plan_holes(
+    part: &Partition,
+    ack: &AckFile,
+    plan: &mut Plan,
+    options: RepairOptions,
+    file_len: u64,
+    end: &ScanEnd,
+) -> Result<(), LogError> {
+    let damaged: Vec<Hole> = part.holes.iter().filter(|hole| !hole.is_gap()).cloned().collect();
+    let Some(first) = damaged.first() else { return Ok(()) };
+    if !options.gap {
+        let acked = match ack {
+            AckFile::Valid(ack) => *ack,
+            AckFile::Missing | AckFile::Unreadable(_) => part.ack,
+        };
+        let damage: Damage = part.damage_against(acked, file_len, end).expect("a damaged range is damage");
+        assert_eq!(damage.offset, first.offsets.start, "the first damaged range is the damage");
+        return Err(part.damaged(&damage));
+    }
+    for hole in damaged {
+        let (offsets, bytes) = (hole.offsets.clone(), hole.bytes.clone());
+        // A damaged range spans at least one whole frame of the batch it held.
+        assert!(encode_gap(offsets.clone(), bytes.end - bytes.start).is_some(), "{hole:?} cannot hold a gap frame");
+        let intact_after = part.records_after(offsets.end);
+        let reason = hole.damage.clone().expect("not a gap");
+        let path = part.log_path.clone();
+        plan.actions.push(RepairAction::RecordedGap {
+            path,
+            partition: plan.number,
+            offsets: offsets.clone(),
+            bytes: bytes.clone(),
+            intact_after,
+            reason,
+        });
+        plan.gaps.push((offsets, bytes));
+    }
+    Ok(())
 }
 
 /// Plans the start file: made again at the first frame's offset if missing or unreadable,
@@ -318,6 +428,17 @@ fn apply(storage: &Storage, dir: &Path, plan: Plan) -> Result<(), LogError> {
     let part = Partition::new(storage, dir, plan.number);
     if plan.create_file {
         replace_file(storage, dir, &part.log_path, MAGIC)?;
+    }
+    if !plan.gaps.is_empty() {
+        // In place, over exactly the damaged bytes: nothing after them moves, the file keeps its
+        // length and the acknowledgement record stays true. A torn write leaves the range
+        // damaged, which a second `repair --gap` finds again (the journal already says so).
+        let file = storage.open(&part.log_path, OpenMode::ReadWrite).map_err(io_err(&part.log_path))?;
+        for (offsets, bytes) in &plan.gaps {
+            let frame = encode_gap(offsets.clone(), bytes.end - bytes.start).expect("checked when planned");
+            file.write_all_at(&frame, bytes.start).map_err(io_err(&part.log_path))?;
+        }
+        file.sync_data().map_err(io_err(&part.log_path))?;
     }
     if let Some(len) = plan.cut_to {
         let file = storage.open(&part.log_path, OpenMode::Write).map_err(io_err(&part.log_path))?;

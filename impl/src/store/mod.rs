@@ -22,6 +22,7 @@ pub use types::{
 
 use crate::log::LogIdentity;
 use crate::strategy::{DedupKey, EffectKind};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// Where a store lives: an SQLite file (the default, `store.db` in the data directory) or a
@@ -120,6 +121,12 @@ impl Store {
 
     pub fn rewind_to_log_end(&mut self, group: &str, partition: u32, end: u64) -> Result<Option<Rewind>, StoreError> {
         dispatch!(self, s => s.rewind_to_log_end(group, partition, end))
+    }
+
+    /// `consumer repair --gap`: the skip of `gap` recorded for `group` (see
+    /// `SqliteStore::record_gap`).
+    pub fn record_gap(&mut self, group: &str, partition: u32, gap: Range<u64>) -> Result<Option<Reset>, StoreError> {
+        dispatch!(self, s => s.record_gap(group, partition, gap))
     }
 
     pub fn ensure_group(&mut self, group: &str, initial_owner: &str) -> Result<(), StoreError> {

@@ -24,6 +24,7 @@ use postgres::config::Host;
 use postgres::types::ToSql;
 use postgres::{Client, Config, IsolationLevel, NoTls, Row, Transaction};
 use std::cell::RefCell;
+use std::ops::Range;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -875,6 +876,25 @@ impl PgStore {
             let (group, to) = (group.to_string(), from.min(end));
             let rewind = Rewind { group, partition, from, to, processed_dropped, attempts_dropped, stamp_from, epoch };
             Ok(Ending::Commit(Some(rewind)))
+        })
+    }
+
+    /// `consumer repair --gap` (see `SqliteStore::record_gap`), with the progress row locked.
+    pub fn record_gap(&mut self, group: &str, partition: u32, gap: Range<u64>) -> Result<Option<Reset>, StoreError> {
+        self.check_partition(partition)?;
+        let part = i64::from(partition);
+        // No crash point names this write: its hook does nothing.
+        self.write_ending(&mut || {}, |write| {
+            let sql = "SELECT next_offset FROM progress WHERE grp = $1 AND part = $2 FOR UPDATE";
+            let next = write.one(sql, &[&group, &part])?.get::<_, i64>(0) as u64;
+            if next >= gap.end {
+                return Ok(Ending::RollBack(None));
+            }
+            let from = next.max(gap.start);
+            let sql = "INSERT INTO resets (grp, part, from_offset, to_offset) VALUES ($1, $2, $3, $4) \
+                       ON CONFLICT DO NOTHING";
+            write.exec(sql, &[&group, &part, &(from as i64), &(gap.end as i64)])?;
+            Ok(Ending::Commit(Some(Reset { group: group.to_string(), partition, from, to: gap.end })))
         })
     }
 

@@ -12,6 +12,7 @@ use super::types::{
 use crate::log::LogIdentity;
 use crate::strategy::{DedupKey, EffectKind};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -620,6 +621,28 @@ impl SqliteStore {
             let (group, to) = (group.to_string(), from.min(end));
             let rewind = Rewind { group, partition, from, to, processed_dropped, attempts_dropped, stamp_from, epoch };
             Ok(Ending::Commit(Some(rewind)))
+        })
+    }
+
+    /// `consumer repair --gap`, after the log recorded `gap` (offsets whose records were
+    /// damaged beyond reading): one transaction that records, for a group not past the gap,
+    /// the skip it will make in `resets` (from its next offset, or the gap's start if that is
+    /// later, to the gap's end), so the skip is accounted for before it happens. The owner's
+    /// own skip (`reset-offset` at the gap) records the same row, kept once. `None` (nothing
+    /// written) for a group already past the gap.
+    pub fn record_gap(&mut self, group: &str, partition: u32, gap: Range<u64>) -> Result<Option<Reset>, StoreError> {
+        self.check_partition(partition)?;
+        // No crash point names this write: its hook does nothing.
+        self.write_ending(&mut || {}, |write| {
+            let sql = "SELECT next_offset FROM progress WHERE grp = ?1 AND part = ?2";
+            let next: u64 = write.row(sql, params![group, partition], |row| row.get(0))?;
+            if next >= gap.end {
+                return Ok(Ending::RollBack(None));
+            }
+            let from = next.max(gap.start);
+            let sql = "INSERT OR IGNORE INTO resets (grp, part, from_offset, to_offset) VALUES (?1, ?2, ?3, ?4)";
+            write.exec(sql, params![group, partition, from, gap.end])?;
+            Ok(Ending::Commit(Some(Reset { group: group.to_string(), partition, from, to: gap.end })))
         })
     }
 
