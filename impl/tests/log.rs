@@ -23,7 +23,7 @@ use proptest::test_runner::{RngAlgorithm, RngSeed};
 const HEADER: usize = 8;
 /// Frame bytes before the payload: crc32c, length, offset, producer id, producer epoch,
 /// sequence and batch length.
-const FRAME_HEAD: usize = 36;
+const FRAME_HEAD: usize = 40;
 
 /// The writer of the log in `dir`, made first (as `init` does) if there is none.
 fn writer(dir: &Path, partitions: u32) -> Log {
@@ -486,12 +486,15 @@ fn a_version_1_log_is_refused_with_one_line_and_stays_untouched() {
 
 /// The frame of one record, built from the layout documented in `src/log.rs`.
 fn frame(offset: u64, producer: u64, epoch: u32, sequence: u32, batch_len: u32, payload: &[u8]) -> Vec<u8> {
+    // The record's index in its batch: these batches start at a multiple of their length.
+    let index = sequence.checked_rem(batch_len).unwrap_or(0);
     let mut checked = (payload.len() as u32).to_le_bytes().to_vec();
     checked.extend_from_slice(&offset.to_le_bytes());
     checked.extend_from_slice(&producer.to_le_bytes());
     checked.extend_from_slice(&epoch.to_le_bytes());
     checked.extend_from_slice(&sequence.to_le_bytes());
     checked.extend_from_slice(&batch_len.to_le_bytes());
+    checked.extend_from_slice(&index.to_le_bytes());
     checked.extend_from_slice(payload);
     let mut bytes = crc32c::crc32c(&checked).to_le_bytes().to_vec();
     bytes.extend_from_slice(&checked);
@@ -554,21 +557,24 @@ fn a_frame_that_does_not_continue_its_batch_is_corrupt() {
     bytes.extend_from_slice(&intruder);
     bytes.extend_from_slice(&frame(2, 0, 0, 0, 1, b"after"));
     write_acknowledged(dir.path(), &bytes, 3);
-    // Checked: acknowledged records are damaged; the batch it breaks is not readable at all.
+    // Checked: acknowledged records are damaged; the batch it breaks is not readable at all,
+    // and the intact batch after it is found again.
     let (mut log, repairs) = open_writer(dir.path()).unwrap();
     assert_eq!(repairs, vec![]);
     let damage = log.damage(0).unwrap().expect("damaged");
-    assert_eq!((damage.offset, damage.position, damage.acked_end), (0, HEADER as u64, 3));
+    let found = (damage.offset, damage.end, damage.position, damage.acked_end, damage.intact_after);
+    assert_eq!(found, (0, 2, HEADER as u64, 3, 1));
     assert!(damage.reason.contains("does not continue the batch"), "{}", damage.reason);
     assert!(matches!(log.append(0, b"x"), Err(LogError::Damaged { offset: 0, .. })));
     drop(log);
-    // Unchecked (the file alone): the intact frame after it makes it corrupt, not torn.
+    // Unchecked (the file alone): the intact batch after it makes it corrupt, not torn, from the
+    // damaged batch's first record on.
     match open_unchecked(dir.path()) {
-        Err(LogError::Corrupt { offset: 1, position, reason, .. }) => {
-            assert_eq!(position, (HEADER + first.len()) as u64);
+        Err(LogError::Corrupt { offset: 0, position, reason, .. }) => {
+            assert_eq!(position, HEADER as u64);
             assert!(reason.contains("does not continue the batch"), "{reason}");
         }
-        other => panic!("expected Corrupt at offset 1, got {:?}", other.map(|_| ())),
+        other => panic!("expected Corrupt at offset 0, got {:?}", other.map(|_| ())),
     }
     assert_eq!(fs::read(log_file(dir.path(), 0)).unwrap(), bytes, "damage is never repaired away");
 }
@@ -623,7 +629,9 @@ fn a_damage_names_why_the_scan_stopped() {
         if file.len() < bytes.len() {
             reason.push_str(&format!("; the file has {} of the {} acknowledged bytes", file.len(), bytes.len()));
         }
-        assert_eq!(damage, Damage { offset: 1, position: at as u64, acked_end: records, reason });
+        let expected =
+            Damage { offset: 1, end: records, position: at as u64, acked_end: records, intact_after: 0, reason };
+        assert_eq!(damage, expected);
         assert_eq!(fs::read(log_file(dir.path(), 0)).unwrap(), file, "{why}: nobody modifies a damaged partition");
     }
 }
@@ -644,7 +652,8 @@ fn acknowledged_bytes_holding_fewer_records_than_acknowledged_are_damage() {
         let bytes = [b"ONCELOG2".to_vec(), frames].concat();
         write_acknowledged(dir.path(), &bytes, 3);
         let reason = reason.to_string();
-        let damage = Some(Damage { offset: end, position: bytes.len() as u64, acked_end: 3, reason });
+        let position = bytes.len() as u64;
+        let damage = Some(Damage { offset: end, end: 3, position, acked_end: 3, intact_after: 0, reason });
         let (mut writer, repairs) = open_writer(dir.path()).unwrap();
         assert_eq!((repairs, writer.damage(0).unwrap()), (vec![], damage.clone()));
         drop(writer);
@@ -742,7 +751,8 @@ fn a_damaged_partition_refuses_appends_and_retention_but_reads_below_the_damage(
     let text = log.append(0, b"jkl").unwrap_err().to_string();
     assert_eq!(text.lines().count(), 1, "{text}");
     let expected = format!(
-        "partition 0 lost acknowledged records: {} holds intact records only up to offset 1 (byte {second})",
+        "partition 0 is damaged: {} cannot be read at offsets 1..2 (1 record, from byte {second}: record 1 at byte \
+         {second}: checksum mismatch; whole batches resume at offset 2",
         path.display()
     );
     assert!(text.starts_with(&expected), "'{text}' lacks '{expected}'");
@@ -807,7 +817,7 @@ fn the_unchecked_writer_trusts_a_later_frame_only_within_the_bytes_left() {
             Err(LogError::Corrupt { offset: 1, position, reason, .. }) if damage => {
                 assert_eq!(position, ends[0] as u64, "{missing} missing");
                 let follows = format!(
-                    "the frame there carries offset {last}, yet record {last} follows intact at byte {}",
+                    "the frame there carries offset {last}; whole batches resume at offset {last} (byte {})",
                     ends[0]
                 );
                 assert!(reason.ends_with(&follows), "{missing} missing: {reason}");
@@ -882,7 +892,11 @@ fn reopen_checked(dir: &Path, bytes: &[u8], ack: &[u8], payloads: &[Vec<u8>]) ->
     });
     match (&read, &written) {
         (Ok((records, damage)), Ok(opened)) => {
-            assert_eq!((records, damage), (&opened.records, &opened.damage), "reader and writer must agree");
+            // A reader reads below the acknowledgement record only; the writer also keeps, and
+            // acknowledges, the whole batches past it.
+            let adopted: u64 = opened.repairs.iter().map(|repair| repair.adopted.end - repair.adopted.start).sum();
+            let seen = &opened.records[..opened.records.len() - adopted as usize];
+            assert_eq!((&records[..], damage), (seen, &opened.damage), "reader and writer must agree");
         }
         (Err(LogError::BadHeader { .. }), Err(LogError::BadHeader { .. })) => {}
         _ => panic!("reader {read:?} and writer {written:?} disagree"),
@@ -1028,16 +1042,17 @@ proptest! {
     }
 
     /// The unchecked writer classifies from the file alone, as the log did before the
-    /// acknowledgement record: damage followed by an intact record is corrupt, and damage in
-    /// the last record passes for a torn append, losing its batch (the trap a flipped byte in
-    /// an acknowledged last frame fell into).
+    /// acknowledgement record: damage followed by an intact batch is corrupt from the damaged
+    /// batch's first record on, and damage in the last batch passes for a torn append, losing
+    /// that batch (the trap a flipped byte in an acknowledged last frame fell into).
     #[test]
     fn every_single_byte_flip_is_classified_by_the_unchecked_writer(batches in batches(2..5, 24), mask in 1u8..=255) {
         let dir = tempfile::tempdir().unwrap();
         let payloads = flatten(&batches);
         let (original, _, _) = write_batches(dir.path(), &batches);
         let ends = frame_ends(&payloads);
-        let last_batch_start = *first_offsets(&batches).last().unwrap();
+        let firsts = first_offsets(&batches);
+        let last_batch_start = *firsts.last().unwrap();
         for position in 0..original.len() {
             let mut bytes = original.clone();
             bytes[position] ^= mask;
@@ -1046,21 +1061,21 @@ proptest! {
                 prop_assert!(matches!(result, Err(LogError::BadHeader { .. })), "byte {}", position);
                 continue;
             }
-            // The damaged record is the first whose frame ends after the flipped byte.
+            // The damaged record is the first whose frame ends after the flipped byte; its
+            // batch is the damaged one.
             let damaged = ends.iter().position(|&end| end > position).unwrap();
-            let frame_start = if damaged == 0 { HEADER } else { ends[damaged - 1] };
-            let last = damaged == payloads.len() - 1;
+            let batch_start = *firsts.iter().rev().find(|&&first| first <= damaged).unwrap();
+            let batch_position = if batch_start == 0 { HEADER } else { ends[batch_start - 1] };
+            let last = batch_start == last_batch_start;
             match result {
-                // Intact records follow the damage, so it cannot be a torn tail, even when
-                // they belong to the same batch.
+                // An intact batch follows the damage, so it cannot be a torn tail.
                 Err(LogError::Corrupt { offset, position: at, .. }) if !last => {
-                    prop_assert_eq!(offset, damaged as u64);
-                    prop_assert_eq!(at, frame_start as u64);
+                    prop_assert_eq!(offset, batch_start as u64);
+                    prop_assert_eq!(at, batch_position as u64);
                 }
-                // Damage in the last record is indistinguishable from a torn append, and a
+                // Damage in the last batch is indistinguishable from a torn append, and a
                 // torn append loses its whole batch.
                 Ok((records, repairs)) if last => {
-                    let cut = if last_batch_start == 0 { HEADER } else { ends[last_batch_start - 1] };
                     prop_assert_eq!(
                         records.len(),
                         last_batch_start,
@@ -1069,7 +1084,7 @@ proptest! {
                     );
                     prop_assert_eq!(repairs.len(), 1);
                     prop_assert_eq!(repairs[0].kept_records, last_batch_start as u64);
-                    prop_assert_eq!(repairs[0].dropped_bytes, (original.len() - cut) as u64);
+                    prop_assert_eq!(repairs[0].dropped_bytes, (original.len() - batch_position) as u64);
                 }
                 Ok(_) => prop_assert!(false, "byte {}: damage before the tail was repaired away", position),
                 Err(other) => prop_assert!(false, "byte {}: unexpected {}", position, other),
@@ -1127,10 +1142,12 @@ proptest! {
     }
 
     /// Batches appended after the last acknowledged one whose acknowledgement never became
-    /// durable (a crash or power cut during the append), cut anywhere: the writer cuts them
-    /// and reports it, the acknowledged batches stay, and their retries are duplicates.
+    /// durable (a crash or power cut during the append, or a damaged newest slot), cut
+    /// anywhere: the writer keeps and acknowledges their whole batches (the acknowledgement
+    /// record is a lower bound), cuts the incomplete one and reports both, and the retries of
+    /// every kept batch are duplicates.
     #[test]
-    fn every_cut_of_an_unacknowledged_tail_is_repaired_and_reported(
+    fn every_cut_of_an_unacknowledged_tail_keeps_its_whole_batches(
         batches in batches(1..5, 24),
         split in 0usize..5,
     ) {
@@ -1141,19 +1158,21 @@ proptest! {
         let acked: usize = batches[..split].iter().map(|b| b.payloads.len()).sum();
         let acked_len = if acked == 0 { HEADER } else { frame_ends(&payloads)[acked - 1] };
         for len in acked_len..=original.len() {
+            let (whole, kept, valid_len) = whole_batches(&batches, len);
             let opened = reopen_checked(dir.path(), &original[..len], &acks[split], &payloads)
                 .unwrap_or_else(|e| panic!("len {len}: {e}"));
-            prop_assert_eq!(opened.records.len(), acked, "len {}", len);
+            prop_assert_eq!(opened.records.len(), kept, "len {}", len);
             prop_assert!(opened.damage.is_none(), "len {}: an unacknowledged tail is no damage", len);
-            let expected: Vec<TailRepair> = if len == acked_len {
+            let (adopted, dropped_bytes) = (acked as u64..kept as u64, (len - valid_len) as u64);
+            let expected: Vec<TailRepair> = if adopted.is_empty() && dropped_bytes == 0 {
                 vec![]
             } else {
-                let (kept_records, dropped_bytes) = (acked as u64, (len - acked_len) as u64);
-                vec![TailRepair { path: log_file(dir.path(), 0), partition: 0, kept_records, dropped_bytes }]
+                let (path, kept_records) = (log_file(dir.path(), 0), kept as u64);
+                vec![TailRepair { path, partition: 0, kept_records, dropped_bytes, adopted }]
             };
             prop_assert_eq!(opened.repairs, expected, "len {}", len);
-            prop_assert_eq!(fs::metadata(log_file(dir.path(), 0)).unwrap().len(), acked_len as u64);
-            check_retries(dir.path(), &batches, &bases, split, acked)?;
+            prop_assert_eq!(fs::metadata(log_file(dir.path(), 0)).unwrap().len(), valid_len as u64);
+            check_retries(dir.path(), &batches, &bases, whole, kept)?;
         }
     }
 
@@ -1179,6 +1198,7 @@ proptest! {
                     partition: 0,
                     kept_records: kept as u64,
                     dropped_bytes: (len - valid_len) as u64,
+                    adopted: kept as u64..kept as u64,
                 }]
             };
             prop_assert_eq!(repairs, expected);

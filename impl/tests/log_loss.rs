@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// Bytes before the first frame, and of a frame of a 3-byte payload (`src/log/mod.rs`).
 const HEADER: u64 = 8;
-const FRAME3: u64 = 36 + 3;
+const FRAME3: u64 = 40 + 3;
 /// The acknowledgement record's layout (`src/log/ack.rs`): 8 KiB, slot k at byte 4096 k,
 /// each `ONCEACK1`, generation, end, length (u64 LE) and the crc32c of those 32 bytes.
 const SLOT_STRIDE: usize = 4096;
@@ -63,8 +63,9 @@ fn the_ack_record_layout_is_the_documented_one() {
 }
 
 /// A slot write torn anywhere (a byte of it wrong, the slot zeroed, the new record's first
-/// bytes over the old one's last) leaves the other slot, the previous acknowledged state:
-/// the last append counts as unacknowledged, invisible to readers and cut by the writer.
+/// bytes over the old one's last) leaves the other slot, the previous acknowledged state, as
+/// a lower bound: readers see the previous end, and the writer keeps the last append's whole
+/// batch and acknowledges it again, so no acknowledged record is ever cut by a damaged slot.
 /// Both slots unreadable is refused.
 #[test]
 fn a_torn_slot_write_leaves_the_previous_acknowledged_state() {
@@ -98,9 +99,15 @@ fn a_torn_slot_write_leaves_the_previous_acknowledged_state() {
         let mut reader = Log::open_reader(dir.path(), identity).unwrap();
         assert_eq!((reader.end(0).unwrap(), reader.damaged(0).unwrap()), (1, false), "{tear}");
         let (mut writer, repairs) = Log::open_writer(dir.path(), identity).unwrap();
-        let cut = TailRepair { path: path(dir.path(), 0, "log"), partition: 0, kept_records: 1, dropped_bytes: FRAME3 };
-        assert_eq!(repairs, vec![cut], "{tear}");
-        assert_eq!(writer.append(0, b"9th").unwrap(), 1, "{tear}: the offset of the unacknowledged record is reused");
+        let kept = TailRepair {
+            path: path(dir.path(), 0, "log"),
+            partition: 0,
+            kept_records: 2,
+            dropped_bytes: 0,
+            adopted: 1..2,
+        };
+        assert_eq!(repairs, vec![kept], "{tear}");
+        assert_eq!(writer.append(0, b"9th").unwrap(), 2, "{tear}: the whole record past the slot is kept");
     }
     let mut both = after.clone();
     both[0] ^= 1;
@@ -365,6 +372,7 @@ fn without_reason(action: &RepairAction) -> (RepairAction, bool) {
     let mut action = action.clone();
     let had = match &mut action {
         RepairAction::LostAcknowledged { reason, .. }
+        | RepairAction::RecordedGap { reason, .. }
         | RepairAction::CutUnknown { reason, .. }
         | RepairAction::RebuiltAck { reason, .. }
         | RepairAction::RecreatedStart { reason, .. } => !std::mem::take(reason).is_empty(),
@@ -372,6 +380,7 @@ fn without_reason(action: &RepairAction) -> (RepairAction, bool) {
         | RepairAction::RecreatedIdentity { .. }
         | RepairAction::RecreatedPartition { .. }
         | RepairAction::CutUnacknowledged { .. }
+        | RepairAction::Adopted { .. }
         | RepairAction::MovedStart { .. } => true,
     };
     (action, had)
@@ -381,7 +390,7 @@ fn without_reason(action: &RepairAction) -> (RepairAction, bool) {
 /// removed (records, bytes, the start it moved): the writer then opens with no repair to make,
 /// readers see no damage, appends continue at the end, and a second repair finds nothing and
 /// writes nothing.
-/// Partition 0 holds four 3-byte records (frames of 39 bytes after the 8-byte header).
+/// Partition 0 holds four 3-byte records (frames of 43 bytes after the 8-byte header).
 #[test]
 fn repair_makes_each_damage_consistent_and_says_what_it_removed() {
     use RepairAction::*;
@@ -434,7 +443,7 @@ fn repair_makes_each_damage_consistent_and_says_what_it_removed() {
                     RebuiltAck { path: path(dir, 0, "ack"), partition: 0, end: 3, reason: String::new() },
                 ]
             },
-            says: &["held 38 byte(s) past its intact records 0..3", "the intact records 0..3 are accepted"],
+            says: &["held 42 byte(s) past its intact records 0..3", "the intact records 0..3 are accepted"],
             end: 3,
         },
         RepairCase {

@@ -116,9 +116,9 @@ enum Loss {
     AnotherLog,
 }
 
-/// Bytes of one +N record's frame (36 bytes of head, an 8-byte delta), after the 8-byte header,
+/// Bytes of one +N record's frame (40 bytes of head, an 8-byte delta), after the 8-byte header,
 /// as documented in `src/log/mod.rs`.
-const FRAME: u64 = 44;
+const FRAME: u64 = 48;
 const HEADER: u64 = 8;
 
 /// The value of an I/O step of inflicting `loss`, which must not fail.
@@ -274,7 +274,7 @@ fn every_log_loss_is_refused_until_repair_and_then_nothing_is_skipped() {
                 (&["retain", "--before", "1"], &["partition 0 lost acknowledged records"]),
             ],
             repair: Ok(&[
-                "lost acknowledged offsets 4..5 (record 4 at byte 184: checksum mismatch)",
+                "lost acknowledged offsets 4..5 (record 4 at byte 200: checksum mismatch)",
                 "group g partition 0: next offset moved back from 5 to the log end 4",
             ]),
             rewinds: &[(0, 5, 4)],
@@ -285,12 +285,13 @@ fn every_log_loss_is_refused_until_repair_and_then_nothing_is_skipped() {
             partitions: 1,
             loss: Loss::FlippedByte { partition: 0, offset: 2 },
             refused: &[
-                (APPEND, &["partition-0.log", "offset 2"]),
+                (APPEND, &["partition-0.log", "offsets 2..3", "2 records after them intact"]),
                 (CONSUME_G, &["stored next offset 5", "log end 2", "nothing applied"]),
             ],
-            repair: Ok(&["lost acknowledged offsets 2..5", "moved back from 5 to the log end 2"]),
-            rewinds: &[(0, 5, 2)],
-            ends: &[2],
+            // Intact records follow the damage: nothing deletes them unasked (`--gap`: below).
+            repair: Err(&["partition 0 is damaged", "offsets 2..3", "repair --gap"]),
+            rewinds: &[],
+            ends: &[],
         },
         LossCase {
             name: "the tail of one partition lost",
@@ -353,31 +354,85 @@ fn init_refuses_another_partition_count_over_an_existing_log() {
     assert_eq!(status["log"][1]["end"], 2, "case '{case}': the adopted log keeps its records: {status}");
 }
 
-/// An append a crash interrupted after its data was synced but before its acknowledgement
-/// record: never acknowledged, invisible to consumers, cut and reported by the next writer.
+/// An append whose acknowledgement record never became durable (a crash after its data was
+/// synced, or its slot damaged later): consumers do not see it until the next writer, which
+/// keeps its whole batch (the record is a lower bound), acknowledges it and says so; an
+/// incomplete batch (a crash inside the data write) is cut and reported.
 #[test]
-fn an_unacknowledged_tail_is_cut_and_reported() {
-    let case = "an unacknowledged tail";
+fn an_unacknowledged_tail_is_kept_whole_or_cut_and_reported() {
+    for (case, torn) in [("a whole unacknowledged batch", false), ("a torn unacknowledged batch", true)] {
+        let dir = DataDir::new(case, 1);
+        append_one_by_one(case, &dir, 0, 1, 2);
+        let ack = dir.log_dir().join("partition-0.ack");
+        let acknowledged_two = fs::read(&ack).expect("read the acknowledgement record");
+        dir.append(case, 0, 1000, 3);
+        fs::write(&ack, acknowledged_two).expect("restore the acknowledgement record");
+        if torn {
+            let file = fs::OpenOptions::new().write(true).open(dir.log_file(0)).expect("open the log file");
+            file.set_len(HEADER + 5 * FRAME - 1).expect("tear the last frame");
+        }
+        let status = dir.status(case);
+        assert_eq!((&status["log"][0]["end"], &status["log"][0]["damage"]), (&2.into(), &serde_json::Value::Null));
+        dir.consume(case, &CONSUME_G[1..], 0);
+        assert_eq!(group_state(case, &dir, "g"), (2, vec![2]), "case '{case}': the unacknowledged batch was read");
+        let output = dir.run("append", &["--delta", "7"]);
+        common::expect_code(case, "append", &output, 0);
+        let path = dir.log_file(0).display().to_string();
+        let (expected, appended) = if torn {
+            let dropped = 3 * FRAME - 1;
+            let said = format!(
+                "repaired: {path} had an unacknowledged tail (an append a crash interrupted); kept 2 record(s), \
+                 dropped {dropped} byte(s)\n"
+            );
+            (said, "appended offsets 2..3 to partition 0 (durable)\n")
+        } else {
+            let said = format!(
+                "repaired: {path} held whole batches past its acknowledged end (offsets 2..5: an append whose \
+                 acknowledgement a crash or a damaged acknowledgement slot lost): kept and acknowledged\n"
+            );
+            (said, "appended offsets 5..6 to partition 0 (durable)\n")
+        };
+        assert_eq!(stderr(&output), expected, "case '{case}'\n{}", describe(&output));
+        assert_eq!(stdout(&output), appended, "case '{case}'");
+    }
+}
+
+/// A damaged batch with intact records after it: consumers read up to it and stop (exit 4,
+/// naming the offsets and the records after them); `repair` refuses to delete the intact
+/// records; `repair --gap` writes a gap over the damaged batch, records the skip in every
+/// group's resets, and the group steps over the gap and applies every intact record after it.
+#[test]
+fn repair_gap_keeps_the_records_after_a_damaged_batch() {
+    let case = "a flipped byte in the middle, repaired with --gap";
     let dir = DataDir::new(case, 1);
-    append_one_by_one(case, &dir, 0, 1, 2);
-    let ack = dir.log_dir().join("partition-0.ack");
-    let acknowledged_two = fs::read(&ack).expect("read the acknowledgement record");
-    dir.append(case, 0, 1000, 3);
-    fs::write(&ack, acknowledged_two).expect("restore the acknowledgement record");
+    append_one_by_one(case, &dir, 0, 1, 5);
+    inflict(case, &dir, Loss::FlippedByte { partition: 0, offset: 2 });
+    let output = dir.run("consume", &CONSUME_G[1..]);
+    common::expect_code(case, "consume", &output, REFUSED);
+    let refusal = "refused: group g partition 0 stopped at offset 2: records 2..3 are damaged";
+    assert!(stderr(&output).contains(refusal), "case '{case}'\n{}", describe(&output));
+    assert_eq!(group_state(case, &dir, "g"), (2, vec![2]), "case '{case}': read up to the damage");
+    expect_refused(case, &dir, &["repair"], &["offsets 2..3", "2 records after them intact", "repair --gap"]);
+    let said = expect_ok(case, &dir, &["repair", "--gap"]);
+    for text in [
+        "offsets 2..3 (1 record, bytes 104..152) are damaged",
+        "recorded as a gap; the 2 records after them are kept",
+        "group g partition 0: the skip of offsets 2..3 recorded in the resets",
+    ] {
+        assert!(said.contains(text), "case '{case}': repair --gap did not say '{text}':\n{said}");
+    }
     let status = dir.status(case);
-    assert_eq!((&status["log"][0]["end"], &status["log"][0]["damage"]), (&2.into(), &serde_json::Value::Null));
+    assert_eq!(status["log"][0]["gaps"], serde_json::json!([[2, 3]]), "case '{case}': {status}");
+    assert_eq!(status["log"][0]["end"], 5, "case '{case}': {status}");
+    let again = expect_ok(case, &dir, &["repair", "--gap"]);
+    assert!(again.contains("nothing to repair"), "case '{case}': a second repair changed something:\n{again}");
+    let stepped = expect_ok(case, &dir, CONSUME_G);
+    assert!(stepped.contains("skipped: partition 0 offsets 2..3"), "case '{case}':\n{stepped}");
+    assert_eq!(group_state(case, &dir, "g"), (4, vec![5]), "case '{case}': every intact record applied once");
+    assert_eq!(resets(case, &dir), vec![("g".to_string(), 0, 2, 3)], "case '{case}': the skip is accounted for");
+    dir.append(case, 0, 100, 2);
     dir.consume(case, &CONSUME_G[1..], 0);
-    assert_eq!(group_state(case, &dir, "g"), (2, vec![2]), "case '{case}': the unacknowledged batch was read");
-    let output = dir.run("append", &["--delta", "7"]);
-    common::expect_code(case, "append", &output, 0);
-    let expected = format!(
-        "repaired: {} had an unacknowledged tail (an append a crash interrupted); kept 2 record(s), \
-         dropped {} byte(s)\n",
-        dir.log_file(0).display(),
-        3 * FRAME
-    );
-    assert_eq!(stderr(&output), expected, "case '{case}'\n{}", describe(&output));
-    assert_eq!(stdout(&output), "appended offsets 2..3 to partition 0 (durable)\n");
+    assert_eq!(group_state(case, &dir, "g"), (204, vec![7]), "case '{case}': appends after the gap applied");
 }
 
 /// Schema version 4 records the log's identity: a version-3 store is refused with one line
@@ -407,9 +462,19 @@ fn a_version_3_store_is_refused() {
 struct TrapCase {
     name: &'static str,
     check: &'static str,
-    /// `Ok((total, next))` of the group after `consume`, or the texts of its refusal.
-    g: Result<(i64, u64), &'static [&'static str]>,
-    h: Result<(i64, u64), &'static [&'static str]>,
+    g: Ends,
+    h: Ends,
+}
+
+/// How a group's `consume` ends in a `TrapCase`.
+#[derive(Clone, Copy)]
+enum Ends {
+    /// Exit 0 with (total, next offset).
+    Done((i64, u64)),
+    /// Read up to the loss, then refused (exit 4) with this text: (total, next offset).
+    Stopped((i64, u64), &'static str),
+    /// Refused before anything was written, with these texts.
+    Refused(&'static [&'static str]),
 }
 
 /// refuse-ahead refuses exactly the group ahead of the loss; the traps skip silently
@@ -420,20 +485,20 @@ fn each_log_check_meets_a_lost_tail_its_own_way() {
         TrapCase {
             name: "refuse-ahead (the default)",
             check: "refuse-ahead",
-            g: Err(&["refused: group g partition 0: stored next offset 5", "log end 3"]),
-            h: Ok((3, 3)),
+            g: Ends::Refused(&["refused: group g partition 0: stored next offset 5", "log end 3"]),
+            h: Ends::Stopped((3, 3), "refused: group h partition 0 stopped at offset 3: acknowledged records 3..5"),
         },
         TrapCase {
             name: "unchecked: the group ahead finds nothing to do",
             check: "unchecked",
-            g: Ok((5, 5)),
-            h: Ok((3, 3)),
+            g: Ends::Done((5, 5)),
+            h: Ends::Done((3, 3)),
         },
         TrapCase {
             name: "refuse-all: the group behind is refused too",
             check: "refuse-all",
-            g: Err(&["stored next offset 5", "log end 3"]),
-            h: Err(&["refused: group h partition 0: the log lost acknowledged records", "refuse-all"]),
+            g: Ends::Refused(&["stored next offset 5", "log end 3"]),
+            h: Ends::Refused(&["refused: group h partition 0: the log lost acknowledged records", "refuse-all"]),
         },
     ];
     for case in &cases {
@@ -447,15 +512,19 @@ fn each_log_check_meets_a_lost_tail_its_own_way() {
         for (group, expected) in [("g", case.g), ("h", case.h)] {
             let args = ["consume", "--group", group, "--strategy", "atomic-fenced", "--log-check", case.check];
             match expected {
-                Ok(state) => {
+                Ends::Done(state) => {
                     expect_ok(name, &dir, &args);
-                    assert_eq!(
-                        group_state(name, &dir, group),
-                        (state.0, vec![state.1]),
-                        "case '{name}': group {group}"
-                    );
+                    assert_eq!(group_state(name, &dir, group), (state.0, vec![state.1]), "case '{name}': {group}");
                 }
-                Err(texts) => expect_refused(name, &dir, &args, texts),
+                Ends::Stopped(state, text) => {
+                    let (subcommand, rest) = args.split_first().expect("a subcommand");
+                    let output = dir.run(subcommand, rest);
+                    common::expect_code(name, "consume", &output, REFUSED);
+                    assert!(stderr(&output).contains(text), "case '{name}': {group}\n{}", describe(&output));
+                    assert_eq!(stderr(&output).lines().count(), 1, "case '{name}': {group}\n{}", describe(&output));
+                    assert_eq!(group_state(name, &dir, group), (state.0, vec![state.1]), "case '{name}': {group}");
+                }
+                Ends::Refused(texts) => expect_refused(name, &dir, &args, texts),
             }
         }
     }

@@ -347,7 +347,7 @@ fn scenarios_of_retries_epochs_and_sequences() {
 
 /// The byte length of a frame of `payload_len` bytes, as documented in `src/log/mod.rs`.
 fn frame_len(payload_len: usize) -> u64 {
-    36 + payload_len as u64
+    40 + payload_len as u64
 }
 
 #[test]
@@ -377,7 +377,8 @@ fn a_batch_torn_anywhere_is_dropped_whole_and_its_retry_appends_it() {
         let mut reader = Log::open_reader(dir.path(), identity).unwrap();
         assert_eq!(reader.end(0).unwrap(), 1, "cut at {cut}: a reader saw part of a batch");
         let (mut log, repairs) = Log::open_writer(dir.path(), identity).unwrap();
-        let repair = TailRepair { path: path.clone(), partition: 0, kept_records: 1, dropped_bytes: cut - kept_len };
+        let (dropped_bytes, adopted) = (cut - kept_len, 1..1);
+        let repair = TailRepair { path: path.clone(), partition: 0, kept_records: 1, dropped_bytes, adopted };
         assert_eq!(repairs, vec![repair], "cut at {cut}");
         assert_eq!(
             log.append_idempotent(0, producer, 1, &torn).unwrap(),

@@ -214,6 +214,7 @@ pub(super) fn scan(bytes: &[u8], base: u64, index: &mut Vec<u64>, batches: &mut 
             }
             Some((offset, at)) => {
                 open = None;
+                let reason = format!("{reason}; whole batches resume at offset {offset} (byte {})", base + at as u64);
                 let hole =
                     Hole { offsets: first..offset, bytes: base + valid as u64..base + at as u64, damage: Some(reason) };
                 push_hole(&mut holes, index, hole);
@@ -253,8 +254,9 @@ fn complete(batch: OpenBatch, index: &mut Vec<u64>, batches: &mut Vec<ProducerBa
     index.extend(batch.positions);
 }
 
-/// Finds where whole batches begin again after damage at `from`: byte by byte (a damaged
-/// length field says nothing of where the next frame is), the first valid frame that starts
+/// Finds where whole batches begin again after damage at `from`: byte by byte from `from`
+/// itself (a damaged length field says nothing of where the next frame is, and a valid frame
+/// with an unexpected offset may be the next batch itself), the first valid frame that starts
 /// a batch (index 0, or a gap frame) at an offset above `first`, the damaged batch's first
 /// offset, and no further above it than the remaining bytes could hold frames. Such a frame
 /// proves the damage is not a torn tail, because a crash only cuts the end of the last append,
@@ -262,7 +264,7 @@ fn complete(batch: OpenBatch, index: &mut Vec<u64>, batches: &mut Vec<ProducerBa
 /// scan then checks like any other (a failure there extends the hole).
 fn resync(bytes: &[u8], from: usize, first: u64) -> Option<(u64, usize)> {
     let limit = first + ((bytes.len() - from) / FRAME_HEAD) as u64 + 1;
-    (from + 1..bytes.len()).find_map(|at| {
+    (from..bytes.len()).find_map(|at| {
         let head = bytes.get(at..at + FRAME_HEAD)?;
         let offset = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
         let index = u32::from_le_bytes(head[36..40].try_into().expect("4 bytes"));

@@ -336,7 +336,7 @@ impl Partition {
         let reason = match (detail, short) {
             (Some(detail), Some(short)) => format!("{detail}; {short}"),
             (Some(reason), None) | (None, Some(reason)) => reason,
-            (None, None) => format!("its acknowledged {} bytes hold {}, not {}", ack.len, records(self.end()), ack.end),
+            (None, None) => format!("its acknowledged bytes hold {}, not {}", records(self.end()), ack.end),
         };
         let offset = self.end().min(ack.end);
         Some(Damage { offset, end: acked_end, position: self.position_of(offset), acked_end, intact_after: 0, reason })

@@ -20,7 +20,7 @@
 use super::ack::{create_ack_file, inspect_ack, AckFile};
 use super::durable::{create_dir_durably_on, replace_file, sync_dir};
 use super::error::{io_err, LogError};
-use super::frame::{encode_gap, records, Hole, ScanEnd};
+use super::frame::{encode_gap, records, Hole, ScanEnd, FRAME_HEAD};
 use super::header::{HEADER_LEN, MAGIC};
 use super::identity::{check_matches, identity_path, read_identity, write_identity, LogIdentity};
 use super::lock_dir;
@@ -379,8 +379,23 @@ fn plan_holes(
     }
     for hole in damaged {
         let (offsets, bytes) = (hole.offsets.clone(), hole.bytes.clone());
-        // A damaged range spans at least one whole frame of the batch it held.
-        assert!(encode_gap(offsets.clone(), bytes.end - bytes.start).is_some(), "{hole:?} cannot hold a gap frame");
+        if encode_gap(offsets.clone(), bytes.end - bytes.start).is_none() {
+            // Records missing with (almost) no bytes in their place: a gap frame cannot be
+            // written over them without moving the intact records after them.
+            let reason = format!(
+                "records {}..{} are missing with only {} byte(s) in their place, too few for a gap frame \
+                 ({FRAME_HEAD} bytes): refused, nothing changed",
+                offsets.start,
+                offsets.end,
+                bytes.end - bytes.start
+            );
+            return Err(LogError::Corrupt {
+                path: part.log_path.clone(),
+                offset: offsets.start,
+                position: bytes.start,
+                reason,
+            });
+        }
         let intact_after = part.records_after(offsets.end);
         let reason = hole.damage.clone().expect("not a gap");
         let path = part.log_path.clone();
