@@ -16,7 +16,8 @@
 //! the life of the disk, which is a test's.
 //!
 //! [`SimDisk::flip_durable`] damages a durable byte at rest, and [`SimDisk::tear_last_write`]
-//! lands one pending write torn, deterministically (the power-cut runs' damage classes).
+//! lands one pending write torn, deterministically ([`SimDisk::pending_writes`] lists them):
+//! the power-cut runs' damage classes.
 //!
 //! [`SimDisk::fail_reads`] makes the next reads of one file fail with the given error kinds
 //! (an `Interrupted` read, or an I/O error), so the log's handling of failed reads is tested.
@@ -309,6 +310,18 @@ impl SimDisk {
         })?;
         durable[at] ^= mask;
         Ok(())
+    }
+
+    /// Test only: the byte ranges of the pending (not yet durable) writes of the file at
+    /// `path`, oldest first.
+    pub fn pending_writes(&self, path: &Path) -> io::Result<Vec<std::ops::Range<u64>>> {
+        let disk = self.lock();
+        let inode = disk.file(path)?;
+        let ranges = disk.files[inode].pending.iter().filter_map(|op| match op {
+            FileOp::Write { offset, bytes } => Some(*offset as u64..(offset + bytes.len()) as u64),
+            FileOp::SetLen(_) => None,
+        });
+        Ok(ranges.collect())
     }
 
     /// Test only, a deterministic torn write: the last pending write of the file at `path`
@@ -814,6 +827,7 @@ mod tests {
         assert!(holds(&disk, "/sim/a", b"abcdef"), "the page cache keeps its copy until the cut");
         assert!(disk.flip_durable(Path::new("/sim/a"), 6, 1).is_err());
         disk.open(Path::new("/sim/a"), OpenMode::Write).unwrap().write_all_at(b"UVWX", 1).unwrap();
+        assert_eq!(disk.pending_writes(Path::new("/sim/a")).unwrap(), vec![1..5]);
         assert_eq!(disk.tear_last_write(Path::new("/sim/a"), 2).unwrap(), 1..5);
         assert!(disk.tear_last_write(Path::new("/sim/a"), 2).is_err(), "nothing pending is left");
         disk.power_cut(0);

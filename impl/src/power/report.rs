@@ -210,6 +210,9 @@ impl Report {
                 tally.deduplicated
             );
         }
+        if !self.damage_refusals.is_empty() {
+            *out += &format!("refusals, the first {REFUSALS_KEPT} distinct messages per class:\n");
+        }
         for (class, refusals) in &self.damage_refusals {
             for (refusal, count) in refusals {
                 *out += &format!("  {} refused ({count}x): {refusal}\n", class.name());
