@@ -1432,8 +1432,13 @@ fn power_cuts(args: PowerCutsArgs) -> anyhow::Result<ExitCode> {
     let work = parent.join(format!("onceproof-power-cuts-{}", std::process::id()));
     std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
     let strategies = if args.strategies.is_empty() { Strategy::ALL.to_vec() } else { args.strategies };
-    let config =
-        consumer::power::Config { seed: args.seed, runs: args.runs, strategies, writer_mode: WriterMode::Checked };
+    let config = consumer::power::Config {
+        seed: args.seed,
+        runs: args.runs,
+        strategies,
+        writer_mode: WriterMode::Checked,
+        damage_classes: consumer::power::DamageClass::ALL.to_vec(),
+    };
     println!("{TOOL}");
     let started = std::time::Instant::now();
     let report = consumer::power::run(&config, &work);

@@ -133,3 +133,26 @@ pub(super) fn create_ack_file(storage: &Storage, path: &Path, after: u64, end: u
     replace_file(storage, dir, path, &bytes)?;
     Ok(newest)
 }
+
+/// Test only (the power-cut runs' damage classes): where the newest valid slot's record lies in
+/// an acknowledgement file, and its magic, so a test damages exactly those bytes whatever the
+/// layout of this format version.
+#[doc(hidden)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AckSlotRange {
+    pub slot: u64,
+    pub generation: u64,
+    /// The slot's whole record (magic, fields and checksum), in bytes of the file.
+    pub record: std::ops::Range<u64>,
+    /// The record's magic, a prefix of `record`.
+    pub magic: std::ops::Range<u64>,
+}
+
+/// The [`AckSlotRange`] of the newest valid slot of the open file (as `read_ack` finds it).
+pub(super) fn newest_slot_range(file: &StorageFile, path: &Path) -> Result<AckSlotRange, LogError> {
+    let ack = read_ack(file, path)?;
+    let slot = ack.generation % 2;
+    let at = slot * SLOT_STRIDE;
+    let (record, magic) = (at..at + RECORD_LEN as u64, at..at + MAGIC.len() as u64);
+    Ok(AckSlotRange { slot, generation: ack.generation, record, magic })
+}

@@ -2,6 +2,9 @@
 //! log, made on purpose. Nothing in the consumer calls these; they exist so that the refusals
 //! and `repair` can be tested against the loss they are about.
 
+pub use super::ack::AckSlotRange;
+
+use super::ack::{newest_slot_range, open_ack};
 use super::error::{io_err, LogError};
 use super::frame::{parse_frame, Frame};
 use super::header::HEADER_LEN;
@@ -57,4 +60,13 @@ pub fn repair_on(
     before: impl FnOnce(&[RepairAction]),
 ) -> Result<Repaired, LogError> {
     repair(storage, dir, expected, options, before)
+}
+
+/// Test only: where the newest valid slot of the acknowledgement record of `partition` lies
+/// (`AckSlotRange`), as a process sees the file now, so that the power-cut runs damage its
+/// bytes without knowing the format's layout. Neither slot valid is [`LogError::Corrupt`].
+#[doc(hidden)]
+pub fn newest_ack_slot_on(storage: &Storage, log_dir: &Path, partition: u32) -> Result<AckSlotRange, LogError> {
+    let path = partition_path(log_dir, partition, "ack");
+    newest_slot_range(&open_ack(storage, &path, false)?, &path)
 }

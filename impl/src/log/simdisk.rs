@@ -15,6 +15,10 @@
 //! prefix, which is harsher than ext4 or XFS). Files are never removed; inodes are kept for
 //! the life of the disk, which is a test's.
 //!
+//! [`SimDisk::flip_durable`] damages a durable byte at rest, and [`SimDisk::tear_last_write`]
+//! lands one pending write torn, deterministically ([`SimDisk::pending_writes`] lists them):
+//! the power-cut runs' damage classes.
+//!
 //! [`SimDisk::fail_reads`] makes the next reads of one file fail with the given error kinds
 //! (an `Interrupted` read, or an I/O error), so the log's handling of failed reads is tested.
 //!
@@ -289,6 +293,58 @@ impl SimDisk {
         let disk = self.lock();
         let inode = disk.file(path)?;
         Ok(disk.files[inode].live.len() as u64)
+    }
+
+    /// Test only, damage at rest: XORs `mask` into byte `byte` of the durable content of the
+    /// file at `path` (a bit rot, a misdirected write). Processes see it after the next power
+    /// cut, which rebuilds what they see from the durable content; until then the page cache
+    /// keeps its copy. A byte past the durable content is `InvalidInput`.
+    pub fn flip_durable(&self, path: &Path, byte: u64, mask: u8) -> io::Result<()> {
+        let mut disk = self.lock();
+        let inode = disk.file(path)?;
+        let durable = &mut disk.files[inode].durable;
+        let len = durable.len();
+        let at = usize::try_from(byte).ok().filter(|&at| at < len).ok_or_else(|| {
+            let what = format!("{}: byte {byte} is past the {len} durable bytes", path.display());
+            io::Error::new(io::ErrorKind::InvalidInput, what)
+        })?;
+        durable[at] ^= mask;
+        Ok(())
+    }
+
+    /// Test only: the byte ranges of the pending (not yet durable) writes of the file at
+    /// `path`, oldest first.
+    pub fn pending_writes(&self, path: &Path) -> io::Result<Vec<std::ops::Range<u64>>> {
+        let disk = self.lock();
+        let inode = disk.file(path)?;
+        let ranges = disk.files[inode].pending.iter().filter_map(|op| match op {
+            FileOp::Write { offset, bytes } => Some(*offset as u64..(offset + bytes.len()) as u64),
+            FileOp::SetLen(_) => None,
+        });
+        Ok(ranges.collect())
+    }
+
+    /// Test only, a deterministic torn write: the last pending write of the file at `path`
+    /// lands on the durable content with only its first `keep` bytes; the rest of its range
+    /// keeps the durable bytes (zeros past their end), as a write the power tore. It is no
+    /// longer pending (the file's other pending operations stay pending). Returns the write's
+    /// byte range; `InvalidInput` when the file has no pending write.
+    pub fn tear_last_write(&self, path: &Path, keep: u64) -> io::Result<std::ops::Range<u64>> {
+        let mut disk = self.lock();
+        let inode = disk.file(path)?;
+        let file = &mut disk.files[inode];
+        let last = file.pending.iter().rposition(|op| matches!(op, FileOp::Write { .. }));
+        let Some(FileOp::Write { offset, mut bytes }) = last.map(|at| file.pending.remove(at)) else {
+            let what = format!("{}: no pending write to tear", path.display());
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, what));
+        };
+        let keep = usize::try_from(keep).unwrap_or(usize::MAX).min(bytes.len());
+        for (at, byte) in bytes.iter_mut().enumerate().skip(keep) {
+            *byte = file.durable.get(offset + at).copied().unwrap_or(0);
+        }
+        let range = offset as u64..(offset + bytes.len()) as u64;
+        FileOp::Write { offset, bytes }.apply_to(&mut file.durable);
+        Ok(range)
     }
 
     /// The power goes: see the module documentation. Deterministic for `seed`.
@@ -760,6 +816,22 @@ mod tests {
             assert_eq!(content[..1000], [7; 1000], "seed {seed}: a synced byte changed");
         }
         assert!(cut.garbled > 0 && cut.torn > 0, "{cut:?}");
+    }
+
+    #[test]
+    fn a_flipped_durable_byte_shows_after_the_cut_and_a_torn_write_keeps_its_prefix() {
+        let disk = disk();
+        write(&disk, "/sim/a", b"abcdef", true);
+        disk.sync_dir(Path::new("/sim")).unwrap();
+        disk.flip_durable(Path::new("/sim/a"), 1, 0x20).unwrap();
+        assert!(holds(&disk, "/sim/a", b"abcdef"), "the page cache keeps its copy until the cut");
+        assert!(disk.flip_durable(Path::new("/sim/a"), 6, 1).is_err());
+        disk.open(Path::new("/sim/a"), OpenMode::Write).unwrap().write_all_at(b"UVWX", 1).unwrap();
+        assert_eq!(disk.pending_writes(Path::new("/sim/a")).unwrap(), vec![1..5]);
+        assert_eq!(disk.tear_last_write(Path::new("/sim/a"), 2).unwrap(), 1..5);
+        assert!(disk.tear_last_write(Path::new("/sim/a"), 2).is_err(), "nothing pending is left");
+        disk.power_cut(0);
+        assert!(holds(&disk, "/sim/a", b"aUVdef"), "{:?}", disk.read(Path::new("/sim/a")));
     }
 
     #[test]

@@ -20,15 +20,23 @@
 //! replacement, where the producer halts while the owner goes on for a few seeded steps
 //! before the cut. Everything runs in this process; a run is deterministic for its seed.
 //!
+//! Then the damage classes (`damage.rs`): a flipped byte in the newest acknowledgement slot, a
+//! torn slot write, a flipped header byte, each put on the disk on purpose before the cut; the
+//! same checks, with a refusal counted rather than a violation, and no acknowledged record
+//! lost without a refusal naming its partition.
+//!
 //! Files: this one (configuration, points, the loop over them, the errors), `run.rs` (one
-//! run), `report.rs` (the tallies and their tables), `replication.rs` (the cuts during the
+//! run), `damage.rs` (the damage classes), `report.rs` (the tallies and their tables),
+//! `replication.rs` (the cuts during the
 //! replication steps of a replicated log, with their own schedule, checks and table).
 
+pub mod damage;
 pub mod replication;
 mod report;
 mod run;
 
-pub use report::{Report, Tally};
+pub use damage::{DamageClass, DAMAGE_STRATEGIES};
+pub use report::{DamageTally, Report, Tally};
 
 use crate::crash::CrashPoint;
 use crate::log::{Halt, LogError, ReplicationError, SimOp, SplitMix64, WriterMode};
@@ -48,6 +56,8 @@ pub struct Config {
     pub strategies: Vec<Strategy>,
     /// The producer's writer: `Checked`, or a deliberately broken one in tests.
     pub writer_mode: WriterMode,
+    /// The damage classes to run (`damage.rs`), for `damage::strategies(&strategies)`.
+    pub damage_classes: Vec<DamageClass>,
 }
 
 /// Bounds of `Config::runs`.
@@ -275,9 +285,7 @@ fn mix(seed: u64, parts: &[u64]) -> u64 {
 /// Runs every point of every strategy of `config` `config.runs` times, in `work` (a directory
 /// for the runs' SQLite stores, each removed after its run). Deterministic for the config.
 pub fn run(config: &Config, work: &Path) -> Result<Report, PowerError> {
-    if config.runs == 0 || config.runs > RUNS_MAX || config.strategies.is_empty() {
-        return Err(PowerError::BadConfig(format!("runs must be in 1..={RUNS_MAX}, with a strategy at least")));
-    }
+    check_config(config)?;
     let mut report = Report::default();
     for &strategy in &config.strategies {
         let points = run::points(strategy, config.writer_mode, work)?;
@@ -291,5 +299,32 @@ pub fn run(config: &Config, work: &Path) -> Result<Report, PowerError> {
             }
         }
     }
+    run_damage_into(config, work, &mut report)?;
     Ok(report)
+}
+
+/// The damage classes of `config` alone (`damage.rs`): a report whose only rows are theirs.
+pub fn run_damage(config: &Config, work: &Path) -> Result<Report, PowerError> {
+    check_config(config)?;
+    let mut report = Report::default();
+    run_damage_into(config, work, &mut report)?;
+    Ok(report)
+}
+
+fn check_config(config: &Config) -> Result<(), PowerError> {
+    if config.runs == 0 || config.runs > RUNS_MAX || config.strategies.is_empty() {
+        return Err(PowerError::BadConfig(format!("runs must be in 1..={RUNS_MAX}, with a strategy at least")));
+    }
+    Ok(())
+}
+
+/// Runs `config.damage_classes` for `damage::strategies(&config.strategies)` into `report`.
+fn run_damage_into(config: &Config, work: &Path, report: &mut Report) -> Result<(), PowerError> {
+    report.damage_strategies = damage::strategies(&config.strategies);
+    let cases = damage::cases(config.seed, config.runs, &report.damage_strategies, config.writer_mode);
+    for damage in cases.into_iter().filter(|damage| config.damage_classes.contains(&damage.class)) {
+        let outcome = damage::run(&damage, work)?;
+        report.add_damage_run(&damage, outcome);
+    }
+    Ok(())
 }

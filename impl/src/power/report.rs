@@ -1,5 +1,6 @@
 //! The power-cut runs' tallies: per strategy and point kind, per log point, and the violations.
 
+use super::damage::{DamageCase, DamageClass};
 use super::run::{Case, Outcome};
 use super::{is_exact, LogPoint, Point, PointKind};
 use crate::strategy::Strategy;
@@ -7,6 +8,8 @@ use std::collections::BTreeMap;
 
 /// Violations kept word for word; the rest are only counted.
 const VIOLATIONS_KEPT: usize = 20;
+/// Distinct refusal messages kept per damage class.
+const REFUSALS_KEPT: usize = 4;
 
 /// Counts over a set of runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,10 +59,32 @@ impl Tally {
     }
 }
 
+/// Counts over the runs of one damage class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DamageTally {
+    pub runs: u64,
+    /// Runs whose reopen refused (the log's open, or the group's check).
+    pub refused: u64,
+    /// Acknowledged records the reopened log lacks or changed, with no refusal of the log's
+    /// open naming the partition; must be 0.
+    pub silently_lost: u64,
+    /// Acknowledged records the reopened log holds byte for byte.
+    pub acked_kept: u64,
+    /// Records of the torn append (never acknowledged) the reopened log lacks.
+    pub lost_unacked: u64,
+    /// Retries of batches the reopened log held, answered as duplicates.
+    pub deduplicated: u64,
+}
+
 /// Everything the runs found.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
     pub rows: BTreeMap<(Strategy, PointKind), Tally>,
+    /// The damage classes, over `damage_strategies`.
+    pub damage: BTreeMap<DamageClass, DamageTally>,
+    pub damage_strategies: Vec<Strategy>,
+    /// Per damage class, its distinct refusals' messages (the first few) and their counts.
+    pub damage_refusals: BTreeMap<DamageClass, BTreeMap<String, u64>>,
     /// The log's own points, over every strategy.
     pub log_points: BTreeMap<LogPoint, Tally>,
     /// The first violations, each naming its run.
@@ -86,6 +111,29 @@ impl Report {
         }
     }
 
+    pub(super) fn add_damage_run(&mut self, damage: &DamageCase, outcome: Outcome) {
+        let tally = self.damage.entry(damage.class).or_default();
+        tally.runs += 1;
+        tally.refused += u64::from(outcome.refused);
+        tally.silently_lost += outcome.silently_lost();
+        tally.acked_kept += outcome.acked_kept;
+        tally.lost_unacked += outcome.lost_unacked;
+        tally.deduplicated += outcome.deduplicated;
+        if let Some(refusal) = &outcome.refusal {
+            let kept = self.damage_refusals.entry(damage.class).or_default();
+            if kept.contains_key(refusal) || kept.len() < REFUSALS_KEPT {
+                *kept.entry(refusal.clone()).or_default() += 1;
+            }
+        }
+        for violation in &outcome.violations {
+            self.violation_count += 1;
+            if self.violations.len() < VIOLATIONS_KEPT {
+                let (class, strategy, seed) = (damage.class.name(), damage.case.strategy, damage.case.seed);
+                self.violations.push(format!("{strategy}, damage {class} (run seed {seed:#018x}): {violation}"));
+            }
+        }
+    }
+
     /// Every row together.
     pub fn total(&self) -> Tally {
         let mut total = Tally::default();
@@ -99,6 +147,7 @@ impl Report {
         let mut out = String::new();
         self.strategy_rows(&mut out);
         self.log_point_rows(&mut out);
+        self.damage_rows(&mut out);
         let total = self.total();
         let (kept, garbled, torn, dropped) = (total.kept, total.garbled, total.torn, total.dropped);
         out += &format!("\npending disk operations at the cuts: {kept} kept ({garbled} garbled, {torn} torn), ");
@@ -129,6 +178,45 @@ impl Report {
         for (point, tally) in &self.log_points {
             let (runs, refusals, lost, acked_lost) = (tally.runs, tally.refusals, tally.lost_unacked, tally.acked_lost);
             *out += &format!("{:<25} {runs:>6} {refusals:>8} {lost:>12} {acked_lost:>10}\n", point.name());
+        }
+    }
+}
+
+impl Report {
+    fn damage_rows(&self, out: &mut String) {
+        if self.damage.is_empty() {
+            return;
+        }
+        let names: Vec<&str> = self.damage_strategies.iter().map(|strategy| strategy.name()).collect();
+        *out += &format!(
+            "\ndamage classes, for {} (the damage is to the log, whose recovery is one path for every \
+             strategy;\n  these meet what it keeps as one atomic transaction, a transactional output log on \
+             the same disk, a commit before the effect)\n",
+            names.join(", ")
+        );
+        *out += &format!(
+            "{:<22} {:>5} {:>7} {:>19} {:>10} {:>12} {:>11}\n",
+            "class", "runs", "refused", "acked lost silently", "acked kept", "unacked lost", "dup retries"
+        );
+        for (class, tally) in &self.damage {
+            *out += &format!(
+                "{:<22} {:>5} {:>7} {:>19} {:>10} {:>12} {:>11}\n",
+                class.name(),
+                tally.runs,
+                tally.refused,
+                tally.silently_lost,
+                tally.acked_kept,
+                tally.lost_unacked,
+                tally.deduplicated
+            );
+        }
+        if !self.damage_refusals.is_empty() {
+            *out += &format!("refusals, the first {REFUSALS_KEPT} distinct messages per class:\n");
+        }
+        for (class, refusals) in &self.damage_refusals {
+            for (refusal, count) in refusals {
+                *out += &format!("  {} refused ({count}x): {refusal}\n", class.name());
+            }
         }
     }
 }

@@ -5,8 +5,8 @@ use super::{is_exact, keeps_edge_guarantee, LogPoint, Point, PowerError};
 use crate::crash::{CrashPlan, CrashPoint, Crashed, When};
 use crate::external::{ExternalDir, Relay};
 use crate::log::{
-    encode_delta, Cut, Log, LogError, LogIdentity, PartitionView, Producer, SimDisk, SplitMix64, Storage, TailRepair,
-    WriterMode,
+    encode_delta, Appended, Cut, Log, LogError, LogIdentity, PartitionView, Producer, SimDisk, SplitMix64, Storage,
+    TailRepair, WriterMode,
 };
 use crate::owner::{check_log, OnFenced, Owner, OwnerError, Settings, FIRST_OWNER};
 use crate::store::{set_value, Fact, Store, StoreOptions};
@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 const GROUP: &str = "g";
 /// The producer's batches, and their records each.
-const BATCHES: u64 = 6;
+pub(super) const BATCHES: u64 = 6;
 const BATCH_RECORDS: u64 = 3;
 const RECORDS: u64 = BATCHES * BATCH_RECORDS;
 /// The log's points fall in this batch's append or retention; the owner's at the record
@@ -29,7 +29,7 @@ const MID_RECORD: u64 = MID_BATCH * BATCH_RECORDS;
 /// The owner's fetch size, apart from the producer's so that batches do not line up.
 const OWNER_BATCH: usize = 2;
 /// At most this many owner steps between the producer's halt and the cut.
-const STEPS_AFTER_HALT_MAX: u64 = 6;
+pub(super) const STEPS_AFTER_HALT_MAX: u64 = 6;
 const PRODUCER: Producer = Producer { id: 1, epoch: 1 };
 /// The simulated disk's root: no real file is made there.
 const ROOT: &str = "/sim";
@@ -43,13 +43,27 @@ pub(super) struct Case {
     pub(super) writer_mode: WriterMode,
 }
 
-/// What one run found; `violations` are broken guarantees (refusals included).
+/// What one run found; `violations` are broken guarantees (refusals included, except in the
+/// damage classes' runs, `refusals_allowed`, which count them).
 #[derive(Debug, Default)]
 pub(super) struct Outcome {
     pub(super) refused: bool,
+    /// The first refusal's one-line message.
+    pub(super) refusal: Option<String>,
+    /// Whether the log's own open refused partition 0 (the writer's or a reader's, or its
+    /// damage): the acknowledged records it lacks are then not lost silently. A group's check
+    /// that refuses later (the group ahead of the log) does not count: the log had already
+    /// dropped the records without a word.
+    pub(super) log_refused: bool,
+    /// The damage classes' runs: a refusal is counted, not a violation.
+    pub(super) refusals_allowed: bool,
     /// Records of the interrupted append (never acknowledged) that the reopened log lacks.
     pub(super) lost_unacked: u64,
     pub(super) acked_lost: u64,
+    /// Acknowledged records at or past the start that the reopened log holds byte for byte.
+    pub(super) acked_kept: u64,
+    /// Retries of batches the reopened log held, answered as duplicates.
+    pub(super) deduplicated: u64,
     /// A strategy that is not exact ended with another total or output (not a violation).
     pub(super) inexact: bool,
     pub(super) cut: Cut,
@@ -57,13 +71,32 @@ pub(super) struct Outcome {
 }
 
 impl Outcome {
-    fn violation(&mut self, what: String) {
+    pub(super) fn violation(&mut self, what: String) {
         self.violations.push(what);
     }
 
     fn refuse(&mut self, why: String) {
         self.refused = true;
-        self.violations.push(format!("a refusal ({why})"));
+        if !self.refusals_allowed {
+            self.violations.push(format!("a refusal ({why})"));
+        }
+        self.refusal.get_or_insert(why);
+    }
+
+    /// A refusal by the log's own open of partition 0.
+    fn log_refuse(&mut self, why: String) {
+        self.log_refused = true;
+        self.refuse(why);
+    }
+
+    /// Acknowledged records the reopened log lacks with no refusal of the log's open naming
+    /// the partition.
+    pub(super) fn silently_lost(&self) -> u64 {
+        if self.log_refused {
+            0
+        } else {
+            self.acked_lost
+        }
     }
 }
 
@@ -84,17 +117,17 @@ fn settings(strategy: Strategy) -> Settings {
 }
 
 /// The simulated disk with the log, and the SQLite store in its own directory under `work`.
-struct World {
-    disk: SimDisk,
-    storage: Storage,
-    log_dir: PathBuf,
+pub(super) struct World {
+    pub(super) disk: SimDisk,
+    pub(super) storage: Storage,
+    pub(super) log_dir: PathBuf,
     dir: PathBuf,
     store_path: PathBuf,
     identity: LogIdentity,
 }
 
 impl World {
-    fn new(work: &Path, seed: u64) -> Result<World, PowerError> {
+    pub(super) fn new(work: &Path, seed: u64) -> Result<World, PowerError> {
         let dir = work.join(format!("run-{seed:016x}"));
         std::fs::create_dir(&dir).map_err(|source| PowerError::Io { path: dir.clone(), source })?;
         let disk = SimDisk::new(Path::new(ROOT));
@@ -111,11 +144,11 @@ impl World {
         Ok(World { disk, storage, log_dir, dir, store_path, identity })
     }
 
-    fn remove(self) -> Result<(), PowerError> {
+    pub(super) fn remove(self) -> Result<(), PowerError> {
         std::fs::remove_dir_all(&self.dir).map_err(|source| PowerError::Io { path: self.dir.clone(), source })
     }
 
-    fn writer(&self, mode: WriterMode) -> Result<(Log, Vec<TailRepair>), LogError> {
+    pub(super) fn writer(&self, mode: WriterMode) -> Result<(Log, Vec<TailRepair>), LogError> {
         Log::open_writer_on(&self.storage, &self.log_dir, self.identity, mode)
     }
 
@@ -123,7 +156,7 @@ impl World {
         Log::open_reader_on(&self.storage, &self.log_dir, self.identity)
     }
 
-    fn owner(&self, strategy: Strategy, crash: CrashPlan) -> Result<Owner, PowerError> {
+    pub(super) fn owner(&self, strategy: Strategy, crash: CrashPlan) -> Result<Owner, PowerError> {
         let store = Store::open(&self.store_path, StoreOptions::default())?;
         self.start(strategy, store, self.reader()?, crash)
     }
@@ -142,37 +175,37 @@ impl World {
     }
 
     /// Arms the halt of `point` on the producer's next operation it names.
-    fn halt_at(&self, point: LogPoint) {
+    pub(super) fn halt_at(&self, point: LogPoint) {
         self.disk.halt_at(point.halt(&self.log_dir));
     }
 }
 
 /// The producer: the writer, and what it was told is acknowledged.
-struct Writer {
-    log: Log,
-    acked: BTreeMap<u64, Vec<u8>>,
-    batches_acked: u64,
+pub(super) struct Writer {
+    pub(super) log: Log,
+    pub(super) acked: BTreeMap<u64, Vec<u8>>,
+    pub(super) batches_acked: u64,
 }
 
 impl Writer {
     /// Appends `batch` idempotently; its offsets are the batch's, or the run is broken.
-    fn append(&mut self, batch: u64) -> Result<Range<u64>, LogError> {
+    pub(super) fn append(&mut self, batch: u64) -> Result<Appended, LogError> {
         let payloads: Vec<Vec<u8>> = batch_offsets(batch).map(payload).collect();
         let sequence = u32::try_from(batch * BATCH_RECORDS).expect("a run holds few records");
         let appended = self.log.append_idempotent(0, PRODUCER, sequence, &payloads)?;
         self.acked.extend(appended.offsets.clone().zip(payloads));
         self.batches_acked = batch + 1;
-        Ok(appended.offsets)
+        Ok(appended)
     }
 }
 
 /// What happened before the power went.
 #[derive(Default)]
-struct Before {
-    acked: BTreeMap<u64, Vec<u8>>,
-    batches_acked: u64,
+pub(super) struct Before {
+    pub(super) acked: BTreeMap<u64, Vec<u8>>,
+    pub(super) batches_acked: u64,
     /// The batch whose append the power interrupted.
-    interrupted: Option<u64>,
+    pub(super) interrupted: Option<u64>,
     /// The start the last completed retention made durable.
     start: u64,
     /// The start before and after the retention the power interrupted.
@@ -367,13 +400,13 @@ fn owner_run(owner: &mut Owner, steps: &mut Vec<Step>) -> Result<bool, PowerErro
 }
 
 /// The reboot: the store and the log reopen, and the checks (a) to (d) of `mod.rs`.
-fn after_cut(world: &World, case: &Case, before: &Before, outcome: &mut Outcome) -> Result<(), PowerError> {
+pub(super) fn after_cut(world: &World, case: &Case, before: &Before, outcome: &mut Outcome) -> Result<(), PowerError> {
     let store = Store::open(&world.store_path, StoreOptions::default())?;
     let cut_len = world.log_len()?;
     let (writer, repairs) = match world.writer(case.writer_mode) {
         Ok(opened) => opened,
-        Err(error) if error.is_refusal() => {
-            outcome.refuse(format!("the writer's reopen: {error}"));
+        Err(error) if refuses(&error) => {
+            outcome.log_refuse(format!("the writer's reopen: {error}"));
             return check_records(world, before, outcome).map(|_| ());
         }
         Err(error) => return Err(error.into()),
@@ -407,8 +440,8 @@ fn check_records(
 ) -> Result<Option<(Log, PartitionView)>, PowerError> {
     let mut reader = match world.reader() {
         Ok(reader) => reader,
-        Err(error) if error.is_refusal() => {
-            outcome.refuse(format!("a reader's open: {error}"));
+        Err(error) if refuses(&error) => {
+            outcome.log_refuse(format!("a reader's open: {error}"));
             outcome.acked_lost += before.acked.len() as u64;
             return Ok(None);
         }
@@ -416,14 +449,17 @@ fn check_records(
     };
     let view = reader.view(0)?;
     if let Some(damage) = &view.damage {
-        outcome.refuse(format!("partition 0 is damaged at offset {}: {}", damage.offset, damage.reason));
+        outcome.log_refuse(format!("partition 0 is damaged at offset {}: {}", damage.offset, damage.reason));
     }
     for (&offset, expected) in before.acked.range(view.start..) {
         let found = if offset < view.end { Some(reader.read(0, offset)?.payload) } else { None };
-        outcome.acked_lost += u64::from(found.as_ref() != Some(expected));
+        let intact = found.as_ref() == Some(expected);
+        outcome.acked_lost += u64::from(!intact);
+        outcome.acked_kept += u64::from(intact);
     }
-    if outcome.acked_lost > 0 {
-        outcome.violation(format!("{} acknowledged record(s) lost", outcome.acked_lost));
+    if outcome.acked_lost > 0 && !(outcome.refusals_allowed && outcome.log_refused) {
+        let silently = if outcome.log_refused { "" } else { " silently" };
+        outcome.violation(format!("{} acknowledged record(s){silently} lost", outcome.acked_lost));
     }
     for offset in before.interrupted.map_or(0..0, batch_offsets) {
         if offset >= view.end {
@@ -433,6 +469,12 @@ fn check_records(
         }
     }
     Ok(Some((reader, view)))
+}
+
+/// Whether the log's open refused (rather than failed): a refusal of `LogError::is_refusal`, or
+/// a file whose header is not this log format's (a flipped header byte).
+fn refuses(error: &LogError) -> bool {
+    error.is_refusal() || matches!(error, LogError::BadHeader { .. } | LogError::FormatVersion { .. })
 }
 
 /// A completed retention survives; an interrupted one leaves the old start or the new one.
@@ -456,12 +498,20 @@ fn finish(
     (store, reader): (Store, Log),
     outcome: &mut Outcome,
 ) -> Result<(), PowerError> {
+    // A batch the reopened log holds whole (acknowledged, or kept past an acknowledgement
+    // record that lagged) is answered as a duplicate; any other lands anew, once.
+    let kept_end = writer.log.end(0)?;
     for batch in writer.batches_acked..BATCHES {
-        let offsets = writer.append(batch)?;
+        let Appended { offsets, duplicate } = writer.append(batch)?;
         if offsets != batch_offsets(batch) {
             outcome.violation(format!("batch {batch} landed at offsets {offsets:?} after the reboot"));
             return Ok(());
         }
+        if duplicate != (offsets.end <= kept_end) {
+            let what = if duplicate { "answered as a duplicate" } else { "appended again" };
+            outcome.violation(format!("batch {batch}'s retry was {what}, the reopened log ending at {kept_end}"));
+        }
+        outcome.deduplicated += u64::from(duplicate);
     }
     drop(writer);
     let mut owner = world.start(case.strategy, store, reader, CrashPlan::none())?;
