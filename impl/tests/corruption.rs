@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 /// The campaign's seed: the sampled bytes, the flipped bits and the payloads all come from it.
 const SEED: u64 = 0x00C0_FFEE_2026_1204;
 /// The campaign stops adding cases once it has run this long (the whole test stays under 60 s).
-const TIME_CAP: Duration = Duration::from_secs(45);
+const TIME_CAP: Duration = Duration::from_secs(40);
 const PARTITIONS: u32 = 2;
 /// The acknowledgement record's slots start at bytes 0 and `SLOT_STRIDE` (`log/ack.rs`).
 const SLOT_STRIDE: u64 = 4096;
@@ -532,16 +532,22 @@ impl Tracker {
     }
 
     /// `append`: one new record to each partition; an `Ok` acknowledges it.
-    fn append(&mut self, root: &Path, identity: LogIdentity) {
+    /// Returns the partitions the writer accepted (appended to).
+    fn append(&mut self, root: &Path, identity: LogIdentity) -> Vec<u32> {
+        let mut accepted = Vec::new();
         let mut log = match Log::open_writer(&log_dir(root), identity) {
             Ok((log, _tail_repairs)) => log,
-            Err(error) => return self.note_log("append", &error),
+            Err(error) => {
+                self.note_log("append", &error);
+                return accepted;
+            }
         };
         for partition in 0..identity.partitions {
             let value = self.next_value;
             self.next_value += 1;
             match log.append(partition, &encode_delta(value)) {
                 Ok(offset) => {
+                    accepted.push(partition);
                     self.acknowledged.push((partition, offset, value));
                     let now = &mut self.now[partition as usize];
                     if now.len() <= offset as usize {
@@ -552,6 +558,22 @@ impl Tracker {
                 Err(error) => self.note_log("append", &error),
             }
         }
+        accepted
+    }
+
+    /// Right after an append: a partition the writer accepted must hold every acknowledged
+    /// record, readable with its value. What it does not hold the writer cut: only a repair or
+    /// a gap naming it later excuses it, not an error that stands at the end.
+    fn cut_by_writer(&self, root: &Path, identity: LogIdentity, accepted: &[u32]) -> Vec<(u32, u64)> {
+        let Ok(mut log) = Log::open_reader(&log_dir(root), identity) else { return Vec::new() };
+        let mut cut = Vec::new();
+        for &(partition, offset, value) in self.acknowledged.iter().filter(|(p, _, _)| accepted.contains(p)) {
+            let readable = log.read(partition, offset).ok().and_then(|record| decode_delta(&record.payload));
+            if readable != Some(value) {
+                cut.push((partition, offset));
+            }
+        }
+        cut
     }
 
     /// `consume --group group`, its total checked against the records at the offsets it
@@ -701,7 +723,8 @@ fn run_case(base: &Base, foreign: &Base, damage: &Damage, number: usize) -> Verd
     damage.apply(root, foreign.dir.path());
     let mut t = Tracker::new(base, 10_000_000 + 1_000 * number as i64);
     t.status(root, identity);
-    t.append(root, identity);
+    let accepted = t.append(root, identity);
+    let cut = t.cut_by_writer(root, identity, &accepted);
     t.consume(root, identity, GROUP);
     t.consume(root, identity, "fresh-before-repair");
     let repaired = t.repair(root, identity);
@@ -712,7 +735,10 @@ fn run_case(base: &Base, foreign: &Base, damage: &Damage, number: usize) -> Verd
     if repaired.is_some() && !t.actions.is_empty() {
         inconsistent = check_repaired(root, identity, &fresh);
     }
-    let lost = t.lost(root, identity);
+    let mut lost = t.lost(root, identity);
+    lost.extend(cut.into_iter().filter(|&(partition, offset)| !t.is_named(partition, offset)));
+    lost.sort_unstable();
+    lost.dedup();
     let gap_named = t.gaps.iter().map(|(_, offsets)| offsets.end.saturating_sub(offsets.start)).sum();
     let outcome = if !lost.is_empty() || !t.twice.is_empty() || !inconsistent.is_empty() {
         Outcome::Failed
@@ -883,4 +909,164 @@ fn write_table(markdown: &str) {
     if updated != text {
         std::fs::write(&path, updated).expect("write docs/corruption.md");
     }
+}
+
+// ----------------------------------------------------------------------------------------
+// The issue's reproductions. They fail on the log before format v3 and gap repair: that is
+// what they reproduce.
+// ----------------------------------------------------------------------------------------
+
+/// A data directory with one partition, as `consumer init`, and its identity.
+fn one_partition() -> (tempfile::TempDir, LogIdentity) {
+    let dir = temp_dir();
+    let identity = init(dir.path(), 1);
+    (dir, identity)
+}
+
+fn append_all(root: &Path, identity: LogIdentity, batches: &[(i64, usize)], single: bool) {
+    let (mut log, _) = Log::open_writer(&log_dir(root), identity).expect("open the writer");
+    for &(delta, count) in batches {
+        if single {
+            for _ in 0..count {
+                log.append(0, &encode_delta(delta)).expect("append");
+            }
+        } else {
+            log.append_batch(0, &vec![encode_delta(delta); count]).expect("append a batch");
+        }
+    }
+}
+
+/// The byte position of record `offset`'s last payload byte, in a partition file whose records
+/// all have 8-byte payloads (so every frame has the same length).
+fn last_payload_byte(root: &Path, records: u64, offset: u64) -> u64 {
+    let header = discover_data_header();
+    let frame = (file_len(&partition_file(root, 0, "log")) - header) / records;
+    header + offset * frame + frame - 1
+}
+
+fn discover_data_header() -> u64 {
+    let fresh = temp_dir();
+    Log::init(&log_dir(fresh.path()), 1).expect("a fresh log");
+    file_len(&partition_file(fresh.path(), 0, "log"))
+}
+
+/// Which of `offsets` of partition 0 read back with `delta`.
+fn unreadable(root: &Path, identity: LogIdentity, offsets: Range<u64>, delta: i64) -> Vec<u64> {
+    let mut log = Log::open_reader(&log_dir(root), identity).expect("open a reader");
+    offsets
+        .filter(|&offset| log.read(0, offset).ok().and_then(|record| decode_delta(&record.payload)) != Some(delta))
+        .collect()
+}
+
+/// Issue (1): after `init` and two `append --delta 1 --count 5`, byte 33 of
+/// `log/partition-0.ack` (in the newest slot) is flipped: the next append keeps all 10 records,
+/// and a new group totals 110 after appending delta 100.
+#[test]
+fn issue_1_a_flipped_newest_ack_slot_loses_no_acknowledged_record() {
+    let (dir, identity) = one_partition();
+    let root = dir.path();
+    append_all(root, identity, &[(1, 5), (1, 5)], false);
+    flip(&partition_file(root, 0, "ack"), 33, 0xFF);
+    let (mut log, tails) = Log::open_writer(&log_dir(root), identity).expect("the next append opens the log");
+    let offset = log.append(0, &encode_delta(100)).expect("the next append");
+    drop(log);
+    assert_eq!(unreadable(root, identity, 0..10, 1), Vec::<u64>::new(), "records lost (the writer cut {tails:?})");
+    assert_eq!(offset, 10, "the append must follow the 10 acknowledged records (the writer cut {tails:?})");
+    consume_once(root, identity, "new").expect("a new group consumes");
+    let total = open_store(root).expect("the store").total("new").expect("its total");
+    assert_eq!(total, 110, "a new group totals every acknowledged record and the new one");
+}
+
+/// Issue (2): partitions' files swapped (each kind alone and all together) or replaced by
+/// another log's are refused, never applied.
+#[test]
+fn issue_2_swapped_and_foreign_partition_files_are_refused_never_applied() {
+    let base = build_base(SEED);
+    let foreign = build_base(SEED ^ 0xF0F0_F0F0);
+    let mut damages: Vec<Damage> = KINDS.iter().map(|kind| Damage::Swap(vec![kind])).collect();
+    damages.push(Damage::Swap(KINDS.to_vec()));
+    damages.extend((0..PARTITIONS).map(Damage::Foreign));
+    let mut failures = Vec::new();
+    for (number, damage) in damages.iter().enumerate() {
+        let verdict = run_case(&base, &foreign, damage, number);
+        if verdict.outcome != Outcome::Refused || !verdict.twice.is_empty() || !verdict.lost.is_empty() {
+            failures.push(format!("{}: {verdict:?}", damage.describe()));
+        }
+    }
+    assert!(failures.is_empty(), "not refused:\n{}", failures.join("\n"));
+}
+
+/// Issue (3), first half: one flipped bit in record 100 of 200 single-record appends. Readers
+/// read 0..100 and stop there; `repair` without the gap refuses (or names exactly 100..101 and
+/// keeps 101..200); `repair --gap` keeps 101..200 readable and records the gap for the group.
+#[test]
+fn issue_3_a_flipped_bit_in_the_middle_keeps_the_records_after_it() {
+    let (dir, identity) = one_partition();
+    let root = dir.path();
+    append_all(root, identity, &[(1, 200)], true);
+    consume_once(root, identity, GROUP).expect("the group consumes the log");
+    let at = last_payload_byte(root, 200, 100);
+    flip(&partition_file(root, 0, "log"), at, 0x01);
+
+    assert_eq!(unreadable(root, identity, 0..100, 1), Vec::<u64>::new(), "readers read 0..100");
+    let mut log = Log::open_reader(&log_dir(root), identity).expect("open a reader");
+    assert!(log.read(0, 100).is_err(), "readers stop before the damaged record 100");
+    drop(log);
+
+    let plain = copy_data_dir(root);
+    let mut store = open_store(plain.path()).expect("the store");
+    match repair(&log_dir(plain.path()), identity, &mut store, false) {
+        Err(RepairFailure::Refused(_)) => {}
+        Ok(report) => {
+            assert_eq!(report.named, vec![(0, 100..101)], "repair names exactly the damaged record: {report:?}");
+            let lost = unreadable(plain.path(), identity, 101..200, 1);
+            assert_eq!(lost, Vec::<u64>::new(), "repair without the gap removed intact records: {report:?}");
+        }
+        Err(failure) => panic!("repair without the gap: {failure:?}"),
+    }
+
+    let mut store = open_store(root).expect("the store");
+    let report = repair(&log_dir(root), identity, &mut store, true).expect("repair --gap");
+    drop(store);
+    assert_eq!(report.gaps, vec![(0, 100..101)], "the gap is the damaged record: {report:?}");
+    assert!(report.named.iter().all(|(_, offsets)| offsets.is_empty()), "repair --gap removed records: {report:?}");
+    assert_eq!(unreadable(root, identity, 101..200, 1), Vec::<u64>::new(), "repair --gap keeps 101..200");
+    assert_eq!(unreadable(root, identity, 0..100, 1), Vec::<u64>::new(), "repair --gap keeps 0..100");
+    let gap_rows = resets(root, GROUP);
+    assert!(
+        gap_rows.iter().any(|(partition, offsets)| *partition == 0 && offsets.start <= 100 && offsets.end >= 101),
+        "the gap is recorded in the group's resets: {gap_rows:?}"
+    );
+    consume_once(root, identity, "fresh").expect("a fresh group consumes the repaired log");
+    assert_eq!(open_store(root).expect("the store").total("fresh").expect("total"), 199, "every record but the gap");
+}
+
+/// Issue (3), second half: one byte flipped inside a 1,000-record batch names at most that
+/// batch, and the records after it are kept.
+#[test]
+fn issue_3_a_flipped_byte_inside_a_batch_names_at_most_that_batch() {
+    let (dir, identity) = one_partition();
+    let root = dir.path();
+    append_all(root, identity, &[(1, 10)], true);
+    append_all(root, identity, &[(2, 1000)], false);
+    append_all(root, identity, &[(3, 10)], true);
+    consume_once(root, identity, GROUP).expect("the group consumes the log");
+    let at = last_payload_byte(root, 1020, 510) - 3;
+    flip(&partition_file(root, 0, "log"), at, 0xFF);
+    let mut store = open_store(root).expect("the store");
+    let report = match repair(&log_dir(root), identity, &mut store, false) {
+        Ok(report) => report,
+        Err(RepairFailure::Refused(_)) => repair(&log_dir(root), identity, &mut store, true).expect("repair --gap"),
+        Err(failure) => panic!("repair: {failure:?}"),
+    };
+    drop(store);
+    let batch = 10..1010;
+    for (_, offsets) in report.named.iter().chain(&report.gaps) {
+        assert!(
+            offsets.start >= batch.start && offsets.end <= batch.end,
+            "repair named {offsets:?}, beyond the damaged batch {batch:?}: {report:?}"
+        );
+    }
+    assert_eq!(unreadable(root, identity, 0..10, 1), Vec::<u64>::new(), "the records before the batch are kept");
+    assert_eq!(unreadable(root, identity, 1010..1020, 3), Vec::<u64>::new(), "the records after the batch are kept");
 }
