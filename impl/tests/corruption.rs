@@ -463,6 +463,7 @@ struct Verdict {
     refusals: Vec<String>,
     errors: Vec<String>,
     actions: Vec<String>,
+    gap_unavailable: bool,
 }
 
 /// What a case knows: the ground truth, now, and what the commands said.
@@ -479,6 +480,8 @@ struct Tracker {
     twice: Vec<String>,
     actions: Vec<String>,
     next_value: i64,
+    /// The plain repair refused and `repair --gap` does not exist in this build.
+    gap_unavailable: bool,
 }
 
 impl Tracker {
@@ -501,6 +504,7 @@ impl Tracker {
             twice: Vec::new(),
             actions: Vec::new(),
             next_value: first_value,
+            gap_unavailable: false,
         }
     }
 
@@ -627,7 +631,10 @@ impl Tracker {
                 gap = true;
                 match repair(&log_dir(root), identity, &mut store, true) {
                     Ok(report) => report,
-                    Err(RepairFailure::GapUnavailable) => return None,
+                    Err(RepairFailure::GapUnavailable) => {
+                        self.gap_unavailable = true;
+                        return None;
+                    }
                     Err(RepairFailure::Refused(error)) => {
                         self.note("repair --gap", true, error);
                         return None;
@@ -762,6 +769,7 @@ fn run_case(base: &Base, foreign: &Base, damage: &Damage, number: usize) -> Verd
         refusals: t.refusals,
         errors: t.errors,
         actions: t.actions,
+        gap_unavailable: t.gap_unavailable,
     }
 }
 
@@ -781,6 +789,7 @@ struct Counts {
     lost: u64,
     twice: u64,
     inconsistent: u64,
+    gap_unavailable: u64,
 }
 
 impl Counts {
@@ -798,6 +807,7 @@ impl Counts {
         self.lost += u64::from(!verdict.lost.is_empty());
         self.twice += u64::from(!verdict.twice.is_empty());
         self.inconsistent += u64::from(!verdict.inconsistent.is_empty());
+        self.gap_unavailable += u64::from(verdict.gap_unavailable);
     }
 
     fn markdown_row(&self, name: &str) -> String {
@@ -884,8 +894,9 @@ fn corruption_campaign() {
         total.cases, total.refused, total.repaired, total.gapped, total.gap_named, total.clean, total.lost, total.twice
     );
     println!(
-        "  also: errored (not a refusal) {}, inconsistent after repair {}; {} of {planned} planned cases ran",
-        total.errored, total.inconsistent, total.cases
+        "  also: errored (not a refusal) {}, inconsistent after repair {}, repair refused and --gap unavailable {}; \
+         {} of {planned} planned cases ran",
+        total.errored, total.inconsistent, total.gap_unavailable, total.cases
     );
     write_table(&markdown);
     for (name, counts) in CLASSES.iter().zip(&per_class) {
