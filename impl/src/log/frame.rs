@@ -207,7 +207,7 @@ pub(super) fn scan(bytes: &[u8], base: u64, index: &mut Vec<u64>, batches: &mut 
         // The batch that failed starts at `valid`, with offset `first`.
         let first = index.len() as u64;
         let reason = format!("record {expected} at byte {}: {why}", base + pos as u64);
-        match resync(bytes, pos, first) {
+        match resync(bytes, pos, expected) {
             None => {
                 let end = ScanEnd::Torn { position: base + valid as u64, file_len: base + bytes.len() as u64, reason };
                 return Scanned { valid_len: valid, holes, end };
@@ -257,18 +257,18 @@ fn complete(batch: OpenBatch, index: &mut Vec<u64>, batches: &mut Vec<ProducerBa
 /// Finds where whole batches begin again after damage at `from`: byte by byte from `from`
 /// itself (a damaged length field says nothing of where the next frame is, and a valid frame
 /// with an unexpected offset may be the next batch itself), the first valid frame that starts
-/// a batch (index 0, or a gap frame) at an offset above `first`, the damaged batch's first
-/// offset, and no further above it than the remaining bytes could hold frames. Such a frame
+/// a batch (index 0, or a gap frame) at an offset above `expected`, the offset of the record
+/// that failed, and no further above it than the remaining bytes could hold frames. Such a frame
 /// proves the damage is not a torn tail, because a crash only cuts the end of the last append,
 /// and every append is synced before the next one begins. Whether its batch is whole the
 /// scan then checks like any other (a failure there extends the hole).
-fn resync(bytes: &[u8], from: usize, first: u64) -> Option<(u64, usize)> {
-    let limit = first + ((bytes.len() - from) / FRAME_HEAD) as u64 + 1;
+fn resync(bytes: &[u8], from: usize, expected: u64) -> Option<(u64, usize)> {
+    let limit = expected + ((bytes.len() - from) / FRAME_HEAD) as u64 + 1;
     (from..bytes.len()).find_map(|at| {
         let head = bytes.get(at..at + FRAME_HEAD)?;
         let offset = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
         let index = u32::from_le_bytes(head[36..40].try_into().expect("4 bytes"));
-        if offset <= first || offset > limit || (index != 0 && index != GAP_INDEX) {
+        if offset <= expected || offset > limit || (index != 0 && index != GAP_INDEX) {
             return None;
         }
         match parse_frame(bytes, at) {
