@@ -94,10 +94,11 @@ impl fmt::Display for RepairAction {
             RepairAction::LostAcknowledged { path, partition, offsets, cut_bytes, reason } => write!(
                 f,
                 "partition {partition}: {} lost acknowledged offsets {}..{} ({reason}): cut after its intact \
-                 records, {cut_bytes} byte(s) removed",
+                 records, {} lost, {cut_bytes} byte(s) removed",
                 path.display(),
                 offsets.start,
-                offsets.end
+                offsets.end,
+                records(offsets.end - offsets.start)
             ),
             RepairAction::RecordedGap { path, partition, offsets, bytes, intact_after, reason } => write!(
                 f,
