@@ -4,8 +4,8 @@
 
 use super::error::{io_err, LogError};
 use super::frame::{parse_frame, Frame};
-use super::header::HEADER_LEN;
-use super::identity::LogIdentity;
+use super::header::{Owner, HEADER_LEN};
+use super::identity::{identity_path, read_identity, LogIdentity};
 use super::lock_dir;
 use super::partition::{check_header, partition_path};
 use super::repair::{repair, RepairAction, Repaired};
@@ -28,9 +28,12 @@ pub fn lose_tail(log_dir: &Path, partition: u32, keep_records: u64) -> Result<()
 /// [`lose_tail`] on `storage` (a simulated disk's log, for the power-cut tests).
 pub fn lose_tail_on(storage: &Storage, log_dir: &Path, partition: u32, keep_records: u64) -> Result<(), LogError> {
     let _lock = lock_dir(storage, log_dir)?;
+    let Some(identity) = read_identity(storage, log_dir)? else {
+        return Err(LogError::Missing { path: identity_path(log_dir), what: "the log's identity file" });
+    };
     let path = partition_path(log_dir, partition, "log");
     let file = storage.open(&path, OpenMode::ReadWrite).map_err(io_err(&path))?;
-    check_header(&file, &path)?;
+    check_header(&file, &path, Owner { log: identity.id, partition })?;
     let len = file.len().map_err(io_err(&path))?;
     let bytes = file.read_range(HEADER_LEN, len).map_err(io_err(&path))?;
     let (mut at, mut records) = (0, 0);

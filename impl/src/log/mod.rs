@@ -115,7 +115,7 @@ pub use storage::Storage;
 use ack::create_ack_file;
 use durable::{create_dir_durably_on, replace_file};
 use error::io_err;
-use header::{HEADER_LEN, MAGIC};
+use header::{encode_header, Owner, HEADER_LEN, MAGIC};
 use identity::{check_identity, check_matches, read_identity, write_identity};
 use partition::{partition_path, Partition};
 use replication::{identity_of_replicas, is_replicated, Source};
@@ -209,9 +209,10 @@ impl Log {
             return Err(LogError::Unidentified { path: dir.to_path_buf() });
         }
         for number in 0..identity.partitions {
-            replace_file(storage, dir, &partition_path(dir, number, "log"), MAGIC)?;
-            write_start(storage, &partition_path(dir, number, "start"), 0)?;
-            create_ack_file(storage, &partition_path(dir, number, "ack"), 0, 0, HEADER_LEN)?;
+            let owner = Owner { log: identity.id, partition: number };
+            replace_file(storage, dir, &partition_path(dir, number, "log"), &encode_header(MAGIC, owner))?;
+            write_start(storage, &partition_path(dir, number, "start"), owner, 0)?;
+            create_ack_file(storage, &partition_path(dir, number, "ack"), owner, 0, 0, HEADER_LEN)?;
         }
         write_identity(storage, dir, identity)
     }
@@ -292,7 +293,7 @@ impl Log {
         let mut parts = Vec::new();
         let mut repairs = Vec::new();
         for number in 0..expected.partitions {
-            let (part, repair) = Partition::open_writer(storage, dir, number, mode)?;
+            let (part, repair) = Partition::open_writer(storage, dir, expected.id, number, mode)?;
             parts.push(part);
             repairs.extend(repair);
         }
@@ -322,7 +323,8 @@ impl Log {
         check_identity(storage, dir, expected)?;
         if let Some(mut source) = Source::open(storage, dir, expected)? {
             // Placeholders until `follow` points each at its leader's replica.
-            let mut parts: Vec<Partition> = (0..expected.partitions).map(|n| Partition::new(storage, dir, n)).collect();
+            let mut parts: Vec<Partition> =
+                (0..expected.partitions).map(|n| Partition::new(storage, dir, expected.id, n)).collect();
             for (number, part) in (0..).zip(&mut parts) {
                 match source.follow(number, part) {
                     Ok(()) | Err(LogError::Unavailable { .. }) => {}
@@ -342,7 +344,7 @@ impl Log {
         }
         let mut parts = Vec::new();
         for number in 0..expected.partitions {
-            let mut part = Partition::new(storage, dir, number);
+            let mut part = Partition::new(storage, dir, expected.id, number);
             part.refresh()?;
             parts.push(part);
         }
@@ -501,7 +503,7 @@ impl Log {
             return Err(LogError::OffsetOutOfRange { partition, offset, start: part.start, end: part.end() });
         }
         if offset > part.start {
-            write_start(&part.storage, &part.start_path, offset)?;
+            write_start(&part.storage, &part.start_path, part.owner, offset)?;
             part.start = offset;
         }
         Ok(part.start)
