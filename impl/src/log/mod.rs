@@ -98,6 +98,7 @@ mod replication;
 mod retention;
 mod simdisk;
 mod storage;
+mod upgrade;
 
 pub use durable::create_dir_durably;
 pub use error::LogError;
@@ -111,6 +112,9 @@ pub use replication::{
 };
 pub use simdisk::{Cut, Halt, SimDisk, SimOp, SplitMix64};
 pub use storage::Storage;
+#[doc(hidden)]
+pub use upgrade::{write_v2_log_for_tests, V2Batch, V2Partition};
+pub use upgrade::{UpgradeAction, Upgraded};
 
 use ack::create_ack_file;
 use durable::{create_dir_durably_on, replace_file};
@@ -361,6 +365,19 @@ impl Log {
         before: impl FnOnce(&[RepairAction]),
     ) -> Result<Repaired, LogError> {
         repair::repair(&Storage::Real, dir, expected, before)
+    }
+
+    /// `consumer repair --upgrade`'s part for one log: converts the log `expected` names in
+    /// `dir` (plain, or replicated: every replica) from format version 2 to 3, crash-safely,
+    /// or finishes an upgrade a crash interrupted after its commit point; a log of version 3
+    /// already is left as it is (`Upgraded::current`). See `upgrade.rs`.
+    pub fn upgrade(dir: &Path, expected: LogIdentity) -> Result<Upgraded, LogError> {
+        upgrade::upgrade(&Storage::Real, dir, expected)
+    }
+
+    /// [`Log::upgrade`] on `storage` (a simulated disk's log, for the power-cut tests).
+    pub fn upgrade_on(storage: &Storage, dir: &Path, expected: LogIdentity) -> Result<Upgraded, LogError> {
+        upgrade::upgrade(storage, dir, expected)
     }
 
     /// The identity this handle was opened with (checked against the directory's).
