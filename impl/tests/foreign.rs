@@ -81,14 +81,12 @@ fn version_2(a: &Path, _: &Path) {
     write_v2_log_for_tests(&Storage::Real, a, identity, &partitions).expect("v2 log");
     let output = OutputLog::at(&Storage::Real, a, identity);
     let empty = V2Partition { batches: Vec::new(), start: 0, unacknowledged: Vec::new() };
-    write_v2_log_for_tests(&Storage::Real, output.dir(), output.identity(), &[empty.clone(), empty]).expect("v2 output");
+    write_v2_log_for_tests(&Storage::Real, output.dir(), output.identity(), &[empty.clone(), empty])
+        .expect("v2 output");
 }
 
-const FOREIGN_EVERYWHERE: &[Expect] = &[
-    expect(REPAIR, 4, "belongs to log"),
-    expect(CONSUME, 4, "belongs to log"),
-    expect(STATUS, 4, "belongs to log"),
-];
+const FOREIGN_EVERYWHERE: &[Expect] =
+    &[expect(REPAIR, 4, "belongs to log"), expect(CONSUME, 4, "belongs to log"), expect(STATUS, 4, "belongs to log")];
 
 const CASES: &[Case] = &[
     Case { name: "partition 0's and 1's data and ack files swapped", mutate: |a, _| swap(a, &["log", "ack"]), expect: FOREIGN_EVERYWHERE },
@@ -182,9 +180,21 @@ fn run_case(case: &Case) {
         let what = step.command.join(" ");
         expect_code(case.name, &what, &output, step.code);
         let text = if step.code == 0 { stdout(&output) } else { stderr(&output) };
-        assert!(text.contains(step.says), "case '{}': {what} should say {:?}\n{}", case.name, step.says, describe(&output));
+        assert!(
+            text.contains(step.says),
+            "case '{}': {what} should say {:?}\n{}",
+            case.name,
+            step.says,
+            describe(&output)
+        );
         if step.code != 0 {
-            assert_eq!(text.trim_end().lines().count(), 1, "case '{}': {what}: one line\n{}", case.name, describe(&output));
+            assert_eq!(
+                text.trim_end().lines().count(),
+                1,
+                "case '{}': {what}: one line\n{}",
+                case.name,
+                describe(&output)
+            );
         }
     }
     if case.expect.last().is_some_and(|step| step.code == 0) {

@@ -143,12 +143,15 @@ fn a_power_cut_anywhere_in_the_upgrade_loses_nothing() {
     assert!(old > 0 && new > 0, "cuts on both sides of the commit point");
 }
 
+/// What a case does to a version-2 partition file's bytes.
+type Damage = fn(&mut Vec<u8>);
+
 /// A damaged version-2 partition: the upgrade refuses in one line naming the partition and
 /// the offset, and changes nothing (the log stays the old one, refused with the hint).
 #[test]
 fn a_damaged_version_2_log_is_refused() {
     // Partition 1's first frame starts at byte 8; its payload "x" at byte 8 + 36.
-    let cases: [(&str, fn(&mut Vec<u8>)); 3] = [
+    let cases: [(&str, Damage); 3] = [
         ("a flipped payload byte", |bytes| bytes[8 + 36] ^= 1),
         ("a flipped offset byte", |bytes| bytes[8 + 8] ^= 1),
         ("acknowledged bytes cut off", |bytes| bytes.truncate(8 + 36 + 1 + 36)),

@@ -2,9 +2,21 @@
 //! crash-safe retained start per partition, torn-tail repair on open, readers that follow a
 //! live writer from another process, and Kafka-style idempotent producers.
 //!
-//! # Layout (format version 2)
+//! # Layout (format version 3)
 //!
-//! `dir/partition-{N}.log` starts with the 8-byte header `ONCELOG2`, followed by frames:
+//! Every per-partition file names the log and the partition it belongs to, so that a file
+//! swapped in from another partition or copied in from another log is refused rather than
+//! read: each file's own checksums cannot tell. The header (`header.rs`, 24 bytes):
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 8 | magic: `ONCELOG3` (partition file) or `ONCESTA1` (start file) |
+//! | 8 | the log's id (LE), its identity's |
+//! | 4 | the partition (LE) |
+//! | 4 | crc32c (LE) of the 20 bytes before it |
+//!
+//! `dir/partition-{N}.log` starts with that header (24 bytes: `HEADER_LEN`), followed by
+//! frames:
 //!
 //! | bytes | field |
 //! |---|---|
@@ -19,23 +31,30 @@
 //!
 //! Every record of a batch carries the same producer id, epoch and batch length, and
 //! consecutive sequences (wrapping from `u32::MAX` to 0, as Kafka's wrap at `i32::MAX`), so a
-//! scan rebuilds the batch boundaries. A plain batch has base sequence 0. A file whose header
-//! is `ONCELOG1` (the version without producer fields) is refused as [`LogError::BadHeader`]:
-//! nothing converts it.
+//! scan rebuilds the batch boundaries. A plain batch has base sequence 0.
 //!
-//! `dir/partition-{N}.start` holds the retained start: 8 bytes LE and their crc32c (LE).
-//! It is replaced atomically (temp file, fsync, rename, fsync of the directory). `init` makes
-//! it; a missing one is [`LogError::Missing`], never read as 0. `dir/writer.lock` is locked
-//! exclusively by the single writer.
+//! Every open checks each header before it reads anything else: not this format at all (an
+//! empty file included) is [`LogError::BadHeader`], a header that fails its checksum
+//! [`LogError::DamagedHeader`], an intact one naming another log or partition
+//! [`LogError::ForeignFile`]: all refusals. `ONCELOG` with another version digit is
+//! [`LogError::FormatVersion`]: version 2's `ONCELOG2` with the hint to run `consumer repair
+//! --upgrade` (`upgrade.rs`), anything else converted by nothing.
 //!
-//! `dir/identity` holds the log's random id and partition count (`identity.rs`), written last
-//! by `init` and recorded in the store: every open checks both ([`LogError::IdentityMismatch`],
-//! [`LogError::PartitionCount`]), so a store never runs against another log.
+//! `dir/partition-{N}.start` holds the retained start: the `ONCESTA1` header, then 8 bytes LE
+//! and their crc32c (LE), 36 bytes. It is replaced atomically (temp file, fsync, rename, fsync
+//! of the directory). `init` makes it; a missing one is [`LogError::Missing`], never read as 0.
+//! `dir/writer.lock` is locked exclusively by the single writer.
+//!
+//! `dir/identity` holds `ONCELID2` (the format version), the log's random id and partition
+//! count (`identity.rs`), written last by `init` and recorded in the store: every open checks
+//! both ([`LogError::IdentityMismatch`], [`LogError::PartitionCount`]), so a store never runs
+//! against another log, and the headers name its id, so no file of another log is read either.
 //!
 //! `dir/partition-{N}.ack` holds the acknowledgement record (`ack.rs`): the end offset and
 //! byte length of the file as of the last acknowledged append, in two alternating
-//! checksummed slots of a preallocated file. `dir/repairs.log` records, one line each, what
-//! every [`Log::repair`] removed or accepted as lost.
+//! checksummed slots of a preallocated file, each naming its log and partition too.
+//! `dir/repairs.log` records, one line each, what every [`Log::repair`] removed or accepted as
+//! lost.
 //!
 //! # Appends and recovery
 //!
@@ -73,15 +92,17 @@
 //!
 //! # Files
 //!
-//! A DAG, leaves first: `header.rs` (the 8-byte header); `error.rs` (`LogError`);
+//! A DAG, leaves first: `error.rs` (`LogError`); `header.rs` (the 24-byte header naming log
+//! and partition);
 //! `simdisk.rs` (the test-only simulated disk) and `storage.rs` (`Storage`, through which
 //! every file operation goes: `std::fs`, or the simulated disk); `durable.rs` (files replaced
 //! and directories made durably); `identity.rs` (the identity
 //! file); `ack.rs` (the acknowledgement record); `producer.rs` (the idempotent producer
 //! table); `frame.rs` (the frame codec and the scan); `retention.rs` (start files);
 //! `partition.rs` (one partition: open, recovery, append, read); `reader.rs` (a reader's
-//! refresh); this file, the front (`Log`); `repair.rs` (`Log::repair`) and `fault.rs` (fault
-//! injection for tests), which use the front's lock.
+//! refresh); this file, the front (`Log`); `repair.rs` (`Log::repair`), `upgrade.rs`
+//! (`Log::upgrade`: format version 2 to 3) and `fault.rs` (fault injection for tests), which
+//! use the front's lock.
 
 mod ack;
 mod durable;

@@ -230,9 +230,7 @@ impl Partition {
                 write_ack(&open_ack(&storage, &self.ack_path, true)?, &self.ack_path, owner, forgotten)?;
                 forgotten
             }
-            AckFile::Missing | AckFile::Unreadable(_) => {
-                create_ack_file(&storage, &self.ack_path, owner, 0, end, len)?
-            }
+            AckFile::Missing | AckFile::Unreadable(_) => create_ack_file(&storage, &self.ack_path, owner, 0, end, len)?,
         };
         self.ack_file = Some(open_ack(&storage, &self.ack_path, true)?);
         Ok(repair)

@@ -167,12 +167,7 @@ fn file_pairs(dir: &Path, partitions: u32) -> Vec<(PathBuf, PathBuf)> {
 
 /// Renames each `.upgrade` file over its original, then syncs the directory: after the commit
 /// point, so a crash in between is finished by a rerun (each rename is of a complete file).
-fn move_over(
-    storage: &Storage,
-    dir: &Path,
-    pairs: &[(PathBuf, PathBuf)],
-    done: &mut Upgraded,
-) -> Result<(), LogError> {
+fn move_over(storage: &Storage, dir: &Path, pairs: &[(PathBuf, PathBuf)], done: &mut Upgraded) -> Result<(), LogError> {
     for (path, new) in pairs {
         storage.rename(new, path).map_err(io_err(path))?;
         done.actions.push(UpgradeAction::Finished { path: new.clone() });
@@ -251,8 +246,16 @@ fn convert_partition(
     let (ack_bytes, _) = ack_file_bytes(owner, 0, ack.end, bytes);
     Ok(vec![
         (log_path.clone(), frames, UpgradeAction::RewroteData { path: log_path, partition, records, bytes }),
-        (ack_path.clone(), ack_bytes, UpgradeAction::RewroteAck { path: ack_path, partition, end: records, len: bytes }),
-        (start_path.clone(), start_bytes(owner, start), UpgradeAction::RewroteStart { path: start_path, partition, start }),
+        (
+            ack_path.clone(),
+            ack_bytes,
+            UpgradeAction::RewroteAck { path: ack_path, partition, end: records, len: bytes },
+        ),
+        (
+            start_path.clone(),
+            start_bytes(owner, start),
+            UpgradeAction::RewroteStart { path: start_path, partition, start },
+        ),
     ])
 }
 
@@ -344,7 +347,8 @@ fn convert_frames(data: &[u8], ack: AckV2, out: &mut Vec<u8>) -> Result<(), (u64
     // The first frame of the batch being read and the index of the next record in it.
     let mut open: Option<(FrameV2<'_>, u32)> = None;
     while pos < bytes.len() {
-        let damage = |why: String| (batch_start.0, batch_start.1 as u64, format!("record {offset} at byte {pos}: {why}"));
+        let damage =
+            |why: String| (batch_start.0, batch_start.1 as u64, format!("record {offset} at byte {pos}: {why}"));
         let (frame, next) = parse_frame_v2(bytes, pos).map_err(|why| damage(why.to_string()))?;
         if frame.offset != offset {
             return Err(damage(format!("the frame there carries offset {}", frame.offset)));
@@ -356,7 +360,8 @@ fn convert_frames(data: &[u8], ack: AckV2, out: &mut Vec<u8>) -> Result<(), (u64
             Some(_) => return Err(damage("the frame there does not continue its batch".into())),
         };
         let base_sequence = frame.sequence.wrapping_sub(index);
-        let producer = (frame.producer != 0).then_some((Producer { id: frame.producer, epoch: frame.epoch }, base_sequence));
+        let producer =
+            (frame.producer != 0).then_some((Producer { id: frame.producer, epoch: frame.epoch }, base_sequence));
         encode_frame(offset, FrameMeta::of(producer, index, frame.batch_len), frame.payload, out);
         let batch_len = frame.batch_len;
         (pos, offset) = (next, offset + 1);
@@ -370,7 +375,10 @@ fn convert_frames(data: &[u8], ack: AckV2, out: &mut Vec<u8>) -> Result<(), (u64
         };
     }
     if open.is_some() || offset != ack.end {
-        let reason = format!("the acknowledged bytes hold {offset} record(s) (whole batches: {}), not {}", batch_start.0, ack.end);
+        let reason = format!(
+            "the acknowledged bytes hold {offset} record(s) (whole batches: {}), not {}",
+            batch_start.0, ack.end
+        );
         return Err((batch_start.0, batch_start.1 as u64, reason));
     }
     Ok(())
@@ -444,7 +452,14 @@ pub fn write_v2_log_for_tests(
 }
 
 /// A version-2 frame, as the version-2 `frame.rs` encoded it.
-fn encode_frame_v2(offset: u64, producer: Option<(Producer, u32)>, index: u32, count: u32, payload: &[u8], out: &mut Vec<u8>) {
+fn encode_frame_v2(
+    offset: u64,
+    producer: Option<(Producer, u32)>,
+    index: u32,
+    count: u32,
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) {
     let (producer, base) = producer.unwrap_or((Producer { id: 0, epoch: 0 }, 0));
     let mut checked = (payload.len() as u32).to_le_bytes().to_vec();
     checked.extend_from_slice(&offset.to_le_bytes());
