@@ -274,7 +274,7 @@ fn every_log_loss_is_refused_until_repair_and_then_nothing_is_skipped() {
                 (&["retain", "--before", "1"], &["partition 0 lost acknowledged records"]),
             ],
             repair: Ok(&[
-                "lost acknowledged offsets 4..5 (record 4 at byte 184: checksum mismatch)",
+                "lost acknowledged offsets 4..5 (record 4 at byte 200: checksum mismatch)",
                 "group g partition 0: next offset moved back from 5 to the log end 4",
             ]),
             rewinds: &[(0, 5, 4)],

@@ -6,7 +6,8 @@
 //! Through the binary: `tests/foreign.rs` (a version-2 data directory upgraded, then consumed).
 
 use consumer::log::{
-    write_v2_log_for_tests, Log, LogError, LogIdentity, Producer, SimDisk, Storage, V2Batch, V2Partition,
+    replica_dir, write_v2_log_for_tests, Log, LogError, LogIdentity, Producer, ReplicatedLog, SimDisk, Storage,
+    V2Batch, V2Partition,
 };
 use std::path::{Path, PathBuf};
 
@@ -173,4 +174,40 @@ fn a_damaged_version_2_log_is_refused() {
         let still = Log::open_reader(&dir, IDENTITY).err().expect("still the old log");
         assert!(matches!(still, LogError::FormatVersion { upgradable: true, .. }), "{name}: {still}");
     }
+}
+
+/// A replicated log of format version 2: each replica is a log directory of its own,
+/// converted with its records, then the top-level identity; a second run has nothing to do.
+#[test]
+fn a_replicated_log_is_upgraded_replica_by_replica() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let dir = temp.path().join("log");
+    ReplicatedLog::create(&dir, IDENTITY, 2).expect("a replicated log");
+    for broker in 0..2 {
+        write_v2_log_for_tests(&Storage::Real, &replica_dir(&dir, broker), IDENTITY, &old_log()).expect("v2");
+    }
+    // The top-level identity of a version-2 log, by its documented layout.
+    let mut identity = b"ONCELID1".to_vec();
+    identity.extend_from_slice(&IDENTITY.id.to_le_bytes());
+    identity.extend_from_slice(&IDENTITY.partitions.to_le_bytes());
+    identity.extend_from_slice(&crc32c::crc32c(&identity).to_le_bytes());
+    std::fs::write(dir.join("identity"), identity).expect("v2 identity");
+    let Err(refused) = ReplicatedLog::open(&dir, IDENTITY) else { panic!("a version-2 log is refused") };
+    assert!(matches!(refused, LogError::FormatVersion { upgradable: true, .. }), "{refused}");
+    let upgraded = Log::upgrade(&dir, IDENTITY).expect("upgrade");
+    let expected = vec![replica_dir(&dir, 0), replica_dir(&dir, 1), dir.clone()];
+    assert_eq!(upgraded.upgraded, expected);
+    let log = ReplicatedLog::open(&dir, IDENTITY).expect("open").expect("replicated");
+    for broker in 0..2 {
+        for (number, part) in (0..).zip(old_log()) {
+            let payloads: Vec<Vec<u8>> = part.batches.into_iter().flat_map(|batch| batch.payloads).collect();
+            let view = log.replica_view(broker, number).expect("view");
+            assert_eq!((view.start, view.end, view.damage), (part.start, payloads.len() as u64, None));
+            let records = log.replica_read(broker, number, view.start..view.end).expect("records");
+            let read: Vec<Vec<u8>> = records.into_iter().map(|record| record.payload).collect();
+            assert_eq!(read, payloads[view.start as usize..], "broker {broker} partition {number}");
+        }
+    }
+    let again = Log::upgrade(&dir, IDENTITY).expect("a second upgrade");
+    assert!(again.upgraded.is_empty() && again.current == expected, "{again:?}");
 }
