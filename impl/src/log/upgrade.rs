@@ -26,7 +26,8 @@ use super::durable::{replace_file, sync_dir};
 use super::error::{io_err, LogError};
 use super::frame::{encode_frame, FrameMeta};
 use super::header::{encode_header, Owner, MAGIC, MAGIC_V2};
-use super::identity::{check_matches, encode_identity, identity_path, upgrade_path, LogIdentity, MAGIC_V2 as ID_V2};
+use super::identity::{check_matches, encode_identity, identity_path, upgrade_path, LogIdentity};
+use super::identity::{MAGIC as ID_MAGIC, MAGIC_V2 as ID_V2};
 use super::lock_dir;
 use super::partition::partition_path;
 use super::producer::Producer;
@@ -112,12 +113,19 @@ pub(super) fn upgrade(storage: &Storage, dir: &Path, expected: LogIdentity) -> R
     match identity_version(storage, dir, expected)? {
         Version::Current => done.current.push(dir.to_path_buf()),
         Version::Previous => {
-            replace_file(storage, dir, &identity_path(dir), &encode_identity(super::identity::MAGIC, expected))?;
-            done.actions.push(UpgradeAction::RewroteIdentity { path: identity_path(dir) });
+            commit(storage, dir, expected, &mut done)?;
             done.upgraded.push(dir.to_path_buf());
         }
     }
     Ok(done)
+}
+
+/// The commit point of a log directory's upgrade: its identity file replaced atomically by
+/// the version-3 one.
+fn commit(storage: &Storage, dir: &Path, expected: LogIdentity, done: &mut Upgraded) -> Result<(), LogError> {
+    replace_file(storage, dir, &identity_path(dir), &encode_identity(ID_MAGIC, expected))?;
+    done.actions.push(UpgradeAction::RewroteIdentity { path: identity_path(dir) });
+    Ok(())
 }
 
 /// Which format version a log directory's identity file says.
@@ -129,19 +137,30 @@ enum Version {
 /// Upgrades one log directory holding partition files, or finishes its interrupted upgrade.
 fn upgrade_dir(storage: &Storage, dir: &Path, expected: LogIdentity, done: &mut Upgraded) -> Result<(), LogError> {
     let _lock = lock_dir(storage, dir)?;
-    let version = identity_version(storage, dir, expected)?;
     let pairs = file_pairs(dir, expected.partitions);
-    if let Version::Current = version {
-        let left: Vec<(PathBuf, PathBuf)> = pairs.into_iter().filter(|(_, new)| storage.exists(new)).collect();
-        if left.is_empty() {
-            done.current.push(dir.to_path_buf());
-            return Ok(());
+    match identity_version(storage, dir, expected)? {
+        Version::Current => {
+            let left: Vec<(PathBuf, PathBuf)> = pairs.into_iter().filter(|(_, new)| storage.exists(new)).collect();
+            if left.is_empty() {
+                done.current.push(dir.to_path_buf());
+                return Ok(());
+            }
+            move_over(storage, dir, &left, done)?;
         }
-        move_over(storage, dir, &left, done)?;
-        done.upgraded.push(dir.to_path_buf());
-        return Ok(());
+        Version::Previous => {
+            convert_dir(storage, dir, expected, done)?;
+            // Every `.upgrade` file exists now: the renames are the run's own, not reported.
+            move_over(storage, dir, &pairs, &mut Upgraded::default())?;
+        }
     }
-    // Leftovers of an interrupted run before its commit point are simply written again.
+    done.upgraded.push(dir.to_path_buf());
+    Ok(())
+}
+
+/// Writes every partition's files in format version 3 beside their originals, syncs them and
+/// the directory, then commits. Leftovers of a run interrupted before its commit point are
+/// simply written again.
+fn convert_dir(storage: &Storage, dir: &Path, expected: LogIdentity, done: &mut Upgraded) -> Result<(), LogError> {
     for number in 0..expected.partitions {
         let owner = Owner { log: expected.id, partition: number };
         for (path, bytes, action) in convert_partition(storage, dir, owner, done)? {
@@ -150,19 +169,14 @@ fn upgrade_dir(storage: &Storage, dir: &Path, expected: LogIdentity, done: &mut 
         }
     }
     sync_dir(storage, dir)?;
-    replace_file(storage, dir, &identity_path(dir), &encode_identity(super::identity::MAGIC, expected))?;
-    done.actions.push(UpgradeAction::RewroteIdentity { path: identity_path(dir) });
-    let written: Vec<(PathBuf, PathBuf)> = file_pairs(dir, expected.partitions);
-    move_over(storage, dir, &written, &mut Upgraded::default())?;
-    done.upgraded.push(dir.to_path_buf());
-    Ok(())
+    commit(storage, dir, expected, done)
 }
 
 /// Every (original, `.upgrade`) pair of files of a log of `partitions` partitions.
 fn file_pairs(dir: &Path, partitions: u32) -> Vec<(PathBuf, PathBuf)> {
     let kinds = ["log", "ack", "start"];
     let paths = (0..partitions).flat_map(|n| kinds.map(|kind| partition_path(dir, n, kind)));
-    paths.map(|path| (upgrade_path(&path), path)).map(|(new, path)| (path, new)).collect()
+    paths.map(|path| (path.clone(), upgrade_path(&path))).collect()
 }
 
 /// Renames each `.upgrade` file over its original, then syncs the directory: after the commit
@@ -192,7 +206,7 @@ fn identity_version(storage: &Storage, dir: &Path, expected: LogIdentity) -> Res
         }
         Err(e) => return Err(io_err(&path)(e)),
     };
-    let (version, found) = if let Some(found) = decode_identity(&bytes, super::identity::MAGIC) {
+    let (version, found) = if let Some(found) = decode_identity(&bytes, ID_MAGIC) {
         (Version::Current, found)
     } else if let Some(found) = decode_identity(&bytes, ID_V2) {
         (Version::Previous, found)
