@@ -124,8 +124,21 @@ const CASES: &[Case] = &[
         expect: &[
             expect(CONSUME, 4, "partition-0.log: its header is damaged"),
             expect(STATUS, 4, "partition-0.log: its header is damaged"),
-            expect(REPAIR, 0, "had a damaged header"),
+            expect(REPAIR, 0, "had a damaged header (the header's checksum does not match it), but its frames"),
             expect(CONSUME, 0, ""),
+        ],
+    },
+    Case {
+        name: "a flipped byte in the data file's header, and acknowledged bytes lost",
+        mutate: |a, _| {
+            flip(a, "log");
+            let path = a.join("partition-0.log");
+            let len = fs::metadata(&path).expect("metadata").len();
+            fs::OpenOptions::new().write(true).open(&path).expect("open").set_len(len - 1).expect("cut");
+        },
+        expect: &[
+            expect(REPAIR, 4, "partition-0.log: its header is damaged"),
+            expect(CONSUME, 4, "partition-0.log: its header is damaged"),
         ],
     },
     Case {

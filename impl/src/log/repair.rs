@@ -243,8 +243,14 @@ fn plan_partition(storage: &Storage, dir: &Path, log: u64, number: u32) -> Resul
     let mut plan = Plan::empty(number);
     let ack = inspect_ack(storage, &part.ack_path, part.owner)?;
     let opened = match part.open_data(false) {
-        Err(error @ (LogError::DamagedHeader { .. } | LogError::BadHeader { .. })) => {
-            plan_header(&mut part, &ack, error, &mut plan)
+        Err(LogError::DamagedHeader { path, reason }) => {
+            let why = reason.clone();
+            plan_header(&mut part, &ack, (LogError::DamagedHeader { path, reason }, why), &mut plan)
+        }
+        Err(LogError::BadHeader { path, found, expected }) => {
+            let why =
+                format!("its first 8 bytes are not {} (found \"{}\")", expected.escape_ascii(), found.escape_ascii());
+            plan_header(&mut part, &ack, (LogError::BadHeader { path, found, expected }, why), &mut plan)
         }
         opened => opened,
     };
@@ -287,8 +293,15 @@ fn plan_partition(storage: &Storage, dir: &Path, log: u64, number: u32) -> Resul
 /// A partition file whose header is not intact (`error`): its header is written again only
 /// when its frames from byte [`HEADER_LEN`] are exactly what its valid acknowledgement record
 /// acknowledges (the record names this log and partition, so the frames are this partition's);
-/// otherwise `error` stands. Leaves the file open and indexed for [`plan_data`].
-fn plan_header(part: &mut Partition, ack: &AckFile, error: LogError, plan: &mut Plan) -> Result<(), LogError> {
+/// otherwise `error` stands. `reason` says what is wrong with the header for the journal (the
+/// refusal's own text says "refused", which a rewrite is not). Leaves the file open and
+/// indexed for [`plan_data`].
+fn plan_header(
+    part: &mut Partition,
+    ack: &AckFile,
+    (error, reason): (LogError, String),
+    plan: &mut Plan,
+) -> Result<(), LogError> {
     let AckFile::Valid(ack) = ack else { return Err(error) };
     let path = part.log_path.clone();
     let file = part.storage.open(&path, OpenMode::Read).map_err(io_err(&path))?;
@@ -297,7 +310,7 @@ fn plan_header(part: &mut Partition, ack: &AckFile, error: LogError, plan: &mut 
     if part.index_acknowledged(*ack, file_len)?.is_some() {
         return Err(error);
     }
-    let (partition, end, reason) = (plan.number, ack.end, error.to_string());
+    let (partition, end) = (plan.number, ack.end);
     plan.actions.push(RepairAction::RewroteHeader { path, partition, end, reason });
     plan.rewrite_header = true;
     Ok(())
