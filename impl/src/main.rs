@@ -400,8 +400,12 @@ struct RepairArgs {
     /// Record a damaged batch that has intact records after it as a gap (its offsets given up,
     /// a row in every group's resets) and keep the records after it; without it such a log
     /// is refused, since nothing intact is deleted unasked.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "upgrade")]
     gap: bool,
+    /// Convert a log of format version 2 (the log, its replicas, the output log) to version 3,
+    /// crash-safely, or finish such a conversion a crash interrupted; nothing else is repaired.
+    #[arg(long)]
+    upgrade: bool,
 }
 
 #[derive(Args)]
@@ -1368,6 +1372,9 @@ fn resets(args: ResetsArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn repair(args: RepairArgs) -> anyhow::Result<ExitCode> {
+    if args.upgrade {
+        return upgrade(&args.dir);
+    }
     let mut store = args.dir.open_store()?;
     let log_dir = args.dir.log_dir();
     let options = consumer::log::RepairOptions { gap: args.gap };
@@ -1396,6 +1403,31 @@ fn repair(args: RepairArgs) -> anyhow::Result<ExitCode> {
     }
     if repaired.actions.is_empty() && moved == 0 {
         println!("log {} is healthy and no group is past its end: nothing to repair", log_dir.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `repair --upgrade`: the store's log, then the output log beside it if there is one, each
+/// converted to format version 3 (or finished), one line per file and a summary.
+fn upgrade(dir: &DirArgs) -> anyhow::Result<ExitCode> {
+    let store = dir.open_store()?;
+    let log_dir = dir.log_dir();
+    let mut upgraded = Log::upgrade(&log_dir, store.log_identity())?;
+    let output = OutputLog::at(&Storage::Real, &log_dir, store.log_identity());
+    if output.dir().exists() {
+        let more = Log::upgrade(output.dir(), output.identity())?;
+        upgraded.actions.extend(more.actions);
+        upgraded.upgraded.extend(more.upgraded);
+        upgraded.current.extend(more.current);
+    }
+    for action in &upgraded.actions {
+        println!("upgrade: {action}");
+    }
+    if upgraded.upgraded.is_empty() {
+        println!("log {} is format version 3 already: nothing to upgrade", log_dir.display());
+    } else {
+        let (done, current) = (upgraded.upgraded.len(), upgraded.current.len());
+        println!("upgraded {done} log director(ies) to format version 3 ({current} were already)");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -245,8 +245,8 @@ fn prepare_readme_dirs(root: &Path) -> Vec<&'static str> {
     std::fs::write(root.join("killed-init/store.db"), b"").expect("empty killed-init/store.db");
     let old = rusqlite::Connection::open(root.join("old-schema/store.db")).expect("open old-schema/store.db");
     old.pragma_update(None, "user_version", 4).expect("set user_version 4");
-    set_version_digit(&root.join("old-log/log/identity"), b'2');
-    set_version_digit(&root.join("old-partition/log/partition-0.log"), b'1');
+    set_version_digit(&root.join("old-log/log/identity"), b'1');
+    set_version_digit(&root.join("old-partition/log/partition-0.log"), b'2');
     dirs.to_vec()
 }
 

@@ -102,6 +102,7 @@ fn named_by(action: &RepairAction, report: &mut RepairReport) {
         RepairAction::RecreatedDirectory { .. }
         | RepairAction::RecreatedIdentity { .. }
         | RepairAction::Adopted { .. }
+        | RepairAction::RewroteHeader { .. }
         | RepairAction::CutUnacknowledged { .. }
         | RepairAction::RebuiltAck { .. }
         | RepairAction::RecreatedStart { .. }

@@ -19,8 +19,8 @@ use consumer::log::{
 use proptest::prelude::*;
 use proptest::test_runner::{RngAlgorithm, RngSeed};
 
-/// Bytes before the first frame.
-const HEADER: usize = 8;
+/// Bytes before the first frame: `ONCELOG3`, the log id, the partition and their crc32c.
+const HEADER: usize = 24;
 /// Frame bytes before the payload: crc32c, length, offset, producer id, producer epoch,
 /// sequence and batch length.
 const FRAME_HEAD: usize = 40;
@@ -66,6 +66,26 @@ fn log_file(dir: &Path, partition: u32) -> PathBuf {
 
 fn ack_file(dir: &Path, partition: u32) -> PathBuf {
     dir.join(format!("partition-{partition}.ack"))
+}
+
+/// The header of a file of kind `magic` of `partition` of the log in `dir`, as documented in
+/// `src/log/header.rs`: the magic, the log id, the partition and the crc32c of those 20 bytes.
+fn header_of(dir: &Path, magic: &[u8; 8], partition: u32) -> Vec<u8> {
+    let mut bytes = magic.to_vec();
+    bytes.extend_from_slice(&identity(dir).id.to_le_bytes());
+    bytes.extend_from_slice(&partition.to_le_bytes());
+    bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
+    bytes
+}
+
+/// The header of partition 0's file of the log in `dir`.
+fn header(dir: &Path) -> Vec<u8> {
+    header_of(dir, b"ONCELOG3", 0)
+}
+
+/// Whether `error` refuses a file's header: not this format, another version, or damaged.
+fn is_header_refusal(error: &LogError) -> bool {
+    matches!(error, LogError::BadHeader { .. } | LogError::FormatVersion { .. } | LogError::DamagedHeader { .. })
 }
 
 /// Byte position where each record's frame ends, given the payloads in offset order.
@@ -374,8 +394,10 @@ fn a_foreign_file_is_a_bad_header_and_stays_untouched() {
         fs::write(&path, bytes).unwrap();
         let err = open_writer(dir.path()).err().expect("a foreign file must not open");
         assert!(matches!(&err, LogError::BadHeader { path: p, .. } if *p == path));
-        let says =
-            format!("{} is not a log file: its first 8 bytes are not ONCELOG2 (found \"{found}\")", path.display());
+        let says = format!(
+            "{} is not a file of this log: its first 8 bytes are not ONCELOG3 (found \"{found}\"): refused",
+            path.display()
+        );
         assert_eq!(err.to_string(), says);
         assert_eq!(fs::read(&path).unwrap(), bytes);
         assert_eq!(open_reader(dir.path()).err().map(|e| e.to_string()), Some(says), "a reader");
@@ -463,25 +485,35 @@ fn create_dir_durably_racing_another_creator_succeeds() {
     }
 }
 
+/// Partition files of older versions: version 1 (converted by nothing) and version 2 (which
+/// `consumer repair --upgrade` converts, and the refusal says so), each refused in one line.
 #[test]
-fn a_version_1_log_is_refused_with_one_line_and_stays_untouched() {
-    let dir = tempfile::tempdir().unwrap();
-    Log::init(dir.path(), 1).unwrap();
-    let path = log_file(dir.path(), 0);
-    // A version 1 file: its header and one 16-byte-head frame of the old layout.
-    let mut old = b"ONCELOG1".to_vec();
-    old.extend_from_slice(&[0x5a; 24]);
-    fs::write(&path, &old).unwrap();
-    let err = open_writer(dir.path()).err().expect("a version 1 log must not open");
-    assert!(matches!(&err, LogError::BadHeader { path: p, found } if *p == path && found == b"ONCELOG1"), "{err}");
-    let text = err.to_string();
-    assert_eq!(text.lines().count(), 1, "{text}");
-    for expected in ["partition-0.log", "ONCELOG1", "format version is not supported"] {
-        assert!(text.contains(expected), "'{text}' lacks '{expected}'");
+fn an_older_version_partition_file_is_refused_with_one_line_and_stays_untouched() {
+    for (magic, upgradable, says) in
+        [(b"ONCELOG1", false, "converts nothing"), (b"ONCELOG2", true, "run `consumer repair --upgrade`")]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        Log::init(dir.path(), 1).unwrap();
+        let path = log_file(dir.path(), 0);
+        // An old file: its header and one frame's worth of bytes of the old layout.
+        let mut old = magic.to_vec();
+        old.extend_from_slice(&[0x5a; 24]);
+        fs::write(&path, &old).unwrap();
+        let err = open_writer(dir.path()).err().expect("an old log must not open");
+        assert!(
+            matches!(&err, LogError::FormatVersion { path: p, found, upgradable: u, .. }
+                if *p == path && found == magic && *u == upgradable),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        for expected in ["partition-0.log", std::str::from_utf8(magic).unwrap(), says] {
+            assert!(text.contains(expected), "'{text}' lacks '{expected}'");
+        }
+        assert_eq!(fs::read(&path).unwrap(), old, "opening converts nothing");
+        let err = open_reader(dir.path()).err().expect("a reader refuses it too");
+        assert!(err.to_string().contains(says), "{err}");
     }
-    assert_eq!(fs::read(&path).unwrap(), old, "nothing converts an old log");
-    let err = open_reader(dir.path()).err().expect("a reader refuses it too");
-    assert!(err.to_string().contains("format version is not supported"), "{err}");
 }
 
 /// The frame of one record, built from the layout documented in `src/log.rs`.
@@ -510,7 +542,7 @@ fn the_frame_layout_is_the_documented_one() {
     log.append_idempotent(0, producer, 0, &[b"a".to_vec(), b"bc".to_vec()]).unwrap();
     log.append_idempotent(0, producer, 2, &[b"d".to_vec()]).unwrap();
     log.append_batch(0, &[b"x".to_vec(), b"y".to_vec()]).unwrap();
-    let mut expected = b"ONCELOG2".to_vec();
+    let mut expected = header(dir.path());
     for part in [
         frame(0, 0, 0, 0, 1, b"plain"),
         frame(1, producer.id, 9, 0, 2, b"a"),
@@ -525,10 +557,13 @@ fn the_frame_layout_is_the_documented_one() {
 }
 
 /// The acknowledgement record of `partition`, as documented in `src/log/ack.rs`: an 8 KiB
-/// file whose slot `generation % 2` (at byte 4096 times the slot) holds `ONCEACK1`, the
-/// generation, the end, the byte length and the crc32c of those 32 bytes; the other slot empty.
+/// file whose slot `generation % 2` (at byte 4096 times the slot) holds `ONCEACK2`, the log
+/// id, the partition, the generation, the end, the byte length and the crc32c of those 44
+/// bytes; the other slot empty.
 fn write_ack(dir: &Path, partition: u32, generation: u64, end: u64, len: u64) {
-    let mut record = b"ONCEACK1".to_vec();
+    let mut record = b"ONCEACK2".to_vec();
+    record.extend_from_slice(&identity(dir).id.to_le_bytes());
+    record.extend_from_slice(&partition.to_le_bytes());
     for value in [generation, end, len] {
         record.extend_from_slice(&value.to_le_bytes());
     }
@@ -552,7 +587,7 @@ fn a_frame_that_does_not_continue_its_batch_is_corrupt() {
     let first = frame(0, 1, 0, 0, 2, b"p1");
     // Checksum-valid and at the right offset, but from another producer than its batch.
     let intruder = frame(1, 2, 0, 1, 2, b"p2");
-    let mut bytes = b"ONCELOG2".to_vec();
+    let mut bytes = header(dir.path());
     bytes.extend_from_slice(&first);
     bytes.extend_from_slice(&intruder);
     bytes.extend_from_slice(&frame(2, 0, 0, 0, 1, b"after"));
@@ -619,7 +654,7 @@ fn a_damage_names_why_the_scan_stopped() {
     for Row { after, kept, records, stopped: (record, byte), why } in rows {
         let dir = tempfile::tempdir().unwrap();
         Log::init(dir.path(), 1).unwrap();
-        let bytes = [b"ONCELOG2".to_vec(), zero.clone(), after].concat();
+        let bytes = [header(dir.path()), zero.clone(), after].concat();
         write_acknowledged(dir.path(), &bytes, records);
         let file = &bytes[..at + kept];
         fs::write(log_file(dir.path(), 0), file).unwrap();
@@ -649,7 +684,7 @@ fn acknowledged_bytes_holding_fewer_records_than_acknowledged_are_damage() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         Log::init(dir.path(), 1).unwrap();
-        let bytes = [b"ONCELOG2".to_vec(), frames].concat();
+        let bytes = [header(dir.path()), frames].concat();
         write_acknowledged(dir.path(), &bytes, 3);
         let reason = reason.to_string();
         let position = bytes.len() as u64;
@@ -671,7 +706,8 @@ fn a_damaged_start_file_is_corrupt() {
     drop(log);
     let path = dir.path().join("partition-0.start");
     let mut bytes = fs::read(&path).unwrap();
-    bytes[0] ^= 0x40;
+    // The start's first byte, after the header (a damaged header: `tests/foreign.rs`).
+    bytes[HEADER] ^= 0x40;
     fs::write(&path, &bytes).unwrap();
     let err = open_writer(dir.path()).err().expect("a damaged start must not open");
     assert!(matches!(&err, LogError::Corrupt { path: p, .. } if *p == path), "{err}");
@@ -686,8 +722,9 @@ fn an_intact_start_file_past_the_end_is_corrupt() {
     log.append(0, b"x").unwrap();
     drop(log);
     let path = dir.path().join("partition-0.start");
-    let mut bytes = 2u64.to_le_bytes().to_vec();
-    bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
+    let mut bytes = header_of(dir.path(), b"ONCESTA1", 0);
+    bytes.extend_from_slice(&2u64.to_le_bytes());
+    bytes.extend_from_slice(&crc32c::crc32c(&2u64.to_le_bytes()).to_le_bytes());
     fs::write(&path, &bytes).unwrap();
     let writer_error = open_writer(dir.path()).err().expect("a start past the end must not open a writer");
     let reader_error = open_reader(dir.path()).err().expect("nor a reader");
@@ -898,7 +935,9 @@ fn reopen_checked(dir: &Path, bytes: &[u8], ack: &[u8], payloads: &[Vec<u8>]) ->
             let seen = &opened.records[..opened.records.len() - adopted as usize];
             assert_eq!((&records[..], damage), (seen, &opened.damage), "reader and writer must agree");
         }
-        (Err(LogError::BadHeader { .. }), Err(LogError::BadHeader { .. })) => {}
+        (Err(read), Err(written)) if is_header_refusal(read) && is_header_refusal(written) => {
+            assert_eq!(read.to_string(), written.to_string(), "reader and writer refuse the same header alike");
+        }
         _ => panic!("reader {read:?} and writer {written:?} disagree"),
     }
     if let Ok(opened) = &written {
@@ -1026,7 +1065,7 @@ proptest! {
             bytes[position] ^= mask;
             let result = reopen_checked(dir.path(), &bytes, ack, &payloads);
             if position < HEADER {
-                prop_assert!(matches!(result, Err(LogError::BadHeader { .. })), "byte {}", position);
+                prop_assert!(result.as_ref().is_err_and(is_header_refusal), "byte {}", position);
                 continue;
             }
             // The damaged record is the first whose frame ends after the flipped byte; its
@@ -1058,7 +1097,7 @@ proptest! {
             bytes[position] ^= mask;
             let result = reopen_unchecked(dir.path(), &bytes, &payloads);
             if position < HEADER {
-                prop_assert!(matches!(result, Err(LogError::BadHeader { .. })), "byte {}", position);
+                prop_assert!(result.as_ref().is_err_and(is_header_refusal), "byte {}", position);
                 continue;
             }
             // The damaged record is the first whose frame ends after the flipped byte; its

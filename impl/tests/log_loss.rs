@@ -10,12 +10,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Bytes before the first frame, and of a frame of a 3-byte payload (`src/log/mod.rs`).
-const HEADER: u64 = 8;
+const HEADER: u64 = 24;
 const FRAME3: u64 = 40 + 3;
 /// The acknowledgement record's layout (`src/log/ack.rs`): 8 KiB, slot k at byte 4096 k,
-/// each `ONCEACK1`, generation, end, length (u64 LE) and the crc32c of those 32 bytes.
+/// each `ONCEACK2`, log id (u64 LE), partition (u32 LE), generation, end, length (u64 LE)
+/// and the crc32c of those 44 bytes.
 const SLOT_STRIDE: usize = 4096;
-const RECORD_LEN: usize = 36;
+const RECORD_LEN: usize = 48;
 
 fn path(dir: &Path, partition: u32, extension: &str) -> PathBuf {
     dir.join(format!("partition-{partition}.{extension}"))
@@ -40,9 +41,11 @@ fn slots(bytes: &[u8]) -> Vec<(usize, u64, u64, u64)> {
         .filter_map(|slot| {
             let record = &bytes[slot * SLOT_STRIDE..slot * SLOT_STRIDE + RECORD_LEN];
             let u64_at = |at: usize| u64::from_le_bytes(record[at..at + 8].try_into().unwrap());
-            let crc = u32::from_le_bytes(record[32..36].try_into().unwrap());
-            let valid = &record[..8] == b"ONCEACK1" && crc32c::crc32c(&record[..32]) == crc;
-            valid.then(|| (slot, u64_at(8), u64_at(16), u64_at(24)))
+            let crc = u32::from_le_bytes(record[44..48].try_into().unwrap());
+            let valid = &record[..8] == b"ONCEACK2" && crc32c::crc32c(&record[..44]) == crc;
+            // Partition 0's record: its log's id, then partition 0.
+            valid.then(|| assert_eq!(&record[16..20], &0u32.to_le_bytes(), "slot {slot} names partition 0"));
+            valid.then(|| (slot, u64_at(20), u64_at(28), u64_at(36)))
         })
         .collect()
 }
@@ -185,7 +188,7 @@ fn a_file_unreachable_for_another_reason_than_absence_is_an_io_error_naming_it()
     }
 }
 
-/// The identity file's documented layout (`src/log/identity.rs`, 24 bytes): `ONCELID1`, the
+/// The identity file's documented layout (`src/log/identity.rs`, 24 bytes): `ONCELID2`, the
 /// id (u64 LE), the partition count (u32 LE) and the crc32c of those 20 bytes. Any other
 /// content is refused by every open and by `init`, and left as it is: `ONCELID` with another
 /// version digit as another format version, anything else as corrupt.
@@ -195,7 +198,7 @@ fn an_identity_file_is_the_documented_layout_or_refused_untouched() {
     let identity = log_with(dir.path(), 2, 1);
     let file = dir.path().join("identity");
     let written = fs::read(&file).unwrap();
-    let mut expected = b"ONCELID1".to_vec();
+    let mut expected = b"ONCELID2".to_vec();
     expected.extend_from_slice(&identity.id.to_le_bytes());
     expected.extend_from_slice(&2u32.to_le_bytes());
     expected.extend_from_slice(&crc32c::crc32c(&expected).to_le_bytes());
@@ -210,7 +213,7 @@ fn an_identity_file_is_the_documented_layout_or_refused_untouched() {
     };
     // (case, the file's content, the refusal: `None` corrupt, `Some(found)` another version)
     let mut cases: Vec<(String, Vec<u8>, Option<Vec<u8>>)> = vec![
-        ("version 2".into(), edited(&|b| b[7] = b'2'), Some(b"ONCELID2".to_vec())),
+        ("version 1 (a format-version-2 log)".into(), edited(&|b| b[7] = b'1'), Some(b"ONCELID1".to_vec())),
         ("a byte appended".into(), edited(&|b| b.push(0)), None),
         ("the checksum's last byte cut".into(), edited(&|b| b.truncate(23)), None),
         ("the magic alone".into(), edited(&|b| b.truncate(8)), None),
@@ -375,7 +378,8 @@ fn without_reason(action: &RepairAction) -> (RepairAction, bool) {
         | RepairAction::RecordedGap { reason, .. }
         | RepairAction::CutUnknown { reason, .. }
         | RepairAction::RebuiltAck { reason, .. }
-        | RepairAction::RecreatedStart { reason, .. } => !std::mem::take(reason).is_empty(),
+        | RepairAction::RecreatedStart { reason, .. }
+        | RepairAction::RewroteHeader { reason, .. } => !std::mem::take(reason).is_empty(),
         RepairAction::RecreatedDirectory { .. }
         | RepairAction::RecreatedIdentity { .. }
         | RepairAction::RecreatedPartition { .. }
@@ -390,7 +394,7 @@ fn without_reason(action: &RepairAction) -> (RepairAction, bool) {
 /// removed (records, bytes, the start it moved): the writer then opens with no repair to make,
 /// readers see no damage, appends continue at the end, and a second repair finds nothing and
 /// writes nothing.
-/// Partition 0 holds four 3-byte records (frames of 43 bytes after the 8-byte header).
+/// Partition 0 holds four 3-byte records (frames of 43 bytes after the 24-byte header).
 #[test]
 fn repair_makes_each_damage_consistent_and_says_what_it_removed() {
     use RepairAction::*;

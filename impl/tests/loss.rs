@@ -116,10 +116,10 @@ enum Loss {
     AnotherLog,
 }
 
-/// Bytes of one +N record's frame (40 bytes of head, an 8-byte delta), after the 8-byte header,
+/// Bytes of one +N record's frame (40 bytes of head, an 8-byte delta), after the 24-byte header,
 /// as documented in `src/log/mod.rs`.
 const FRAME: u64 = 48;
-const HEADER: u64 = 8;
+const HEADER: u64 = 24;
 
 /// The value of an I/O step of inflicting `loss`, which must not fail.
 fn must<T>(case: &str, loss: Loss, result: std::io::Result<T>) -> T {

@@ -345,6 +345,10 @@ fn scenarios_of_retries_epochs_and_sequences() {
     }
 }
 
+/// Bytes of the partition file's header (magic, log id, partition, crc32c), as documented in
+/// `src/log/mod.rs`.
+const HEADER: u64 = 24;
+
 /// The byte length of a frame of `payload_len` bytes, as documented in `src/log/mod.rs`.
 fn frame_len(payload_len: usize) -> u64 {
     40 + payload_len as u64
@@ -367,7 +371,7 @@ fn a_batch_torn_anywhere_is_dropped_whole_and_its_retry_appends_it() {
     let path = dir.path().join("partition-0.log");
     let full = fs::read(&path).unwrap();
     let identity = Log::read_identity(dir.path()).unwrap().expect("made by writer()");
-    let kept_len = 8 + frame_len(5);
+    let kept_len = HEADER + frame_len(5);
     assert_eq!(full.len() as u64, kept_len + 3 * frame_len(6), "the log layout is not the documented one");
     // Every cut inside the second batch, between its frames as well as inside them, is
     // what a crash during its write can leave.

@@ -22,10 +22,13 @@ use std::path::{Path, PathBuf};
 pub const BROKERS: u32 = 2;
 
 /// The frame head of the log format (spec.md §10 "Log files"): crc32c u32, length u32, offset
-/// u64, producer id u64, producer epoch u32, sequence u32, batch length u32; the 8-byte
-/// header `ONCELOG2` precedes the first frame.
-const FRAME_HEAD_BYTES: usize = 36;
-const HEADER: &[u8; 8] = b"ONCELOG2";
+/// u64, producer id u64, producer epoch u32, sequence u32, batch length u32, the record's index
+/// in its batch u32; the 24-byte
+/// header (`ONCELOG3`, the log id u64, the partition u32, their crc32c u32) precedes the first
+/// frame.
+const FRAME_HEAD_BYTES: usize = 40;
+const MAGIC: &[u8; 8] = b"ONCELOG3";
+const HEADER_BYTES: usize = 24;
 
 /// What the producer's send came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,10 +176,10 @@ impl Replicated {
         let path = replica_dir(&self.dir, broker).join(format!("partition-{partition}.log"));
         let bytes = std::fs::read(&path).map_err(Error::io(&path, "read"))?;
         let bad = |offset: u64, reason: &str| Unobservable::Frame { path: path.clone(), offset, reason: reason.into() };
-        if !bytes.starts_with(HEADER) {
-            return Err(bad(0, "the file does not start with ONCELOG2").into());
+        if !bytes.starts_with(MAGIC) {
+            return Err(bad(0, "the file does not start with ONCELOG3").into());
         }
-        let (mut at, mut sends) = (HEADER.len(), Vec::new());
+        let (mut at, mut sends) = (HEADER_BYTES, Vec::new());
         for offset in 0..end {
             let head = bytes.get(at..at + FRAME_HEAD_BYTES).ok_or_else(|| bad(offset, "the file ends first"))?;
             let u64_at = |from: usize| u64::from_le_bytes(head[from..from + 8].try_into().expect("8 bytes"));

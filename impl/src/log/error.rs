@@ -1,7 +1,6 @@
 //! `LogError`: every way a log operation fails, each naming the file or partition concerned.
 
 use super::frame::records;
-use super::header::is_other_version;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -35,19 +34,40 @@ pub enum LogError {
     Locked {
         path: PathBuf,
     },
-    /// The file does not start with `ONCELOG2`; `found` holds its first bytes (up to 8). An
-    /// `ONCELOG` header of another version is a log format this build does not support.
+    /// The file does not start with `expected` (nor with another version of it): it is not a
+    /// file of this log format at all, or it is empty. `found` holds its first bytes (up to 8).
     BadHeader {
         path: PathBuf,
         found: Vec<u8>,
+        expected: &'static [u8; 8],
     },
-    /// A file of the log (`path`: its identity file) is of another version of its format:
-    /// `found` holds its first 8 bytes, `reads` the only ones this build reads. Nothing is
-    /// converted.
+    /// A file of the log is of another version of its format: `found` holds its first 8 bytes,
+    /// `reads` the only ones this build reads. `upgradable`: the previous version, which
+    /// `consumer repair --upgrade` converts; nothing else converts anything.
     FormatVersion {
         path: PathBuf,
         found: Vec<u8>,
         reads: &'static [u8; 8],
+        upgradable: bool,
+    },
+    /// A per-partition file's header (its magic is right) is cut short or fails its checksum.
+    DamagedHeader {
+        path: PathBuf,
+        reason: String,
+    },
+    /// A per-partition file whose intact header (or acknowledgement slot) names another log
+    /// or another partition: swapped or copied in from elsewhere. Never read, never rewritten.
+    ForeignFile {
+        path: PathBuf,
+        found_log: u64,
+        found_partition: u32,
+        expected_log: u64,
+        expected_partition: u32,
+    },
+    /// The log's identity says format version 3, but `path`, a file `consumer repair
+    /// --upgrade` wrote, was not yet moved over its original: that upgrade was interrupted.
+    UpgradeInterrupted {
+        path: PathBuf,
     },
     /// An idempotent batch does not start at the sequence the producer must send next: a gap,
     /// a reordering, or a retry of a batch older than the recent ones kept.
@@ -140,25 +160,44 @@ impl fmt::Display for LogError {
             LogError::Locked { path } => {
                 write!(f, "log lock {} is held by another writer: only one writer per log directory", path.display())
             }
-            LogError::BadHeader { path, found } if is_other_version(found) => write!(
+            LogError::BadHeader { path, found, expected } => write!(
                 f,
-                "log {} has header {}: that log format version is not supported \
-                 (this build reads only ONCELOG2 and converts nothing)",
+                "{} is not a file of this log: its first 8 bytes are not {} (found \"{}\"): refused",
                 path.display(),
+                expected.escape_ascii(),
                 found.escape_ascii()
             ),
-            LogError::BadHeader { path, found } => write!(
+            LogError::FormatVersion { path, found, reads, upgradable: true } => write!(
                 f,
-                "{} is not a log file: its first 8 bytes are not ONCELOG2 (found \"{}\")",
+                "{} has format {}, the previous version: this build reads only {}; run `consumer repair --upgrade`",
                 path.display(),
-                found.escape_ascii()
+                found.escape_ascii(),
+                reads.escape_ascii()
             ),
-            LogError::FormatVersion { path, found, reads } => write!(
+            LogError::FormatVersion { path, found, reads, upgradable: false } => write!(
                 f,
                 "{} has format {}, another version: this build reads only {} and converts nothing",
                 path.display(),
                 found.escape_ascii(),
                 reads.escape_ascii()
+            ),
+            LogError::DamagedHeader { path, reason } => write!(
+                f,
+                "{}: its header is damaged ({reason}): refused (`consumer repair` rewrites a partition file's \
+                 header only when its records are exactly the acknowledged ones)",
+                path.display()
+            ),
+            LogError::ForeignFile { path, found_log, found_partition, expected_log, expected_partition } => write!(
+                f,
+                "{} belongs to log {found_log:016x} partition {found_partition}, not to this log \
+                 {expected_log:016x} partition {expected_partition}: refused (a file of another log or partition; \
+                 `consumer repair` does not guess)",
+                path.display()
+            ),
+            LogError::UpgradeInterrupted { path } => write!(
+                f,
+                "{} is left over: an upgrade was interrupted: run `consumer repair --upgrade`",
+                path.display()
             ),
             LogError::OutOfOrderSequence { partition, producer, expected, found } => write!(
                 f,
@@ -231,6 +270,9 @@ impl std::error::Error for LogError {
             | LogError::Locked { .. }
             | LogError::BadHeader { .. }
             | LogError::FormatVersion { .. }
+            | LogError::DamagedHeader { .. }
+            | LogError::ForeignFile { .. }
+            | LogError::UpgradeInterrupted { .. }
             | LogError::OutOfOrderSequence { .. }
             | LogError::ProducerFenced { .. }
             | LogError::Damaged { .. }
@@ -247,11 +289,15 @@ impl std::error::Error for LogError {
 
 impl LogError {
     /// Whether the error is a refusal to protect data (acknowledged records lost or damaged, a
-    /// file missing, another log, a partition without a leader): the command line's exit
-    /// status 4, where bad input is 2.
+    /// file missing, damaged or not of this log, another log, a partition without a leader):
+    /// the command line's exit status 4, where bad input (a log of another format version,
+    /// which `consumer repair --upgrade` may convert) is 2.
     pub fn is_refusal(&self) -> bool {
         match self {
             LogError::Corrupt { .. }
+            | LogError::BadHeader { .. }
+            | LogError::DamagedHeader { .. }
+            | LogError::ForeignFile { .. }
             | LogError::Damaged { .. }
             | LogError::Missing { .. }
             | LogError::Unidentified { .. }
@@ -264,8 +310,8 @@ impl LogError {
             | LogError::OffsetOutOfRange { .. }
             | LogError::NoSuchPartition { .. }
             | LogError::Locked { .. }
-            | LogError::BadHeader { .. }
             | LogError::FormatVersion { .. }
+            | LogError::UpgradeInterrupted { .. }
             | LogError::OutOfOrderSequence { .. }
             | LogError::ProducerFenced { .. } => false,
         }

@@ -7,8 +7,8 @@ pub use super::ack::AckSlotRange;
 use super::ack::{newest_slot_range, open_ack};
 use super::error::{io_err, LogError};
 use super::frame::{parse_frame, Frame};
-use super::header::HEADER_LEN;
-use super::identity::LogIdentity;
+use super::header::{Owner, HEADER_LEN};
+use super::identity::{identity_path, read_identity, LogIdentity};
 use super::lock_dir;
 use super::partition::{check_header, partition_path};
 use super::repair::{repair, RepairAction, RepairOptions, Repaired};
@@ -31,9 +31,12 @@ pub fn lose_tail(log_dir: &Path, partition: u32, keep_records: u64) -> Result<()
 /// [`lose_tail`] on `storage` (a simulated disk's log, for the power-cut tests).
 pub fn lose_tail_on(storage: &Storage, log_dir: &Path, partition: u32, keep_records: u64) -> Result<(), LogError> {
     let _lock = lock_dir(storage, log_dir)?;
+    let Some(identity) = read_identity(storage, log_dir)? else {
+        return Err(LogError::Missing { path: identity_path(log_dir), what: "the log's identity file" });
+    };
     let path = partition_path(log_dir, partition, "log");
     let file = storage.open(&path, OpenMode::ReadWrite).map_err(io_err(&path))?;
-    check_header(&file, &path)?;
+    check_header(&file, &path, Owner { log: identity.id, partition })?;
     let len = file.len().map_err(io_err(&path))?;
     let bytes = file.read_range(HEADER_LEN, len).map_err(io_err(&path))?;
     let (mut at, mut records) = (0, 0);
@@ -68,5 +71,9 @@ pub fn repair_on(
 #[doc(hidden)]
 pub fn newest_ack_slot_on(storage: &Storage, log_dir: &Path, partition: u32) -> Result<AckSlotRange, LogError> {
     let path = partition_path(log_dir, partition, "ack");
-    newest_slot_range(&open_ack(storage, &path, false)?, &path)
+    let Some(identity) = read_identity(storage, log_dir)? else {
+        return Err(LogError::Missing { path: identity_path(log_dir), what: "the log's identity file" });
+    };
+    let owner = Owner { log: identity.id, partition };
+    newest_slot_range(&open_ack(storage, &path, false)?, &path, owner)
 }

@@ -3,9 +3,13 @@
 //! with the file, so a store is never run against another log (a directory deleted and made
 //! again, a copy of another data directory) or another partition count.
 //!
-//! Layout (24 bytes): `ONCELID1` | id u64 LE | partitions u32 LE | crc32c u32 LE of the 20
+//! Layout (24 bytes): `ONCELID2` | id u64 LE | partitions u32 LE | crc32c u32 LE of the 20
 //! bytes before it. The file is created last by `init`, after every partition's files, so its
-//! presence means a complete log.
+//! presence means a complete log. Its magic is the log's format version: `ONCELID2` a version-3
+//! log (whose per-partition files name their log and partition), `ONCELID1` a version-2 log,
+//! which `consumer repair --upgrade` converts (`upgrade.rs`). Replacing this file is that
+//! upgrade's commit point, so a version-3 identity with files the upgrade wrote still beside
+//! their originals (`*.upgrade`) is an interrupted upgrade, refused until it is finished.
 
 use super::durable::replace_file;
 use super::error::{io_err, LogError};
@@ -18,8 +22,12 @@ use std::path::{Path, PathBuf};
 
 /// The identity file's name in the log directory.
 const FILE_NAME: &str = "identity";
-const MAGIC: &[u8; 8] = b"ONCELID1";
+pub(super) const MAGIC: &[u8; 8] = b"ONCELID2";
+/// The identity file's magic in a log of format version 2.
+pub(super) const MAGIC_V2: &[u8; 8] = b"ONCELID1";
 const LEN: usize = 24;
+/// What the upgrade appends to a file's name for the new version of that file.
+pub(super) const UPGRADE_SUFFIX: &str = ".upgrade";
 /// Where random ids come from (the kernel's CSPRNG; the crate targets Unix already).
 const RANDOM_SOURCE: &str = "/dev/urandom";
 
@@ -63,10 +71,11 @@ pub(super) fn read_identity(storage: &Storage, dir: &Path) -> Result<Option<LogI
         |reason: &str| LogError::Corrupt { path: path.clone(), offset: 0, position: 0, reason: reason.into() };
     // `ONCELID` and another version digit: a log of another version, not a damaged file.
     if let Some(found) = bytes.get(..MAGIC.len()).filter(|found| found[..7] == MAGIC[..7] && found != MAGIC) {
-        return Err(LogError::FormatVersion { path, found: found.to_vec(), reads: MAGIC });
+        let upgradable = found == MAGIC_V2;
+        return Err(LogError::FormatVersion { path, found: found.to_vec(), reads: MAGIC, upgradable });
     }
     if bytes.len() != LEN || &bytes[..8] != MAGIC {
-        return Err(corrupt("an identity file holds ONCELID1, an id, a partition count and their crc32c"));
+        return Err(corrupt("an identity file holds ONCELID2, an id, a partition count and their crc32c"));
     }
     let crc = u32::from_le_bytes(bytes[20..24].try_into().expect("4 bytes"));
     if crc32c::crc32c(&bytes[..20]) != crc {
@@ -74,16 +83,38 @@ pub(super) fn read_identity(storage: &Storage, dir: &Path) -> Result<Option<LogI
     }
     let id = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
     let partitions = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes"));
+    if let Some(left) = upgrade_files(dir, partitions).into_iter().find(|path| storage.exists(path)) {
+        return Err(LogError::UpgradeInterrupted { path: left });
+    }
     Ok(Some(LogIdentity { id, partitions }))
+}
+
+/// The identity file's bytes, of the format version `magic` names.
+pub(super) fn encode_identity(magic: &[u8; 8], identity: LogIdentity) -> Vec<u8> {
+    let mut bytes = magic.to_vec();
+    bytes.extend_from_slice(&identity.id.to_le_bytes());
+    bytes.extend_from_slice(&identity.partitions.to_le_bytes());
+    bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
+    bytes
 }
 
 /// Writes the identity file of `dir` atomically and durably (file and directory synced).
 pub(super) fn write_identity(storage: &Storage, dir: &Path, identity: LogIdentity) -> Result<(), LogError> {
-    let mut bytes = MAGIC.to_vec();
-    bytes.extend_from_slice(&identity.id.to_le_bytes());
-    bytes.extend_from_slice(&identity.partitions.to_le_bytes());
-    bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
-    replace_file(storage, dir, &identity_path(dir), &bytes)
+    replace_file(storage, dir, &identity_path(dir), &encode_identity(MAGIC, identity))
+}
+
+/// `path` with the upgrade's suffix: where the upgrade writes the new version of that file.
+pub(super) fn upgrade_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(UPGRADE_SUFFIX);
+    PathBuf::from(name)
+}
+
+/// Every file an upgrade of a log of `partitions` partitions in `dir` may write, in order.
+pub(super) fn upgrade_files(dir: &Path, partitions: u32) -> Vec<PathBuf> {
+    let kinds = ["log", "ack", "start"];
+    let files = (0..partitions).flat_map(|n| kinds.map(|kind| dir.join(format!("partition-{n}.{kind}"))));
+    files.map(|path| upgrade_path(&path)).collect()
 }
 
 /// Checks that `dir` holds the log `expected` names: its identity file exists and carries the

@@ -2,9 +2,21 @@
 //! crash-safe retained start per partition, torn-tail repair on open, readers that follow a
 //! live writer from another process, and Kafka-style idempotent producers.
 //!
-//! # Layout (format version 2)
+//! # Layout (format version 3)
 //!
-//! `dir/partition-{N}.log` starts with the 8-byte header `ONCELOG2`, followed by frames:
+//! Every per-partition file names the log and the partition it belongs to, so that a file
+//! swapped in from another partition or copied in from another log is refused rather than
+//! read: each file's own checksums cannot tell. The header (`header.rs`, 24 bytes):
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 8 | magic: `ONCELOG3` (partition file) or `ONCESTA1` (start file) |
+//! | 8 | the log's id (LE), its identity's |
+//! | 4 | the partition (LE) |
+//! | 4 | crc32c (LE) of the 20 bytes before it |
+//!
+//! `dir/partition-{N}.log` starts with that header (24 bytes: `HEADER_LEN`), followed by
+//! frames:
 //!
 //! | bytes | field |
 //! |---|---|
@@ -19,23 +31,30 @@
 //!
 //! Every record of a batch carries the same producer id, epoch and batch length, and
 //! consecutive sequences (wrapping from `u32::MAX` to 0, as Kafka's wrap at `i32::MAX`), so a
-//! scan rebuilds the batch boundaries. A plain batch has base sequence 0. A file whose header
-//! is `ONCELOG1` (the version without producer fields) is refused as [`LogError::BadHeader`]:
-//! nothing converts it.
+//! scan rebuilds the batch boundaries. A plain batch has base sequence 0.
 //!
-//! `dir/partition-{N}.start` holds the retained start: 8 bytes LE and their crc32c (LE).
-//! It is replaced atomically (temp file, fsync, rename, fsync of the directory). `init` makes
-//! it; a missing one is [`LogError::Missing`], never read as 0. `dir/writer.lock` is locked
-//! exclusively by the single writer.
+//! Every open checks each header before it reads anything else: not this format at all (an
+//! empty file included) is [`LogError::BadHeader`], a header that fails its checksum
+//! [`LogError::DamagedHeader`], an intact one naming another log or partition
+//! [`LogError::ForeignFile`]: all refusals. `ONCELOG` with another version digit is
+//! [`LogError::FormatVersion`]: version 2's `ONCELOG2` with the hint to run `consumer repair
+//! --upgrade` (`upgrade.rs`), anything else converted by nothing.
 //!
-//! `dir/identity` holds the log's random id and partition count (`identity.rs`), written last
-//! by `init` and recorded in the store: every open checks both ([`LogError::IdentityMismatch`],
-//! [`LogError::PartitionCount`]), so a store never runs against another log.
+//! `dir/partition-{N}.start` holds the retained start: the `ONCESTA1` header, then 8 bytes LE
+//! and their crc32c (LE), 36 bytes. It is replaced atomically (temp file, fsync, rename, fsync
+//! of the directory). `init` makes it; a missing one is [`LogError::Missing`], never read as 0.
+//! `dir/writer.lock` is locked exclusively by the single writer.
+//!
+//! `dir/identity` holds `ONCELID2` (the format version), the log's random id and partition
+//! count (`identity.rs`), written last by `init` and recorded in the store: every open checks
+//! both ([`LogError::IdentityMismatch`], [`LogError::PartitionCount`]), so a store never runs
+//! against another log, and the headers name its id, so no file of another log is read either.
 //!
 //! `dir/partition-{N}.ack` holds the acknowledgement record (`ack.rs`): the end offset and
 //! byte length of the file as of the last acknowledged append, in two alternating
-//! checksummed slots of a preallocated file. `dir/repairs.log` records, one line each, what
-//! every [`Log::repair`] removed or accepted as lost.
+//! checksummed slots of a preallocated file, each naming its log and partition too.
+//! `dir/repairs.log` records, one line each, what every [`Log::repair`] removed or accepted as
+//! lost.
 //!
 //! # Appends and recovery
 //!
@@ -73,15 +92,17 @@
 //!
 //! # Files
 //!
-//! A DAG, leaves first: `header.rs` (the 8-byte header); `error.rs` (`LogError`);
+//! A DAG, leaves first: `error.rs` (`LogError`); `header.rs` (the 24-byte header naming log
+//! and partition);
 //! `simdisk.rs` (the test-only simulated disk) and `storage.rs` (`Storage`, through which
 //! every file operation goes: `std::fs`, or the simulated disk); `durable.rs` (files replaced
 //! and directories made durably); `identity.rs` (the identity
 //! file); `ack.rs` (the acknowledgement record); `producer.rs` (the idempotent producer
 //! table); `frame.rs` (the frame codec and the scan); `retention.rs` (start files);
 //! `partition.rs` (one partition: open, recovery, append, read); `reader.rs` (a reader's
-//! refresh); this file, the front (`Log`); `repair.rs` (`Log::repair`) and `fault.rs` (fault
-//! injection for tests), which use the front's lock.
+//! refresh); this file, the front (`Log`); `repair.rs` (`Log::repair`), `upgrade.rs`
+//! (`Log::upgrade`: format version 2 to 3) and `fault.rs` (fault injection for tests), which
+//! use the front's lock.
 
 mod ack;
 mod durable;
@@ -98,6 +119,7 @@ mod replication;
 mod retention;
 mod simdisk;
 mod storage;
+mod upgrade;
 
 pub use durable::create_dir_durably;
 pub use error::LogError;
@@ -111,11 +133,14 @@ pub use replication::{
 };
 pub use simdisk::{Cut, Halt, SimDisk, SimOp, SplitMix64};
 pub use storage::Storage;
+#[doc(hidden)]
+pub use upgrade::{write_v2_log_for_tests, V2Batch, V2Partition};
+pub use upgrade::{UpgradeAction, Upgraded};
 
 use ack::create_ack_file;
 use durable::{create_dir_durably_on, replace_file};
 use error::io_err;
-use header::{HEADER_LEN, MAGIC};
+use header::{encode_header, Owner, HEADER_LEN, MAGIC};
 use identity::{check_identity, check_matches, read_identity, write_identity};
 use partition::{partition_path, Partition};
 use replication::{identity_of_replicas, is_replicated, Source};
@@ -211,9 +236,10 @@ impl Log {
             return Err(LogError::Unidentified { path: dir.to_path_buf() });
         }
         for number in 0..identity.partitions {
-            replace_file(storage, dir, &partition_path(dir, number, "log"), MAGIC)?;
-            write_start(storage, &partition_path(dir, number, "start"), 0)?;
-            create_ack_file(storage, &partition_path(dir, number, "ack"), 0, 0, HEADER_LEN)?;
+            let owner = Owner { log: identity.id, partition: number };
+            replace_file(storage, dir, &partition_path(dir, number, "log"), &encode_header(MAGIC, owner))?;
+            write_start(storage, &partition_path(dir, number, "start"), owner, 0)?;
+            create_ack_file(storage, &partition_path(dir, number, "ack"), owner, 0, 0, HEADER_LEN)?;
         }
         write_identity(storage, dir, identity)
     }
@@ -294,7 +320,7 @@ impl Log {
         let mut parts = Vec::new();
         let mut repairs = Vec::new();
         for number in 0..expected.partitions {
-            let (part, repair) = Partition::open_writer(storage, dir, number, mode)?;
+            let (part, repair) = Partition::open_writer(storage, dir, expected.id, number, mode)?;
             parts.push(part);
             repairs.extend(repair);
         }
@@ -324,7 +350,8 @@ impl Log {
         check_identity(storage, dir, expected)?;
         if let Some(mut source) = Source::open(storage, dir, expected)? {
             // Placeholders until `follow` points each at its leader's replica.
-            let mut parts: Vec<Partition> = (0..expected.partitions).map(|n| Partition::new(storage, dir, n)).collect();
+            let mut parts: Vec<Partition> =
+                (0..expected.partitions).map(|n| Partition::new(storage, dir, expected.id, n)).collect();
             for (number, part) in (0..).zip(&mut parts) {
                 match source.follow(number, part) {
                     Ok(()) | Err(LogError::Unavailable { .. }) => {}
@@ -344,7 +371,7 @@ impl Log {
         }
         let mut parts = Vec::new();
         for number in 0..expected.partitions {
-            let mut part = Partition::new(storage, dir, number);
+            let mut part = Partition::new(storage, dir, expected.id, number);
             part.refresh()?;
             parts.push(part);
         }
@@ -372,6 +399,19 @@ impl Log {
         before: impl FnOnce(&[RepairAction]),
     ) -> Result<Repaired, LogError> {
         repair::repair(&Storage::Real, dir, expected, options, before)
+    }
+
+    /// `consumer repair --upgrade`'s part for one log: converts the log `expected` names in
+    /// `dir` (plain, or replicated: every replica) from format version 2 to 3, crash-safely,
+    /// or finishes an upgrade a crash interrupted after its commit point; a log of version 3
+    /// already is left as it is (`Upgraded::current`). See `upgrade.rs`.
+    pub fn upgrade(dir: &Path, expected: LogIdentity) -> Result<Upgraded, LogError> {
+        upgrade::upgrade(&Storage::Real, dir, expected)
+    }
+
+    /// [`Log::upgrade`] on `storage` (a simulated disk's log, for the power-cut tests).
+    pub fn upgrade_on(storage: &Storage, dir: &Path, expected: LogIdentity) -> Result<Upgraded, LogError> {
+        upgrade::upgrade(storage, dir, expected)
     }
 
     /// The identity this handle was opened with (checked against the directory's).
@@ -515,7 +555,7 @@ impl Log {
             return Err(LogError::OffsetOutOfRange { partition, offset, start: part.start, end: part.end() });
         }
         if offset > part.start {
-            write_start(&part.storage, &part.start_path, offset)?;
+            write_start(&part.storage, &part.start_path, part.owner, offset)?;
             part.start = offset;
         }
         Ok(part.start)

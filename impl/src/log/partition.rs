@@ -6,7 +6,7 @@
 use super::ack::{create_ack_file, inspect_ack, open_ack, read_ack, write_ack, Ack, AckFile};
 use super::error::{io_err, LogError};
 use super::frame::{encode_frame, parse_frame, records, scan, Frame, FrameMeta, Hole, ScanEnd, FRAME_HEAD, NO_FRAME};
-use super::header::{HEADER_LEN, MAGIC};
+use super::header::{check_header_bytes, Owner, HEADER_LEN, MAGIC, MAGIC_V2};
 use super::producer::{Appended, Producer, ProducerBatch, ProducerTable};
 use super::retention::read_start;
 use super::storage::{OpenMode, Storage, StorageFile};
@@ -88,6 +88,8 @@ impl WriterMode {
 /// refresh (`reader.rs`) and `Log` (`mod.rs`) read or move; the rest only this file touches.
 pub(super) struct Partition {
     number: u32,
+    /// The log and partition every file of this partition must name in its header.
+    pub(super) owner: Owner,
     pub(super) storage: Storage,
     pub(super) log_path: PathBuf,
     pub(super) start_path: PathBuf,
@@ -120,9 +122,11 @@ pub(super) struct Partition {
 }
 
 impl Partition {
-    pub(super) fn new(storage: &Storage, dir: &Path, number: u32) -> Partition {
+    /// Partition `number` of the log whose id is `log` (its identity's), in `dir`.
+    pub(super) fn new(storage: &Storage, dir: &Path, log: u64, number: u32) -> Partition {
         Partition {
             number,
+            owner: Owner { log, partition: number },
             storage: storage.clone(),
             log_path: partition_path(dir, number, "log"),
             start_path: partition_path(dir, number, "start"),
@@ -178,10 +182,11 @@ impl Partition {
     pub(super) fn open_writer(
         storage: &Storage,
         dir: &Path,
+        log: u64,
         number: u32,
         mode: WriterMode,
     ) -> Result<(Partition, Option<TailRepair>), LogError> {
-        let mut part = Partition::new(storage, dir, number);
+        let mut part = Partition::new(storage, dir, log, number);
         part.producers = Some(ProducerTable::default());
         part.mode = mode;
         part.open_data(true)?;
@@ -191,13 +196,14 @@ impl Partition {
             }
             WriterMode::Unchecked => part.recover_unchecked()?,
         };
-        part.start = read_start(&part.storage, &part.start_path)?;
+        part.start = read_start(&part.storage, &part.start_path, part.owner)?;
         part.check_start_within_end()?;
         Ok((part, repair))
     }
 
-    /// Opens the partition file (read-write for the writer) and checks its header. A missing
-    /// file is refused: it held acknowledged records, or `init` made it.
+    /// Opens the partition file (read-write for the writer) and checks its header: it must
+    /// name this log and partition. A missing file is refused: it held acknowledged records,
+    /// or `init` made it.
     pub(super) fn open_data(&mut self, write: bool) -> Result<(), LogError> {
         let mode = if write { OpenMode::ReadWrite } else { OpenMode::Read };
         let file = match self.storage.open(&self.log_path, mode) {
@@ -207,7 +213,7 @@ impl Partition {
             }
             Err(e) => return Err(io_err(&self.log_path)(e)),
         };
-        check_header(&file, &self.log_path)?;
+        check_header(&file, &self.log_path, self.owner)?;
         self.file = Some(file);
         Ok(())
     }
@@ -220,7 +226,7 @@ impl Partition {
     /// batch after it cannot come from a crash: the partition is damaged.
     fn recover_acknowledged(&mut self) -> Result<Option<TailRepair>, LogError> {
         let ack_file = open_ack(&self.storage, &self.ack_path, true)?;
-        let ack = read_ack(&ack_file, &self.ack_path)?;
+        let ack = read_ack(&ack_file, &self.ack_path, self.owner)?;
         let file_len = self.file_len()?;
         let end = self.index_to(file_len)?;
         self.damage = self.damage_against(ack, file_len, &end);
@@ -276,14 +282,15 @@ impl Partition {
         }
         let (end, len) = (self.end(), self.tail);
         let storage = self.storage.clone();
-        self.ack = match inspect_ack(&storage, &self.ack_path)? {
+        let owner = self.owner;
+        self.ack = match inspect_ack(&storage, &self.ack_path, owner)? {
             AckFile::Valid(ack) if (ack.end, ack.len) == (end, len) => ack,
             AckFile::Valid(ack) => {
                 let forgotten = Ack { generation: ack.generation + 1, end, len };
-                write_ack(&open_ack(&storage, &self.ack_path, true)?, &self.ack_path, forgotten)?;
+                write_ack(&open_ack(&storage, &self.ack_path, true)?, &self.ack_path, owner, forgotten)?;
                 forgotten
             }
-            AckFile::Missing | AckFile::Unreadable(_) => create_ack_file(&storage, &self.ack_path, 0, end, len)?,
+            AckFile::Missing | AckFile::Unreadable(_) => create_ack_file(&storage, &self.ack_path, owner, 0, end, len)?,
         };
         self.ack_file = Some(open_ack(&storage, &self.ack_path, true)?);
         Ok(repair)
@@ -555,7 +562,7 @@ impl Partition {
         match self.mode {
             WriterMode::Checked | WriterMode::Unchecked | WriterMode::AckBeforeDataSync => {
                 let file = self.ack_file.as_ref().expect("the writer keeps its acknowledgement file open");
-                write_ack(file, &self.ack_path, ack)?;
+                write_ack(file, &self.ack_path, self.owner, ack)?;
                 self.ack = ack;
             }
             WriterMode::WithoutAckRecord => {}
@@ -637,10 +644,11 @@ fn batch_len(payloads: &[&[u8]]) -> u32 {
     len.expect("checked above")
 }
 
-/// A partition file must start with our magic; we never repair, convert or overwrite
-/// anything else (an older format version included).
-pub(super) fn check_header(file: &StorageFile, path: &Path) -> Result<(), LogError> {
-    let mut header = [0u8; MAGIC.len()];
+/// A partition file must start with our intact header naming `owner`; we never convert or
+/// overwrite anything else (an older format version included: `consumer repair --upgrade`
+/// does that), and only `repair` rewrites a damaged header (`repair.rs`).
+pub(super) fn check_header(file: &StorageFile, path: &Path, owner: Owner) -> Result<(), LogError> {
+    let mut header = [0u8; HEADER_LEN as usize];
     let mut got = 0;
     while got < header.len() {
         match file.read_at(&mut header[got..], got as u64) {
@@ -650,8 +658,5 @@ pub(super) fn check_header(file: &StorageFile, path: &Path) -> Result<(), LogErr
             Err(e) => return Err(io_err(path)(e)),
         }
     }
-    if &header == MAGIC {
-        return Ok(());
-    }
-    Err(LogError::BadHeader { path: path.to_path_buf(), found: header[..got].to_vec() })
+    check_header_bytes(path, &header[..got], MAGIC, Some(MAGIC_V2), owner)
 }

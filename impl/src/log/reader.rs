@@ -20,9 +20,9 @@ impl Partition {
     /// records, so that every record the writer retained below that start, and every byte the
     /// acknowledged end covers, was written before we scan. A missing file is refused.
     pub(super) fn refresh(&mut self) -> Result<(), LogError> {
-        let start = read_start(&self.storage, &self.start_path)?;
+        let start = read_start(&self.storage, &self.start_path, self.owner)?;
         let ack_file = open_ack(&self.storage, &self.ack_path, false)?;
-        let ack = read_ack(&ack_file, &self.ack_path)?;
+        let ack = read_ack(&ack_file, &self.ack_path, self.owner)?;
         if ack != self.ack {
             // Durable before anything it acknowledges is exposed (fsync of a read-only file
             // descriptor: Linux flushes the file's pages whoever wrote them).

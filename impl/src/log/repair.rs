@@ -8,7 +8,11 @@
 //! past it are kept; the acknowledgement record is set to the intact end; a missing start file
 //! is made again at the first frame's offset (0: frames are numbered from 0 and retention keeps
 //! their bytes), and a start past the new end moves back to it. Another log (an identity
-//! mismatch) is refused, never repaired.
+//! mismatch) is refused, never repaired, and so is a file whose intact header names another
+//! log or partition ([`LogError::ForeignFile`]): repair does not guess where it belongs. A
+//! partition file whose header is damaged gets its header written again only when the frames
+//! after it are exactly the records the partition's own acknowledgement record (which names
+//! this log and partition) acknowledges; otherwise it is refused.
 //!
 //! Every action is appended to `dir/repairs.log` (one line each, synced) before anything
 //! changes, so the loss stays recorded with the log even when no group had consumed it.
@@ -21,7 +25,7 @@ use super::ack::{create_ack_file, inspect_ack, AckFile};
 use super::durable::{create_dir_durably_on, replace_file, sync_dir};
 use super::error::{io_err, LogError};
 use super::frame::{encode_gap, records, Hole, ScanEnd, FRAME_HEAD};
-use super::header::{HEADER_LEN, MAGIC};
+use super::header::{encode_header, HEADER_LEN, MAGIC};
 use super::identity::{check_matches, identity_path, read_identity, write_identity, LogIdentity};
 use super::lock_dir;
 use super::partition::{Damage, Partition};
@@ -69,6 +73,9 @@ pub enum RepairAction {
     RecreatedStart { path: PathBuf, partition: u32, start: u64, reason: String },
     /// The start was past the partition's new end: moved back to it.
     MovedStart { path: PathBuf, partition: u32, from: u64, to: u64 },
+    /// The partition file's header was damaged, but its frames are exactly the records its
+    /// acknowledgement record acknowledges: the header was written again, nothing lost.
+    RewroteHeader { path: PathBuf, partition: u32, end: u64, reason: String },
 }
 
 impl fmt::Display for RepairAction {
@@ -150,6 +157,12 @@ impl fmt::Display for RepairAction {
                 "partition {partition}: {}: the start {from} is past the new end: moved back to {to}",
                 path.display()
             ),
+            RepairAction::RewroteHeader { path, partition, end, reason } => write!(
+                f,
+                "partition {partition}: {} had a damaged header ({reason}), but its frames are exactly the \
+                 acknowledged records 0..{end}: header written again, nothing lost",
+                path.display()
+            ),
         }
     }
 }
@@ -177,6 +190,8 @@ struct Plan {
     actions: Vec<RepairAction>,
     /// The partition file is missing: make it, header only.
     create_file: bool,
+    /// The partition file's header is damaged but its frames are the acknowledged ones.
+    rewrite_header: bool,
     /// The file's new length, when bytes are cut.
     cut_to: Option<u64>,
     /// Damaged ranges to overwrite with gap frames: offsets and bytes.
@@ -209,12 +224,11 @@ pub(super) fn repair(
     let mut lock = if exists { Some(lock_dir(storage, dir)?) } else { None };
     let mut actions = Vec::new();
     let plans: Vec<Plan> = if exists {
-        (0..expected.partitions)
-            .map(|number| plan_partition(storage, dir, number, options))
-            .collect::<Result<_, _>>()?
+        let plan = |number| plan_partition(storage, dir, expected.id, number, options);
+        (0..expected.partitions).map(plan).collect::<Result<_, _>>()?
     } else {
         actions.push(RepairAction::RecreatedDirectory { path: dir.to_path_buf() });
-        (0..expected.partitions).map(|number| fresh_plan(storage, dir, number)).collect()
+        (0..expected.partitions).map(|number| fresh_plan(storage, dir, expected.id, number)).collect()
     };
     if identity.is_none() && exists {
         if plans.iter().any(|plan| plan.end > 0 || plan.cut_to.is_some()) {
@@ -233,7 +247,7 @@ pub(super) fn repair(
     let gaps =
         plans.iter().flat_map(|plan| plan.gaps.iter().map(|(offsets, _)| (plan.number, offsets.clone()))).collect();
     for plan in plans {
-        apply(storage, dir, plan)?;
+        apply(storage, dir, expected.id, plan)?;
     }
     if identity.is_none() {
         write_identity(storage, dir, expected)?;
@@ -263,20 +277,44 @@ fn record(storage: &Storage, dir: &Path, actions: &[RepairAction]) -> Result<(),
 }
 
 /// A partition of a log directory that is gone: everything made again, nothing known lost.
-fn fresh_plan(storage: &Storage, dir: &Path, number: u32) -> Plan {
-    let part = Partition::new(storage, dir, number);
+fn fresh_plan(storage: &Storage, dir: &Path, log: u64, number: u32) -> Plan {
+    let part = Partition::new(storage, dir, log, number);
     let actions = vec![RepairAction::RecreatedPartition { path: part.log_path, partition: number, lost: None }];
-    let (cut_to, gaps, ack) = (None, Vec::new(), Some((0, 0, HEADER_LEN)));
-    Plan { number, actions, create_file: true, cut_to, gaps, ack, start: Some(0), end: 0 }
+    Plan { actions, create_file: true, ack: Some((0, 0, HEADER_LEN)), start: Some(0), ..Plan::empty(number) }
+}
+
+impl Plan {
+    /// The plan of partition `number` that changes nothing.
+    fn empty(number: u32) -> Plan {
+        let (actions, create_file, rewrite_header, gaps) = (Vec::new(), false, false, Vec::new());
+        Plan { number, actions, create_file, rewrite_header, cut_to: None, gaps, ack: None, start: None, end: 0 }
+    }
 }
 
 /// Reads one partition's files and plans what makes them consistent; changes nothing.
-fn plan_partition(storage: &Storage, dir: &Path, number: u32, options: RepairOptions) -> Result<Plan, LogError> {
-    let mut part = Partition::new(storage, dir, number);
-    let (actions, gaps) = (Vec::new(), Vec::new());
-    let mut plan = Plan { number, actions, create_file: false, cut_to: None, gaps, ack: None, start: None, end: 0 };
-    let ack = inspect_ack(storage, &part.ack_path)?;
-    let (end, len) = match part.open_data(false) {
+fn plan_partition(
+    storage: &Storage,
+    dir: &Path,
+    log: u64,
+    number: u32,
+    options: RepairOptions,
+) -> Result<Plan, LogError> {
+    let mut part = Partition::new(storage, dir, log, number);
+    let mut plan = Plan::empty(number);
+    let ack = inspect_ack(storage, &part.ack_path, part.owner)?;
+    let opened = match part.open_data(false) {
+        Err(LogError::DamagedHeader { path, reason }) => {
+            let why = reason.clone();
+            plan_header(&mut part, &ack, (LogError::DamagedHeader { path, reason }, why), &mut plan)
+        }
+        Err(LogError::BadHeader { path, found, expected }) => {
+            let why =
+                format!("its first 8 bytes are not {} (found \"{}\")", expected.escape_ascii(), found.escape_ascii());
+            plan_header(&mut part, &ack, (LogError::BadHeader { path, found, expected }, why), &mut plan)
+        }
+        opened => opened,
+    };
+    let (end, len) = match opened {
         Ok(()) => plan_data(&mut part, &ack, &mut plan, options)?,
         Err(LogError::Missing { .. }) => {
             let lost = match &ack {
@@ -310,6 +348,33 @@ fn plan_partition(storage: &Storage, dir: &Path, number: u32, options: RepairOpt
     plan.start = plan_start(&part, number, end, &mut plan.actions)?;
     plan.end = end;
     Ok(plan)
+}
+
+/// A partition file whose header is not intact (`error`): its header is written again only
+/// when its frames from byte [`HEADER_LEN`] are exactly what its valid acknowledgement record
+/// acknowledges (the record names this log and partition, so the frames are this partition's);
+/// otherwise `error` stands. `reason` says what is wrong with the header for the journal (the
+/// refusal's own text says "refused", which a rewrite is not). Leaves the file open and
+/// indexed for [`plan_data`].
+fn plan_header(
+    part: &mut Partition,
+    ack: &AckFile,
+    (error, reason): (LogError, String),
+    plan: &mut Plan,
+) -> Result<(), LogError> {
+    let AckFile::Valid(ack) = ack else { return Err(error) };
+    let path = part.log_path.clone();
+    let file = part.storage.open(&path, OpenMode::Read).map_err(io_err(&path))?;
+    let file_len = file.len().map_err(io_err(&path))?;
+    part.file = Some(file);
+    let end = part.index_to(file_len.min(ack.len))?;
+    if part.damage_against(*ack, file_len, &end).is_some() {
+        return Err(error);
+    }
+    let (partition, end) = (plan.number, ack.end);
+    plan.actions.push(RepairAction::RewroteHeader { path, partition, end, reason });
+    plan.rewrite_header = true;
+    Ok(())
 }
 
 /// Plans what an existing partition file needs and returns its (end, length) after it. The
@@ -424,7 +489,7 @@ fn plan_start(
     let path = part.start_path.clone();
     // Frames are numbered from 0 and retention keeps their bytes: the first frame is offset 0.
     let first = 0;
-    let reason = match inspect_start(&part.storage, &part.start_path)? {
+    let reason = match inspect_start(&part.storage, &part.start_path, part.owner)? {
         StartFile::Valid(start) if start <= end => return Ok(None),
         StartFile::Valid(from) => {
             actions.push(RepairAction::MovedStart { path, partition, from, to: end });
@@ -440,10 +505,17 @@ fn plan_start(
 /// Carries out one partition's plan, each write durable: the data file first, then the
 /// acknowledgement record, then the start, so a crash in between leaves at worst a damaged
 /// partition that a second `repair` finds again.
-fn apply(storage: &Storage, dir: &Path, plan: Plan) -> Result<(), LogError> {
-    let part = Partition::new(storage, dir, plan.number);
+fn apply(storage: &Storage, dir: &Path, log: u64, plan: Plan) -> Result<(), LogError> {
+    let part = Partition::new(storage, dir, log, plan.number);
+    let header = encode_header(MAGIC, part.owner);
     if plan.create_file {
-        replace_file(storage, dir, &part.log_path, MAGIC)?;
+        replace_file(storage, dir, &part.log_path, &header)?;
+    }
+    if plan.rewrite_header {
+        // In place: the frames after it stay as they are, and a torn write of these 24 bytes
+        // leaves a damaged header that a second `repair` finds again.
+        let file = storage.open(&part.log_path, OpenMode::Write).map_err(io_err(&part.log_path))?;
+        file.write_all_at(&header, 0).and_then(|()| file.sync_data()).map_err(io_err(&part.log_path))?;
     }
     if !plan.gaps.is_empty() {
         // In place, over exactly the damaged bytes: nothing after them moves, the file keeps its
@@ -462,10 +534,10 @@ fn apply(storage: &Storage, dir: &Path, plan: Plan) -> Result<(), LogError> {
         file.sync_all().map_err(io_err(&part.log_path))?;
     }
     if let Some((after, end, len)) = plan.ack {
-        create_ack_file(storage, &part.ack_path, after, end, len)?;
+        create_ack_file(storage, &part.ack_path, part.owner, after, end, len)?;
     }
     if let Some(start) = plan.start {
-        write_start(storage, &part.start_path, start)?;
+        write_start(storage, &part.start_path, part.owner, start)?;
     }
     Ok(())
 }

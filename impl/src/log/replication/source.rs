@@ -23,6 +23,8 @@ pub(in crate::log) struct Source {
     reading: Vec<Option<u32>>,
     /// The state generation this reader last made durable.
     synced: u64,
+    /// The log's id, which every replica's files name (replicas share the log's identity).
+    log: u64,
 }
 
 impl Source {
@@ -36,7 +38,8 @@ impl Source {
             return Ok(None);
         }
         let reading = vec![None; identity.partitions as usize];
-        Ok(Some(Source { storage: storage.clone(), dir: dir.to_path_buf(), reading, synced: 0 }))
+        let (storage, dir) = (storage.clone(), dir.to_path_buf());
+        Ok(Some(Source { storage, dir, reading, synced: 0, log: identity.id }))
     }
 
     /// Points `part` (partition `number`) at its leader's replica, refreshed, and bounds it by
@@ -55,7 +58,7 @@ impl Source {
             return Err(LogError::Unavailable { path: state_path(&self.dir), partition: number });
         };
         if self.reading[number as usize] != Some(leader) {
-            *part = Partition::new(&self.storage, &replica_dir(&self.dir, leader), number);
+            *part = Partition::new(&self.storage, &replica_dir(&self.dir, leader), self.log, number);
             self.reading[number as usize] = Some(leader);
         }
         part.refresh()?;
