@@ -843,7 +843,8 @@ fn corruption_campaign() {
         let verdict = run_case(&base, &foreign, damage, number);
         per_class[*class].add(&verdict);
         total.add(&verdict);
-        if verdict.outcome == Outcome::Failed && failures.len() < 12 {
+        let judged = matches!(verdict.outcome, Outcome::Failed | Outcome::Errored);
+        if judged && failures.len() < 12 {
             failures.push(format!(
                 "[{}] {}: lost {:?}; applied twice {:?}; inconsistent {:?}; refusals {:?}; errors {:?}; repair {:?}",
                 CLASSES[*class],
@@ -903,6 +904,9 @@ fn corruption_campaign() {
     assert_eq!(total.lost, 0, "acknowledged records silently lost:\n{}", failures.join("\n"));
     assert_eq!(total.twice, 0, "records applied twice:\n{}", failures.join("\n"));
     assert_eq!(total.inconsistent, 0, "repaired logs inconsistent:\n{}", failures.join("\n"));
+    // Every case ends refused in one line, repaired, gapped on request or clean: an error that
+    // is not a refusal (exit 2, "bad input") is the wrong answer to damaged data.
+    assert_eq!(total.errored, 0, "damage answered by an error that is not a refusal:\n{}", failures.join("\n"));
 }
 
 /// With `CORRUPTION_TABLE=write`, replaces the table between the markers of

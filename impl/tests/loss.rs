@@ -274,7 +274,7 @@ fn every_log_loss_is_refused_until_repair_and_then_nothing_is_skipped() {
                 (&["retain", "--before", "1"], &["partition 0 lost acknowledged records"]),
             ],
             repair: Ok(&[
-                "lost acknowledged offsets 4..5 (record 4 at byte 200: checksum mismatch)",
+                "lost acknowledged offsets 4..5 (record 4 at byte 216: checksum mismatch)",
                 "group g partition 0: next offset moved back from 5 to the log end 4",
             ]),
             rewinds: &[(0, 5, 4)],
@@ -415,7 +415,7 @@ fn repair_gap_keeps_the_records_after_a_damaged_batch() {
     expect_refused(case, &dir, &["repair"], &["offsets 2..3", "2 records after them intact", "repair --gap"]);
     let said = expect_ok(case, &dir, &["repair", "--gap"]);
     for text in [
-        "offsets 2..3 (1 record, bytes 104..152) are damaged",
+        "offsets 2..3 (1 record, bytes 120..168) are damaged",
         "recorded as a gap; the 2 records after them are kept",
         "group g partition 0: the skip of offsets 2..3 recorded in the resets",
     ] {

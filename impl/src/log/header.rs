@@ -53,10 +53,15 @@ pub(super) fn check_header_bytes(
     owner: Owner,
 ) -> Result<(), LogError> {
     let found = &bytes[..bytes.len().min(8)];
+    let damaged = |reason: String| LogError::DamagedHeader { path: path.to_path_buf(), reason };
+    if found != magic && checks_out_under(bytes, magic) {
+        // The rest of the header is ours, checksum and all: the magic is what got damaged (a
+        // flipped version digit must not pass for a file of another version).
+        return Err(damaged(format!("its magic reads \"{}\"", found.escape_ascii())));
+    }
     if found != magic {
         return Err(wrong_magic(path, found, magic, older));
     }
-    let damaged = |reason: String| LogError::DamagedHeader { path: path.to_path_buf(), reason };
     if bytes.len() < HEADER_LEN as usize {
         return Err(damaged(format!("the header is cut short: {} of its {HEADER_LEN} bytes", bytes.len())));
     }
@@ -67,6 +72,15 @@ pub(super) fn check_header_bytes(
     let log = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
     let partition = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes"));
     check_owner(path, Owner { log, partition }, owner)
+}
+
+/// Whether `bytes` hold a whole header whose checksum matches it with `magic` in its place.
+fn checks_out_under(bytes: &[u8], magic: &[u8; 8]) -> bool {
+    let Some(header) = bytes.get(..HEADER_LEN as usize) else { return false };
+    let mut checked = [0u8; CHECKED_LEN];
+    checked[..8].copy_from_slice(magic);
+    checked[8..].copy_from_slice(&header[8..CHECKED_LEN]);
+    crc32c::crc32c(&checked).to_le_bytes() == header[CHECKED_LEN..]
 }
 
 /// Refuses a file whose intact header or record names `found`, when `expected` owns it.

@@ -69,8 +69,14 @@ pub(super) fn read_identity(storage: &Storage, dir: &Path) -> Result<Option<LogI
     };
     let corrupt =
         |reason: &str| LogError::Corrupt { path: path.clone(), offset: 0, position: 0, reason: reason.into() };
-    // `ONCELID` and another version digit: a log of another version, not a damaged file.
+    // `ONCELID` and another version digit, its checksum intact (every version so far has the
+    // same layout): a log of another version. With the checksum failing it is damage, which a
+    // flipped version digit must not pass for.
+    let intact = bytes.len() == LEN && crc32c::crc32c(&bytes[..20]).to_le_bytes() == bytes[20..24];
     if let Some(found) = bytes.get(..MAGIC.len()).filter(|found| found[..7] == MAGIC[..7] && found != MAGIC) {
+        if !intact {
+            return Err(corrupt("checksum mismatch (its version digit damaged, or the file)"));
+        }
         let upgradable = found == MAGIC_V2;
         return Err(LogError::FormatVersion { path, found: found.to_vec(), reads: MAGIC, upgradable });
     }
