@@ -226,9 +226,13 @@ fn run_in(cwd: &Path, args: &[&str]) {
 }
 
 /// Rewrites byte 7 of `path` (the version digit of an 8-byte format header).
-fn set_version_digit(path: &Path, digit: u8) {
+/// Rewrites the identity file at `path` as format version 2 writes it: `ONCELID1`, the same
+/// id and partition count, and their crc32c (a flipped digit alone is damage, not a version).
+fn write_version_2_identity(path: &Path) {
     let mut bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    bytes[7] = digit;
+    bytes[7] = b'1';
+    let crc = crc32c::crc32c(&bytes[..20]);
+    bytes[20..24].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(path, bytes).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
@@ -245,8 +249,10 @@ fn prepare_readme_dirs(root: &Path) -> Vec<&'static str> {
     std::fs::write(root.join("killed-init/store.db"), b"").expect("empty killed-init/store.db");
     let old = rusqlite::Connection::open(root.join("old-schema/store.db")).expect("open old-schema/store.db");
     old.pragma_update(None, "user_version", 4).expect("set user_version 4");
-    set_version_digit(&root.join("old-log/log/identity"), b'1');
-    set_version_digit(&root.join("old-partition/log/partition-0.log"), b'2');
+    write_version_2_identity(&root.join("old-log/log/identity"));
+    // An empty partition file of format version 2: its 8-byte header alone.
+    let old_partition = root.join("old-partition/log/partition-0.log");
+    std::fs::write(&old_partition, b"ONCELOG2").expect("write old-partition's partition file");
     dirs.to_vec()
 }
 

@@ -27,11 +27,16 @@
 //! | 4 | producer epoch (LE); 0 for a plain append |
 //! | 4 | the record's sequence (LE): its batch's base sequence plus its index in the batch |
 //! | 4 | batch length (LE): the number of records in the batch this record belongs to |
+//! | 4 | the record's index in its batch (LE); `u32::MAX` in a gap frame |
 //! | n | payload |
 //!
-//! Every record of a batch carries the same producer id, epoch and batch length, and
-//! consecutive sequences (wrapping from `u32::MAX` to 0, as Kafka's wrap at `i32::MAX`), so a
-//! scan rebuilds the batch boundaries. A plain batch has base sequence 0.
+//! Every record of a batch carries the same producer id, epoch and batch length, consecutive
+//! sequences (wrapping from `u32::MAX` to 0, as Kafka's wrap at `i32::MAX`) and indexes 0, 1,
+//! ..., so a scan rebuilds the batch boundaries, and one that lost its way in damaged bytes
+//! finds the next batch by a frame of index 0. A plain batch has base sequence 0. A *gap
+//! frame* (index `u32::MAX`, batch length `n`, producer 0, zero padding for payload) stands
+//! for `n` offsets whose records `repair --gap` gave up as damaged; it fills exactly the bytes
+//! they occupied.
 //!
 //! Every open checks each header before it reads anything else: not this format at all (an
 //! empty file included) is [`LogError::BadHeader`], a header that fails its checksum
@@ -61,25 +66,41 @@
 //! An append writes its batch's frames and `fdatasync`s the file, then writes the next slot of
 //! the acknowledgement record and `fdatasync`s that, and only then returns. A reader that finds
 //! a new acknowledgement record syncs it before it exposes what it covers, so nobody consumes
-//! a record a power cut can still take. So on open:
+//! a record a power cut can still take. The record is a *lower bound* of what was
+//! acknowledged: its newest valid slot may be older than the last acknowledgement (that slot
+//! damaged, or its write torn), never newer. So on the writer's open, which reads the whole
+//! file:
 //!
-//! - bytes past the acknowledged length were never acknowledged (an append a crash or power
-//!   cut interrupted): the writer cuts them and reports a [`TailRepair`]; readers never look
-//!   at them;
+//! - past the acknowledged length, whole checksum-valid batches are kept and acknowledged
+//!   (their data was synced before any slot covering them was written; a producer that got no
+//!   acknowledgement retries through its producer id and finds them), and an incomplete last
+//!   batch (an append a crash or power cut interrupted) is cut; both are reported in a
+//!   [`TailRepair`]. Readers never look past the acknowledged length;
 //! - a frame below the acknowledged length that is missing (the file is shorter) or fails
-//!   its checks means acknowledged records were lost: the partition is *damaged*. The writer
-//!   refuses to append to it or move its start ([`LogError::Damaged`], naming file, partition
-//!   and offset) and modifies nothing; readers read the intact records below the damage and
-//!   report it ([`Log::damage`]). Only [`Log::repair`] changes a damaged partition.
+//!   its checks, with no whole batch after it, means acknowledged records were lost at the
+//!   end: the partition is *damaged*;
+//! - a batch that fails its checks with a whole batch after it (anywhere: a crash only cuts
+//!   the last append) is a damaged range: the partition is *damaged*, and the records after
+//!   the range are indexed but not read ([`Damage::intact_after`]).
+//!
+//! A damaged partition refuses appends and retention ([`LogError::Damaged`], naming file,
+//! partition, offsets and the records after them) and is modified by nobody; readers read the
+//! intact records below the damage and report it ([`Log::damage`]). Only [`Log::repair`]
+//! changes it: a loss at the end is cut (and the groups rewound); a damaged range is refused
+//! unless [`RepairOptions::gap`] asks for a gap frame in its place, after which the records
+//! after it read again and the range's offsets are a gap ([`PartitionView::gaps`]).
 //!
 //! Frames are checked batch by batch: a frame that fails its checksum, carries an unexpected
-//! offset or does not continue its batch ends the intact prefix, which therefore ends with a
-//! complete batch. A batch is thus all or nothing: nobody ever reads part of one, and a retry
-//! of a batch a crash cut short appends it again rather than finding half of it.
+//! offset or does not continue its batch fails its whole batch. A batch is thus all or
+//! nothing: nobody ever reads part of one, and a retry of a batch a crash cut short appends it
+//! again rather than finding half of it. After a failing frame the scan looks byte by byte,
+//! from that frame on (a damaged length field says nothing of where the next frame starts),
+//! for a checksum-valid frame of index 0 at a higher offset, no further above than the bytes
+//! left could hold frames; not finding one, it takes the rest for a torn tail.
 //!
 //! The test-only [`WriterMode::Unchecked`] writer recovers the way the log did before the
 //! acknowledgement record: from the file alone, where a damaged last batch passes for a torn
-//! tail (and valid frames after damage make it [`LogError::Corrupt`]).
+//! tail (and whole batches after damage make it [`LogError::Corrupt`]).
 //!
 //! # Idempotent producers
 //!

@@ -57,16 +57,18 @@ pub struct Damage {
 /// How a writer treats the acknowledgement record (`partition-N.ack`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriterMode {
-    /// On open, bytes past the acknowledged length are an unacknowledged tail (cut and
-    /// reported) and acknowledged records missing or damaged make the partition damaged
-    /// (appends refused, nothing modified); every append updates the record before it returns.
+    /// On open, whole batches past the acknowledged length are kept and acknowledged, an
+    /// incomplete one is cut (both reported), and records missing or damaged make the
+    /// partition damaged (appends refused, nothing modified); every append updates the record
+    /// before it returns.
     Checked,
     /// Test only, the trap: on open the record is ignored (the file alone decides, torn-tail
     /// repair as before the record existed) and then made to say what the file holds, so a
     /// log that lost its tail grows again at its new end.
     Unchecked,
     /// Benchmark only: as `Checked`, but appends leave the record alone. They are durable yet
-    /// not acknowledged, so the next open cuts them; this measures what the record costs.
+    /// not acknowledged until the next open, which keeps their whole batches (the record is a
+    /// lower bound); this measures what the record costs.
     WithoutAckRecord,
     /// Test only, a deliberately broken writer: as `Checked`, but an append writes the record
     /// (and syncs it) without syncing its data first, so it acknowledges records a power cut
