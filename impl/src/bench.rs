@@ -97,7 +97,7 @@ impl Measured {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    println!("{}", crate::TOOL);
+    outln!("{}", crate::TOOL)?;
     if args.log_appends {
         let (appends, repeat) = (args.appends, args.repeat);
         if appends == 0 || appends > MAX_RECORDS || repeat == 0 || repeat > MAX_REPEAT {
@@ -115,10 +115,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let measured = measure_all(&plan, &cases)?;
     fsync_rates.extend(fsync_samples(&plan.dir, plan.repeat)?);
     let fsync_rate = median(&fsync_rates);
-    print_table(&measured, fsync_rate);
-    print_fsync_line(&fsync_rates, fsync_rate, plan.repeat);
-    print_batch_ratios(&measured);
-    print_summary(&measured, fsync_rate);
+    print_table(&measured, fsync_rate)?;
+    print_fsync_line(&fsync_rates, fsync_rate, plan.repeat)?;
+    print_batch_ratios(&measured)?;
+    print_summary(&measured, fsync_rate)?;
     if plan.journals.contains(&Journal::Wal) && plan.strategies.contains(&Strategy::Atomic) {
         print_paired_target(&plan)?;
     }
@@ -186,7 +186,7 @@ fn measure_all(plan: &Plan, cases: &[Case]) -> anyhow::Result<Vec<Measured>> {
             entry.seconds.push(seconds);
             entry.writes_per_record = writes_per_record;
         }
-        eprintln!("{:.1} s", started.elapsed().as_secs_f64());
+        errln!("{:.1} s", started.elapsed().as_secs_f64())?;
     }
     Ok(measured)
 }
@@ -283,7 +283,7 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         if let Err(error) = std::fs::remove_dir_all(&self.path) {
-            eprintln!("warning: cannot remove {}: {error}", self.path.display());
+            let _ = errln!("warning: cannot remove {}: {error}", self.path.display());
         }
     }
 }
@@ -324,15 +324,22 @@ fn fsync_rate_of(dir: &Path, duration: Duration, append: bool) -> anyhow::Result
     Ok(fsyncs as f64 / started.elapsed().as_secs_f64())
 }
 
-fn print_table(measured: &[Measured], fsync_rate: f64) {
-    println!(
+fn print_table(measured: &[Measured], fsync_rate: f64) -> Result<(), crate::out::OutputError> {
+    outln!(
         "{:<11}  {:>5}  {:<18}  {:>8}  {:>9}  {:>10}  {:>10}  {:>8}",
-        "journal", "batch", "strategy", "records", "median s", "records/s", "writes/rec", "x fsync"
-    );
+        "journal",
+        "batch",
+        "strategy",
+        "records",
+        "median s",
+        "records/s",
+        "writes/rec",
+        "x fsync"
+    )?;
     for entry in measured {
         let case = entry.case;
         let rate = entry.records_per_second();
-        println!(
+        outln!(
             "{:<11}  {:>5}  {:<18}  {:>8}  {:>9.3}  {:>10.0}  {:>10.3}  {:>8.3}",
             journal_name(case.journal),
             case.batch,
@@ -342,37 +349,39 @@ fn print_table(measured: &[Measured], fsync_rate: f64) {
             rate,
             entry.writes_per_record,
             rate / fsync_rate
-        );
+        )?;
     }
-    println!(
+    outln!(
         "(x fsync = records/s divided by the raw fsync rate below; \
          writes/rec = durable writes, steps other than fetch, per record)"
-    );
-    println!(
+    )?;
+    outln!(
         "(parallel strategies fetch one record at a time, up to --inflight {INFLIGHT}: \
          batch does not apply, measured at batch 1 only)"
-    );
-    println!(
+    )?;
+    outln!(
         "(periodic-commit and offset-stamp fetch at most --commit-every {COMMIT_EVERY} records at once: \
          their batch 100 acts as 10)"
-    );
+    )?;
+    Ok(())
 }
 
-fn print_fsync_line(samples: &[f64], fsync_rate: f64, per_phase: usize) {
+fn print_fsync_line(samples: &[f64], fsync_rate: f64, per_phase: usize) -> Result<(), crate::out::OutputError> {
     let format = |rates: &[f64]| rates.iter().map(|rate| format!("{rate:.0}")).collect::<Vec<_>>().join(" ");
     let (before, after) = samples.split_at(per_phase.min(samples.len()));
-    println!(
+    outln!(
         "raw fsync rate: {fsync_rate:.0} fsyncs/s (4 KiB rewrite + sync_data, \
          median of {} samples of {:.1} s; before: {}; after: {})",
         samples.len(),
         FSYNC_SAMPLE.as_secs_f64(),
         format(before),
         format(after)
-    );
+    )?;
+    Ok(())
 }
 
 /// Batch 100 over batch 1 in records/s, per journal and serial strategy: how well batching scales.
-fn print_batch_ratios(measured: &[Measured]) {
+fn print_batch_ratios(measured: &[Measured]) -> Result<(), crate::out::OutputError> {
     let find = |journal, batch, strategy| {
         measured.iter().find(|m| m.case.journal == journal && m.case.batch == batch && m.case.strategy == strategy)
     };
@@ -387,27 +396,31 @@ fn print_batch_ratios(measured: &[Measured]) {
         lines.push(format!("  {:<11}  {:<18}  {ratio}", journal_name(journal), strategy.name()));
     }
     if !lines.is_empty() {
-        println!("batch 100 / batch 1 (records/s):");
-        lines.iter().for_each(|line| println!("{line}"));
+        outln!("batch 100 / batch 1 (records/s):")?;
+        for line in &lines {
+            outln!("{line}")?;
+        }
     }
+    Ok(())
 }
 
 /// The issue's target line: batch-1 atomic in WAL+FULL against one fsync per record.
-fn print_summary(measured: &[Measured], fsync_rate: f64) {
+fn print_summary(measured: &[Measured], fsync_rate: f64) -> Result<(), crate::out::OutputError> {
     let found = measured
         .iter()
         .find(|m| m.case.journal == Journal::Wal && m.case.batch == 1 && m.case.strategy == Strategy::Atomic);
     let Some(entry) = found else {
-        println!("batch-1 atomic in WAL+FULL: not measured (left out by --journal or --strategy)");
-        return;
+        outln!("batch-1 atomic in WAL+FULL: not measured (left out by --journal or --strategy)")?;
+        return Ok(());
     };
     let rate = entry.records_per_second();
     let ratio = rate / fsync_rate;
     let verdict = if ratio * TARGET_FACTOR >= 1.0 { "met" } else { "not met" };
-    println!(
+    outln!(
         "batch-1 atomic in WAL+FULL: {rate:.0} records/s = {ratio:.2} x the fsync rate \
          (target: within {TARGET_FACTOR}x of one fsync per record): {verdict}"
-    );
+    )?;
+    Ok(())
 }
 
 /// The target again, measured so that disk drift cannot decide it: each batch-1 atomic WAL run
@@ -425,19 +438,19 @@ fn print_paired_target(plan: &Plan) -> anyhow::Result<()> {
         let rate = case.records as f64 / seconds;
         ratios.push(rate / ((before + after) / 2.0));
         append_ratios.push(rate / ((append_before + append_after) / 2.0));
-        println!(
+        outln!(
             "  paired: fsync {before:.0}/s, append+fsync {append_before:.0}/s, atomic WAL batch 1 {rate:.0} records/s, \
              append+fsync {append_after:.0}/s, fsync {after:.0}/s"
-        );
+        )?;
     }
     for (label, ratios) in [("in-place fsync", &ratios), ("append+fsync", &append_ratios)] {
         let ratio = median(ratios);
         let verdict = if ratio * TARGET_FACTOR >= 1.0 { "met" } else { "not met" };
-        println!(
+        outln!(
             "paired batch-1 atomic in WAL+FULL: median {ratio:.2} x the adjacent {label} rate over {} pairs \
              (target: within {TARGET_FACTOR}x): {verdict}",
             ratios.len()
-        );
+        )?;
     }
     Ok(())
 }

@@ -36,14 +36,14 @@ pub fn run(dir: &Path, appends: u64, repeat: usize) -> anyhow::Result<ExitCode> 
         for entry in &mut measured {
             entry.seconds.push(measure(dir, entry.mode, entry.batch, appends)?);
         }
-        eprintln!("{:.1} s", started.elapsed().as_secs_f64());
+        errln!("{:.1} s", started.elapsed().as_secs_f64())?;
     }
     fsync_rates.extend(fsync_samples(dir, repeat)?);
     for _ in 0..repeat {
         append_rates.push(append_fsync_rate(dir, FSYNC_SAMPLE)?);
     }
     let (fsync_rate, append_rate) = (median(&fsync_rates), median(&append_rates));
-    print_table(&measured, appends, fsync_rate, append_rate);
+    print_table(&measured, appends, fsync_rate, append_rate)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -70,15 +70,27 @@ fn mode_name(mode: WriterMode) -> &'static str {
     }
 }
 
-fn print_table(measured: &[Measured], appends: u64, fsync_rate: f64, append_rate: f64) {
-    println!(
+fn print_table(
+    measured: &[Measured],
+    appends: u64,
+    fsync_rate: f64,
+    append_rate: f64,
+) -> Result<(), crate::out::OutputError> {
+    outln!(
         "{:>5}  {:<10}  {:>7}  {:>9}  {:>10}  {:>10}  {:>8}  {:>10}",
-        "batch", "ack record", "appends", "median s", "appends/s", "records/s", "x fsync", "x app+sync"
-    );
+        "batch",
+        "ack record",
+        "appends",
+        "median s",
+        "appends/s",
+        "records/s",
+        "x fsync",
+        "x app+sync"
+    )?;
     let rate = |entry: &Measured| appends as f64 / median(&entry.seconds);
     for entry in measured {
         let appends_per_second = rate(entry);
-        println!(
+        outln!(
             "{:>5}  {:<10}  {:>7}  {:>9.3}  {:>10.0}  {:>10.0}  {:>8.3}  {:>10.3}",
             entry.batch,
             mode_name(entry.mode),
@@ -88,16 +100,17 @@ fn print_table(measured: &[Measured], appends: u64, fsync_rate: f64, append_rate
             appends_per_second * entry.batch as f64,
             appends_per_second / fsync_rate,
             appends_per_second / append_rate
-        );
+        )?;
     }
-    println!(
+    outln!(
         "raw rates: {fsync_rate:.0} fsyncs/s (4 KiB rewrite + sync_data), {append_rate:.0} appends/s \
          (4 KiB append + sync_data); medians of samples before and after"
-    );
+    )?;
     for &batch in &BATCHES {
         let find = |mode| measured.iter().find(|m| m.batch == batch && m.mode == mode).map(rate);
         if let (Some(without), Some(with)) = (find(WriterMode::WithoutAckRecord), find(WriterMode::Checked)) {
-            println!("batch {batch:>3}: with / without the acknowledgement record = {:.2}", with / without);
+            outln!("batch {batch:>3}: with / without the acknowledgement record = {:.2}", with / without)?;
         }
     }
+    Ok(())
 }

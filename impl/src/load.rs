@@ -84,7 +84,7 @@ struct Outcome {
 }
 
 pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
-    println!("{}", crate::TOOL);
+    outln!("{}", crate::TOOL)?;
     if args.dir.exists() {
         bail!("--dir {} exists: the load test needs a fresh directory", args.dir.display());
     }
@@ -98,7 +98,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
     consumer::txn::OutputLog::at(&Storage::Real, &log_dir, identity).create()?;
     ExternalDir::new(&args.dir).create()?;
     let mut store = Store::create_at(&location, identity, StoreOptions::default())?;
-    println!("store: {}", store.describe());
+    outln!("store: {}", store.describe())?;
     let (mut log, _) = Log::open_writer(&log_dir, identity)?;
     let per_partition = args.records / u64::from(args.partitions);
     for partition in 0..args.partitions {
@@ -108,11 +108,16 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
     }
     drop(log);
     let exact = (per_partition * u64::from(args.partitions)) as i64;
-    println!(
+    outln!(
         "{} records of +1 on {} partitions; {} groups x {} owner processes per strategy; \
          rebalance every {} ms, SIGKILL every {} ms",
-        exact, args.partitions, args.groups, args.owners, args.rebalance_ms, args.kill_ms
-    );
+        exact,
+        args.partitions,
+        args.groups,
+        args.owners,
+        args.rebalance_ms,
+        args.kill_ms
+    )?;
     let mut failed = false;
     for &strategy in &args.strategies {
         let outcome = run_strategy(&args, &mut store, strategy)?;
@@ -120,7 +125,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
         for (group, total) in outcome.totals.iter().enumerate() {
             if strategy.rules().effect == EffectKind::Set {
                 // A set's effect is its value (spec.md §3.4), which the partitions share.
-                println!("{strategy:<18} group {group}: a set: its effect is the value, not the total");
+                outln!("{strategy:<18} group {group}: a set: its effect is the value, not the total")?;
                 continue;
             }
             let difference = total - exact;
@@ -129,13 +134,15 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
                 d if d > 0 => format!("{d} duplicate applications"),
                 d => format!("{} records skipped (net)", -d),
             };
-            println!("{strategy:<18} group {group}: total {total} vs {exact}: {verdict}");
+            outln!("{strategy:<18} group {group}: total {total} vs {exact}: {verdict}")?;
             failed |= is_exact_without_poison(strategy.rules()) && difference != 0;
         }
-        println!(
+        outln!(
             "{strategy:<18} {:.1} s, {rate:.0} records/s (all groups), survived {} kills and {} rebalances",
-            outcome.seconds, outcome.kills, outcome.rebalances
-        );
+            outcome.seconds,
+            outcome.kills,
+            outcome.rebalances
+        )?;
     }
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }

@@ -3,6 +3,9 @@
 //! load, power-cuts, and the replication steps replicate, shrink-isr, fail-leader
 //! (`replicas.rs`).
 
+#[macro_use]
+mod out;
+
 mod bench;
 mod bench_log;
 mod load;
@@ -174,7 +177,7 @@ impl DirArgs {
             Err(locked @ LogError::Locked { .. }) => bail!("{locked} (waited {:.1} s)", wait.as_secs_f64()),
             Err(error) => return Err(error.into()),
         };
-        report_repairs(&repairs);
+        report_repairs(&repairs)?;
         Ok(log)
     }
 }
@@ -550,7 +553,7 @@ fn parse_cli() -> Cli {
         if !error.use_stderr() {
             error.exit();
         }
-        eprintln!("{}", one_line(&printable_input(&error)));
+        let _ = errln!("{}", one_line(&printable_input(&error)));
         std::process::exit(2)
     })
 }
@@ -610,12 +613,16 @@ fn main() -> ExitCode {
         Command::ShrinkIsr(args) => replicas::shrink_isr(args),
         Command::FailLeader(args) => replicas::fail_leader(args),
     };
-    match result {
+    // Whatever is still buffered is written before the exit status is chosen.
+    match result.and_then(|code| Ok(out::flush().map(|()| code)?)) {
         Ok(code) => code,
-        Err(error) => {
-            eprintln!("error: {}", causes_on_one_line(&error));
-            ExitCode::from(exit_code(&error))
-        }
+        Err(error) => match out::find(&error) {
+            Some(output) => ExitCode::from(out::report(output)),
+            None => {
+                let _ = errln!("error: {}", causes_on_one_line(&error));
+                ExitCode::from(exit_code(&error))
+            }
+        },
     }
 }
 
@@ -683,13 +690,13 @@ fn init(args: InitArgs) -> anyhow::Result<ExitCode> {
     std::fs::File::open(&args.dir.dir)
         .and_then(|dir| dir.sync_all())
         .with_context(|| format!("cannot sync {}", args.dir.dir.display()))?;
-    println!(
+    outln!(
         "initialised {} with {} partition(s), {} replica(s), journal {:?}",
         args.dir.dir.display(),
         args.partitions,
         args.replicas,
         args.journal
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -715,27 +722,28 @@ fn lock_data_dir(dir: &std::path::Path, wait: Duration) -> anyhow::Result<std::f
     }
 }
 
-fn report_repairs(repairs: &[TailRepair]) {
+fn report_repairs(repairs: &[TailRepair]) -> Result<(), crate::out::OutputError> {
     for repair in repairs {
         if !repair.adopted.is_empty() {
-            eprintln!(
+            errln!(
                 "repaired: {} held whole batches past its acknowledged end (offsets {}..{}: an append whose \
                  acknowledgement a crash or a damaged acknowledgement slot lost): kept and acknowledged",
                 repair.path.display(),
                 repair.adopted.start,
                 repair.adopted.end
-            );
+            )?;
         }
         if repair.dropped_bytes > 0 {
-            eprintln!(
+            errln!(
                 "repaired: {} had an unacknowledged tail (an append a crash interrupted); kept {} record(s), \
                  dropped {} byte(s)",
                 repair.path.display(),
                 repair.kept_records,
                 repair.dropped_bytes
-            );
+            )?;
         }
     }
+    Ok(())
 }
 
 fn append(args: AppendArgs) -> anyhow::Result<ExitCode> {
@@ -788,9 +796,9 @@ fn append(args: AppendArgs) -> anyhow::Result<ExitCode> {
     }
     let offsets = appended.offsets;
     if appended.duplicate {
-        println!("duplicate of offsets {}..{} (already durable; nothing appended)", offsets.start, offsets.end);
+        outln!("duplicate of offsets {}..{} (already durable; nothing appended)", offsets.start, offsets.end)?;
     } else {
-        println!("appended offsets {}..{} to partition {} (durable)", offsets.start, offsets.end, args.partition);
+        outln!("appended offsets {}..{} to partition {} (durable)", offsets.start, offsets.end, args.partition)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -810,11 +818,11 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
     if args.follow {
         let steps = owner.run_following(std::time::Duration::from_millis(5))?;
         let group = &args.owner.group;
-        println!("{steps} steps; group {group} total {}", owner.store().total(group)?);
+        outln!("{steps} steps; group {group} total {}", owner.store().total(group)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     if owner.leases().is_empty() {
-        println!("{} owns no partition of group {}; nothing to do", args.owner.owner, args.owner.group);
+        outln!("{} owns no partition of group {}; nothing to do", args.owner.owner, args.owner.group)?;
         return Ok(ExitCode::SUCCESS);
     }
     // A fenced owner stops at once: another owner, or a newer incarnation of this one, holds
@@ -827,41 +835,42 @@ fn consume(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
     let total = owner.store().total(group)?;
     // The set rows' effect is the value, not the total (spec.md §3.4).
     let value = owner.store().value(group)?.map_or_else(String::new, |value| format!(", value {value}"));
-    println!("{} steps; group {group} total {total}{value}", steps.len());
-    print_takes(&owner);
+    outln!("{} steps; group {group} total {total}{value}", steps.len())?;
+    print_takes(&owner)?;
     for (step, outcome) in &steps {
         if let Outcome::DeadLettered { attempts } = outcome {
-            println!(
+            outln!(
                 "dead-lettered: partition {} offset {} after {attempts} failed attempt(s)",
-                step.partition, step.offset
-            );
+                step.partition,
+                step.offset
+            )?;
         }
         if let Outcome::Reset { from, to } = outcome {
             if gaps.iter().any(|(partition, gap)| *partition == step.partition && gap.end == *to) {
-                println!(
+                outln!(
                     "skipped: partition {} offsets {from}..{to}, a gap `consumer repair --gap` recorded (damaged \
                      records given up; the skip is in the group's resets)",
                     step.partition
-                );
+                )?;
             } else {
-                println!(
+                outln!(
                     "reset: partition {} from offset {from} to the log start {to} \
                      (retention removed the records in between)",
                     step.partition
-                );
+                )?;
             }
         }
     }
     // The trap (`--log-check unchecked`) reads what it finds and says nothing, as its row does.
     if args.owner.log_check != LogCheck::Unchecked {
         if let Some(refusal) = stopped_at_damage(owner.store(), group, &damaged)? {
-            eprintln!("refused: {refusal}");
+            errln!("refused: {refusal}")?;
             return Ok(ExitCode::from(REFUSED_EXIT_CODE));
         }
     }
     if let Some((partition, held, current)) = fenced {
         let error = StoreError::Fenced { group: group.clone(), partition, held, current };
-        eprintln!("{error} (another owner, or a newer incarnation of this one, took it)");
+        errln!("{error} (another owner, or a newer incarnation of this one, took it)")?;
         return Ok(ExitCode::from(FENCED_EXIT_CODE));
     }
     Ok(ExitCode::SUCCESS)
@@ -878,11 +887,12 @@ fn stopped_at_damage(
     for (partition, damage) in damaged {
         let next = store.progress(group, *partition)?.next_offset;
         if next < damage.offset {
-            eprintln!(
+            errln!(
                 "warning: partition {partition} of the log cannot be read from offset {} ({}); the group is at \
                  {next}, behind it",
-                damage.offset, damage.reason
-            );
+                damage.offset,
+                damage.reason
+            )?;
             continue;
         }
         let what = if damage.intact_after > 0 {
@@ -903,20 +913,21 @@ fn stopped_at_damage(
 }
 
 /// What the owner's takes of transactional ids ended, and the output log's cut tails.
-fn print_takes(owner: &Owner) {
-    report_repairs(owner.output_repairs());
+fn print_takes(owner: &Owner) -> Result<(), crate::out::OutputError> {
+    report_repairs(owner.output_repairs())?;
     for take in owner.takes() {
         for ended in &take.ended {
             let what = match ended.end {
                 TxnEnd::Abort => "aborted the open transaction",
                 TxnEnd::Commit => "wrote the missing commit marker of the committed transaction",
             };
-            println!(
+            outln!(
                 "txn: partition {} taken at epoch {}: {what} of epoch {} (output offsets from {}, input offsets {}..{})",
                 take.partition, take.epoch, ended.txn.epoch, ended.txn.first_output, ended.input.start, ended.input.end
-            );
+            )?;
         }
     }
+    Ok(())
 }
 
 fn read_output(args: ReadOutputArgs) -> anyhow::Result<ExitCode> {
@@ -939,7 +950,7 @@ fn read_output(args: ReadOutputArgs) -> anyhow::Result<ExitCode> {
             "tool": TOOL, "partition": args.partition, "isolation": args.isolation, "records": rows, "position": position,
             "lso": lso, "end": end
         });
-        println!("{document}");
+        outln!("{document}")?;
         return Ok(ExitCode::SUCCESS);
     }
     for r in &records {
@@ -948,17 +959,21 @@ fn read_output(args: ReadOutputArgs) -> anyhow::Result<ExitCode> {
             Some(TxnEnd::Abort) => "aborted",
             None => "open",
         };
-        println!(
+        outln!(
             "output offset {}: group {} input offset {} delta {} (epoch {}, {ended})",
-            r.offset, r.txn.group, r.input_offset, r.delta, r.txn.epoch
-        );
+            r.offset,
+            r.txn.group,
+            r.input_offset,
+            r.delta,
+            r.txn.epoch
+        )?;
     }
-    println!(
+    outln!(
         "partition {} {}: {} record(s) read; stopped at {position}; LSO {lso}, end {end}",
         args.partition,
         args.isolation,
         records.len()
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -971,28 +986,31 @@ fn emails(args: EmailsArgs) -> anyhow::Result<ExitCode> {
     let provider = ExternalDir::new(&args.dir.dir).open_provider()?;
     let received = provider.received(args.group.as_deref())?;
     if args.json {
-        println!("{}", serde_json::json!({"tool": TOOL, "emails": received}));
+        outln!("{}", serde_json::json!({"tool": TOOL, "emails": received}))?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut deliveries: std::collections::BTreeMap<(&str, u32, u64), u64> = std::collections::BTreeMap::new();
     for request in &received {
         let key = request.key.as_deref().map_or_else(|| "no key".to_string(), |key| format!("key {key}"));
         let what = if request.delivered { "delivered" } else { "DROPPED: a repeat of its key" };
-        println!(
+        outln!(
             "request {}: group {} partition {} offset {} ({key}): {what}",
-            request.seq, request.group, request.partition, request.offset
-        );
+            request.seq,
+            request.group,
+            request.partition,
+            request.offset
+        )?;
         *deliveries.entry((&request.group, request.partition, request.offset)).or_default() +=
             u64::from(request.delivered);
     }
     let delivered: u64 = deliveries.values().sum();
-    println!(
+    outln!(
         "{} request(s), {delivered} delivered, {} dropped as repeats of their key",
         received.len(),
         received.len() as u64 - delivered
-    );
+    )?;
     for ((group, partition, offset), count) in deliveries.iter().filter(|(_, &count)| count > 1) {
-        println!("record {group}/{partition}/{offset}: its email was delivered {count} times");
+        outln!("record {group}/{partition}/{offset}: its email was delivered {count} times")?;
     }
     if let Some(group) = &args.group {
         print_never_emailed(&args.dir.open_store()?, group, &deliveries)?;
@@ -1022,12 +1040,12 @@ fn print_never_emailed(
             .take(NAMED_MAX)
             .map(|offset| offset.to_string())
             .collect();
-        println!(
+        outln!(
             "group {group} partition {partition}: {missing} record(s) below the committed next offset {next_offset} \
              were never emailed (offsets {}{})",
             named.join(", "),
             if missing > NAMED_MAX as u64 { ", ..." } else { "" }
-        );
+        )?;
     }
     Ok(())
 }
@@ -1038,26 +1056,26 @@ fn index(args: IndexArgs) -> anyhow::Result<ExitCode> {
     let group = args.group.as_deref();
     let (indexed, facts, outbox) = (index.facts(group)?, store.facts(group)?, store.outbox(group)?);
     if args.json {
-        println!("{}", serde_json::json!({"tool": TOOL, "index": indexed, "store": facts, "outbox": outbox}));
+        outln!("{}", serde_json::json!({"tool": TOOL, "index": indexed, "store": facts, "outbox": outbox}))?;
         return Ok(ExitCode::SUCCESS);
     }
     for fact in &indexed {
-        println!("fact {}/{}/{}", fact.group, fact.partition, fact.offset);
+        outln!("fact {}/{}/{}", fact.group, fact.partition, fact.offset)?;
     }
-    println!("index: {} fact(s); store: {} fact(s), {} outbox row(s)", indexed.len(), facts.len(), outbox.len());
+    outln!("index: {} fact(s); store: {} fact(s), {} outbox row(s)", indexed.len(), facts.len(), outbox.len())?;
     for fact in facts.iter().filter(|fact| !indexed.contains(fact)) {
         let why = if outbox.contains(fact) {
             "in the outbox: the relay copies it"
         } else {
             "in no outbox: nothing will ever copy it, the stores disagree for good"
         };
-        println!("the index lacks {}/{}/{} ({why})", fact.group, fact.partition, fact.offset);
+        outln!("the index lacks {}/{}/{} ({why})", fact.group, fact.partition, fact.offset)?;
     }
     for fact in indexed.iter().filter(|fact| !facts.contains(fact)) {
-        println!("the store lacks {}/{}/{}", fact.group, fact.partition, fact.offset);
+        outln!("the store lacks {}/{}/{}", fact.group, fact.partition, fact.offset)?;
     }
     if indexed == facts {
-        println!("the index holds exactly the store's facts");
+        outln!("the index holds exactly the store's facts")?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -1081,7 +1099,7 @@ fn relay(args: RelayArgs) -> anyhow::Result<ExitCode> {
                 };
                 let Some(fact) = relay.relay_one_with(group, &mut after_copy)? else { break };
                 relayed += 1;
-                println!("relayed {}/{}/{} to the index", fact.group, fact.partition, fact.offset);
+                outln!("relayed {}/{}/{} to the index", fact.group, fact.partition, fact.offset)?;
                 if args.once {
                     break;
                 }
@@ -1093,7 +1111,7 @@ fn relay(args: RelayArgs) -> anyhow::Result<ExitCode> {
         std::thread::sleep(Duration::from_millis(RELAY_IDLE_MS));
     }
     let left = relay.store().outbox(args.group.as_deref())?.len();
-    println!("{relayed} row(s) relayed; {left} outbox row(s) left");
+    outln!("{relayed} row(s) relayed; {left} outbox row(s) left")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1138,45 +1156,47 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         groups.push(status);
     }
     if args.json {
-        println!("{}", serde_json::json!({"tool": TOOL, "log": partitions, "groups": groups}));
+        outln!("{}", serde_json::json!({"tool": TOOL, "log": partitions, "groups": groups}))?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("store {}", store.describe());
-    println!("log {} identity {}", args.dir.log_dir().display(), log.identity());
+    outln!("store {}", store.describe())?;
+    outln!("log {} identity {}", args.dir.log_dir().display(), log.identity())?;
     for p in &partitions {
-        print_partition(p);
+        print_partition(p)?;
     }
     for g in &groups {
-        print_group_status(g);
+        print_group_status(g)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_partition(p: &serde_json::Value) {
+fn print_partition(p: &serde_json::Value) -> Result<(), crate::out::OutputError> {
     if p["unavailable"].as_bool() == Some(true) {
-        println!("log partition {}: UNAVAILABLE (no leader): reads and appends are refused", p["partition"]);
+        outln!("log partition {}: UNAVAILABLE (no leader): reads and appends are refused", p["partition"])?;
     } else {
         let visible = if p["replication"].is_null() { "" } else { " (the leader's, below the high watermark)" };
-        print!("log partition {}: start {} end {}{visible}", p["partition"], p["start"], p["end"]);
+        out!("log partition {}: start {} end {}{visible}", p["partition"], p["start"], p["end"])?;
         match (p["damage"].as_str(), p["intact_after"].as_u64()) {
-            (Some(reason), Some(intact)) if intact > 0 => println!(
+            (Some(reason), Some(intact)) if intact > 0 => outln!(
                 ": DAMAGED at offsets {}..{} ({reason}), {intact} intact record(s) after them unread; appends \
                  are refused; run `consumer repair --gap`",
-                p["damaged_offsets"][0], p["damaged_offsets"][1]
-            ),
-            (Some(reason), _) => println!(
+                p["damaged_offsets"][0],
+                p["damaged_offsets"][1]
+            )?,
+            (Some(reason), _) => outln!(
                 " of {} acknowledged: DAMAGED ({reason}); appends are refused; run `consumer repair`",
                 p["acked_end"]
-            ),
-            (None, _) => println!(),
+            )?,
+            (None, _) => outln!()?,
         }
         for gap in p["gaps"].as_array().into_iter().flatten() {
-            println!("  gap: offsets {}..{} (damaged records given up by `repair --gap`)", gap[0], gap[1]);
+            outln!("  gap: offsets {}..{} (damaged records given up by `repair --gap`)", gap[0], gap[1])?;
         }
     }
     if !p["replication"].is_null() {
-        replicas::print_partition_status(&p["replication"]);
+        replicas::print_partition_status(&p["replication"])?;
     }
+    Ok(())
 }
 
 /// One group's object of `status --json`; `ahead` lists the partitions whose stored next offset
@@ -1203,16 +1223,16 @@ fn group_status(store: &Store, group: &str, ends: &[Option<u64>]) -> anyhow::Res
     }))
 }
 
-fn print_group_status(g: &serde_json::Value) {
-    println!(
+fn print_group_status(g: &serde_json::Value) -> Result<(), crate::out::OutputError> {
+    outln!(
         "group {}: total {}, processed ids {}, dead letters {}, resets {}",
         g["group"].as_str().unwrap_or(""),
         g["total"],
         g["processed"],
         g["dead_letters"],
         g["resets"].as_array().map_or(0, Vec::len)
-    );
-    print_edge_status(g);
+    )?;
+    print_edge_status(g)?;
     let ahead: Vec<u64> = g["ahead"].as_array().into_iter().flatten().filter_map(serde_json::Value::as_u64).collect();
     for (partition, row) in g["progress"].as_array().into_iter().flatten().enumerate() {
         let warning = if ahead.contains(&(partition as u64)) {
@@ -1220,29 +1240,34 @@ fn print_group_status(g: &serde_json::Value) {
         } else {
             ""
         };
-        println!(
+        outln!(
             "  partition {partition}: next offset {}, epoch {}, owner {}, stamp {}{warning}",
             row["next_offset"],
             row["epoch"],
             row["owner"].as_str().unwrap_or(""),
             row["stamp"]
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// The lines of spec.md §3.4's rows, each only when the group has what it shows: the set
 /// strategies' value, the emails the provider received, the facts of the store and the index.
-fn print_edge_status(g: &serde_json::Value) {
+fn print_edge_status(g: &serde_json::Value) -> Result<(), crate::out::OutputError> {
     if !g["value"].is_null() {
-        println!("  value {} (the set strategies' last set: v(o) = o + 1 of the record that set it)", g["value"]);
+        outln!("  value {} (the set strategies' last set: v(o) = o + 1 of the record that set it)", g["value"])?;
     }
     let emails = &g["emails"];
     if !emails.is_null() {
-        println!(
+        outln!(
             "  emails: {} request(s), {} delivered, {} dropped as repeats of their key; {} record(s) delivered more \
              than once, {} below the next offset never delivered",
-            emails["requests"], emails["delivered"], emails["dropped"], emails["duplicated"], emails["never_delivered"]
-        );
+            emails["requests"],
+            emails["delivered"],
+            emails["dropped"],
+            emails["duplicated"],
+            emails["never_delivered"]
+        )?;
     }
     let index = &g["index"];
     if !index.is_null() {
@@ -1255,14 +1280,15 @@ fn print_edge_status(g: &serde_json::Value) {
         } else {
             "the stores DISAGREE: the index holds facts the store does not".to_string()
         };
-        println!("  facts: store {}, outbox {}, index {}: {verdict}", index["store"], index["outbox"], index["index"]);
+        outln!("  facts: store {}, outbox {}, index {}: {verdict}", index["store"], index["outbox"], index["index"])?;
     }
+    Ok(())
 }
 
 fn claim(args: ClaimArgs) -> anyhow::Result<ExitCode> {
     let mut store = args.dir.open_store()?;
     let epoch = store.claim(&args.group, args.partition, &args.owner)?;
-    println!("group {} partition {} now owned by {} at epoch {epoch}", args.group, args.partition, args.owner);
+    outln!("group {} partition {} now owned by {} at epoch {epoch}", args.group, args.partition, args.owner)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1273,7 +1299,7 @@ fn retain(args: RetainArgs) -> anyhow::Result<ExitCode> {
     }
     let mut log = args.dir.open_log_writer(&store)?;
     let start = log.retain_before(args.partition, args.before)?;
-    println!("partition {} now starts at offset {start}", args.partition);
+    outln!("partition {} now starts at offset {start}", args.partition)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1300,17 +1326,17 @@ fn append_poison(args: AppendPoisonArgs) -> anyhow::Result<ExitCode> {
         let payloads = [POISON_PAYLOAD.to_vec()];
         let batch = consumer::log::Batch { payloads: &payloads, producer: None };
         let append = log.append_leader(args.partition, batch)?;
-        report_repairs(&append.repairs);
+        report_repairs(&append.repairs)?;
         let (offset, leader) = (append.appended.offsets.start, append.leader);
-        println!(
+        outln!(
             "appended poison record at offset {offset} to partition {} on the leader, broker {leader} (acks=1)",
             args.partition
-        );
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut log = args.dir.open_log_writer(&store)?;
     let offset = log.append(args.partition, POISON_PAYLOAD)?;
-    println!("appended poison record at offset {offset} to partition {} (durable)", args.partition);
+    outln!("appended poison record at offset {offset} to partition {} (durable)", args.partition)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1327,17 +1353,21 @@ fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
                 })
             })
             .collect();
-        println!("{}", serde_json::json!({"tool": TOOL, "dead_letters": rows}));
+        outln!("{}", serde_json::json!({"tool": TOOL, "dead_letters": rows}))?;
         return Ok(ExitCode::SUCCESS);
     }
     if letters.is_empty() {
-        println!("no dead letters");
+        outln!("no dead letters")?;
     }
     for letter in &letters {
-        println!(
+        outln!(
             "group {} partition {} offset {}: {} attempt(s), error: {}",
-            letter.group, letter.partition, letter.offset, letter.attempts, letter.error
-        );
+            letter.group,
+            letter.partition,
+            letter.offset,
+            letter.attempts,
+            letter.error
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -1345,10 +1375,13 @@ fn dead_letters(args: DeadLettersArgs) -> anyhow::Result<ExitCode> {
 fn redrive(args: RedriveArgs) -> anyhow::Result<ExitCode> {
     let mut store = args.dir.open_store()?;
     let total = store.redrive(&args.group, args.partition, args.offset, args.delta)?;
-    println!(
+    outln!(
         "redriven: group {} partition {} offset {} applied with delta {}; total {total}",
-        args.group, args.partition, args.offset, args.delta
-    );
+        args.group,
+        args.partition,
+        args.offset,
+        args.delta
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1356,17 +1389,20 @@ fn resets(args: ResetsArgs) -> anyhow::Result<ExitCode> {
     let store = args.dir.open_store()?;
     let resets = store.resets(args.group.as_deref())?;
     if args.json {
-        println!("{}", serde_json::json!({"tool": TOOL, "resets": resets}));
+        outln!("{}", serde_json::json!({"tool": TOOL, "resets": resets}))?;
         return Ok(ExitCode::SUCCESS);
     }
     if resets.is_empty() {
-        println!("no resets");
+        outln!("no resets")?;
     }
     for reset in &resets {
-        println!(
+        outln!(
             "group {} partition {}: reset from offset {} to {}",
-            reset.group, reset.partition, reset.from, reset.to
-        );
+            reset.group,
+            reset.partition,
+            reset.from,
+            reset.to
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -1378,11 +1414,13 @@ fn repair(args: RepairArgs) -> anyhow::Result<ExitCode> {
     let mut store = args.dir.open_store()?;
     let log_dir = args.dir.log_dir();
     let options = consumer::log::RepairOptions { gap: args.gap };
+    // The plan is shown before it is carried out; a failure to show it is returned once the
+    // log is repaired (the repair goes on: it is recorded in `repairs.log` before it starts).
+    let mut shown = Ok(());
     let repaired = Log::repair_with(&log_dir, store.log_identity(), options, |actions| {
-        for action in actions {
-            println!("repair: {action}");
-        }
+        shown = actions.iter().try_for_each(|action| outln!("repair: {action}"));
     })?;
+    shown?;
     // The log first: a crash before the groups move leaves a consistent log whose groups are
     // ahead of it, which `consume` refuses and a second `repair` finishes.
     let mut moved = 0;
@@ -1390,19 +1428,20 @@ fn repair(args: RepairArgs) -> anyhow::Result<ExitCode> {
         for (partition, &end) in (0..).zip(&repaired.ends) {
             let Some(rewind) = store.rewind_to_log_end(&group, partition, end)? else { continue };
             moved += 1;
-            print_rewind(&rewind);
+            print_rewind(&rewind)?;
         }
         for (partition, gap) in &repaired.gaps {
             let Some(reset) = store.record_gap(&group, *partition, gap.clone())? else { continue };
-            println!(
+            outln!(
                 "repair: group {group} partition {partition}: the skip of offsets {}..{} recorded in the resets \
                  (the group will step over the gap there)",
-                reset.from, reset.to
-            );
+                reset.from,
+                reset.to
+            )?;
         }
     }
     if repaired.actions.is_empty() && moved == 0 {
-        println!("log {} is healthy and no group is past its end: nothing to repair", log_dir.display());
+        outln!("log {} is healthy and no group is past its end: nothing to repair", log_dir.display())?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -1421,18 +1460,18 @@ fn upgrade(dir: &DirArgs) -> anyhow::Result<ExitCode> {
         upgraded.current.extend(more.current);
     }
     for action in &upgraded.actions {
-        println!("upgrade: {action}");
+        outln!("upgrade: {action}")?;
     }
     if upgraded.upgraded.is_empty() {
-        println!("log {} is format version 3 already: nothing to upgrade", log_dir.display());
+        outln!("log {} is format version 3 already: nothing to upgrade", log_dir.display())?;
     } else {
         let (done, current) = (upgraded.upgraded.len(), upgraded.current.len());
-        println!("upgraded {done} log director(ies) to format version 3 ({current} were already)");
+        outln!("upgraded {done} log director(ies) to format version 3 ({current} were already)")?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_rewind(rewind: &consumer::store::Rewind) {
+fn print_rewind(rewind: &consumer::store::Rewind) -> Result<(), crate::out::OutputError> {
     let (group, partition) = (&rewind.group, rewind.partition);
     let mut parts = Vec::new();
     if rewind.to < rewind.from {
@@ -1450,12 +1489,13 @@ fn print_rewind(rewind: &consumer::store::Rewind) {
     if rewind.attempts_dropped > 0 {
         parts.push(format!("{} counted attempt(s) at or past the log end dropped", rewind.attempts_dropped));
     }
-    println!(
+    outln!(
         "repair: group {group} partition {partition}: {}; epoch now {}, so records appended there are applied, \
          not skipped",
         parts.join(", "),
         rewind.epoch
-    );
+    )?;
+    Ok(())
 }
 
 fn power_cuts(args: PowerCutsArgs) -> anyhow::Result<ExitCode> {
@@ -1471,22 +1511,22 @@ fn power_cuts(args: PowerCutsArgs) -> anyhow::Result<ExitCode> {
         writer_mode: WriterMode::Checked,
         damage_classes: consumer::power::DamageClass::ALL.to_vec(),
     };
-    println!("{TOOL}");
+    outln!("{TOOL}")?;
     let started = std::time::Instant::now();
     let report = consumer::power::run(&config, &work);
     std::fs::remove_dir_all(&work).with_context(|| format!("cannot remove {}", work.display()))?;
     let report = report?;
-    print!("{}", report.table());
+    out!("{}", report.table())?;
     // The replicated log's steps, on the simulated disk alone (no store).
     let replication = consumer::power::replication::run(args.seed, args.runs)?;
-    println!();
-    print!("{}", replication.table());
+    outln!()?;
+    out!("{}", replication.table())?;
     for violation in &replication.violations {
-        println!("violation: {violation}");
+        outln!("violation: {violation}")?;
     }
-    std::io::Write::flush(&mut std::io::stdout())?;
+    out::flush()?;
     let runs = report.total().runs + replication.total().runs;
-    eprintln!("{runs} runs in {:.1} s", started.elapsed().as_secs_f64());
+    errln!("{runs} runs in {:.1} s", started.elapsed().as_secs_f64())?;
     if report.violation_count > 0 || !replication.violations.is_empty() {
         return Ok(ExitCode::from(VIOLATION_EXIT_CODE));
     }

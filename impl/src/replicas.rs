@@ -95,41 +95,45 @@ pub fn append(log: &ReplicatedLog, request: AppendRequest) -> anyhow::Result<Exi
             (acked.append, acked.high_watermark, how)
         }
     };
-    crate::report_repairs(&append.repairs);
+    crate::report_repairs(&append.repairs)?;
     if request.crash_after_append {
         // The lost acknowledgement: acknowledged, but the caller never hears of it.
         consumer::crash::crash_now();
     }
-    print_append(&append, &how);
-    print_offsets("acknowledged", &append.appended.offsets);
-    println!("consumer-visible end (HW): {high_watermark}");
+    print_append(&append, &how)?;
+    print_offsets("acknowledged", &append.appended.offsets)?;
+    outln!("consumer-visible end (HW): {high_watermark}")?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_append(append: &LeaderAppend, how: &str) {
+fn print_append(append: &LeaderAppend, how: &str) -> Result<(), crate::out::OutputError> {
     let Appended { offsets, duplicate } = &append.appended;
     let (partition, leader) = (append.partition, append.leader);
     if *duplicate {
-        println!(
+        outln!(
             "duplicate of offsets {}..{} of partition {partition} (the leader, broker {leader}, holds them; nothing \
              appended; {how})",
-            offsets.start, offsets.end
-        );
+            offsets.start,
+            offsets.end
+        )?;
     } else {
-        println!(
+        outln!(
             "appended offsets {}..{} to partition {partition} on the leader, broker {leader} ({how})",
-            offsets.start, offsets.end
-        );
+            offsets.start,
+            offsets.end
+        )?;
     }
+    Ok(())
 }
 
 /// `acknowledged offset: 0` for one record (the lab's line), `offsets: a..b` for more.
-fn print_offsets(what: &str, offsets: &Range<u64>) {
+fn print_offsets(what: &str, offsets: &Range<u64>) -> Result<(), crate::out::OutputError> {
     if offsets.end == offsets.start + 1 {
-        println!("{what} offset: {}", offsets.start);
+        outln!("{what} offset: {}", offsets.start)?;
     } else {
-        println!("{what} offsets: {}..{}", offsets.start, offsets.end);
+        outln!("{what} offsets: {}..{}", offsets.start, offsets.end)?;
     }
+    Ok(())
 }
 
 /// `{0, 1}`.
@@ -149,7 +153,7 @@ pub fn replicate(args: ReplicateArgs) -> anyhow::Result<ExitCode> {
     }
     for partition in partitions {
         if args.once {
-            print_step(partition, &log.replicate(partition)?);
+            print_step(partition, &log.replicate(partition)?)?;
         } else {
             catch_up(&log, partition)?;
         }
@@ -161,7 +165,7 @@ pub fn replicate(args: ReplicateArgs) -> anyhow::Result<ExitCode> {
 fn catch_up(log: &ReplicatedLog, partition: u32) -> anyhow::Result<()> {
     for _ in 0..CATCH_UP_STEPS_MAX {
         let step = log.replicate(partition)?;
-        print_step(partition, &step);
+        print_step(partition, &step)?;
         match step {
             Replicate::Copied { .. } => {}
             Replicate::CaughtUp { .. } | Replicate::NoFollower => return Ok(()),
@@ -179,16 +183,16 @@ fn follow(log: &ReplicatedLog, mut partitions: Vec<u32>) -> anyhow::Result<ExitC
         for &partition in &partitions {
             match log.replicate(partition) {
                 Ok(step @ Replicate::Copied { .. }) => {
-                    print_step(partition, &step);
+                    print_step(partition, &step)?;
                     copied = true;
                 }
                 Ok(Replicate::CaughtUp { .. }) => {}
                 Ok(step @ Replicate::NoFollower) => {
-                    print_step(partition, &step);
+                    print_step(partition, &step)?;
                     done.push(partition);
                 }
                 Err(consumer::log::ReplicationError::Log(LogError::Unavailable { .. })) => {
-                    println!("partition {partition}: no leader: nothing to follow");
+                    outln!("partition {partition}: no leader: nothing to follow")?;
                     done.push(partition);
                 }
                 Err(error) => return Err(error.into()),
@@ -202,34 +206,36 @@ fn follow(log: &ReplicatedLog, mut partitions: Vec<u32>) -> anyhow::Result<ExitC
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_step(partition: u32, step: &Replicate) {
+fn print_step(partition: u32, step: &Replicate) -> Result<(), crate::out::OutputError> {
     match step {
         Replicate::Copied { follower, offsets, rejoined, high_watermark, repairs } => {
-            crate::report_repairs(repairs);
+            crate::report_repairs(repairs)?;
             let rejoined = if *rejoined { "; it caught up and rejoined the ISR" } else { "" };
-            println!(
+            outln!(
                 "partition {partition}: broker {follower} copied offsets {}..{} from the leader{rejoined}; high \
                  watermark {high_watermark}",
-                offsets.start, offsets.end
-            );
+                offsets.start,
+                offsets.end
+            )?;
         }
         Replicate::CaughtUp { follower, end, rejoined, high_watermark, repairs } => {
-            crate::report_repairs(repairs);
+            crate::report_repairs(repairs)?;
             let rejoined = if *rejoined { " and rejoined the ISR" } else { "" };
-            println!(
+            outln!(
                 "partition {partition}: broker {follower} is caught up at offset {end}{rejoined}; high watermark \
                  {high_watermark}"
-            );
+            )?;
         }
-        Replicate::NoFollower => println!("partition {partition}: no alive follower: nothing to replicate"),
+        Replicate::NoFollower => outln!("partition {partition}: no alive follower: nothing to replicate")?,
     }
+    Ok(())
 }
 
 pub fn shrink_isr(args: ShrinkIsrArgs) -> anyhow::Result<ExitCode> {
     let log = open(&args.dir)?;
     let shrunk = log.shrink_isr(args.partition)?;
     let isr = &log.state()?.partitions[args.partition as usize].isr;
-    println!(
+    outln!(
         "partition {}: broker {} left the ISR (its log ends at {}, the leader's at {}); ISR {}; high watermark {}",
         args.partition,
         shrunk.follower,
@@ -237,28 +243,28 @@ pub fn shrink_isr(args: ShrinkIsrArgs) -> anyhow::Result<ExitCode> {
         shrunk.leader_end,
         brokers(isr),
         shrunk.high_watermark
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn fail_leader(args: FailLeaderArgs) -> anyhow::Result<ExitCode> {
     let log = open(&args.dir)?;
     let election = log.fail_leader(args.partition, args.unclean)?;
-    crate::report_repairs(&election.repairs);
-    print_election(args.partition, &election);
+    crate::report_repairs(&election.repairs)?;
+    print_election(args.partition, &election)?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_election(partition: u32, election: &Election) {
+fn print_election(partition: u32, election: &Election) -> Result<(), crate::out::OutputError> {
     let Election { failed, failed_end, kind, promoted, truncated, leader_end, high_watermark, leader_epoch, .. } =
         election;
-    println!("partition {partition}: broker {failed} failed (its log ended at offset {failed_end})");
+    outln!("partition {partition}: broker {failed} failed (its log ended at offset {failed_end})")?;
     let Some(promoted) = promoted else {
-        println!(
+        outln!(
             "no alive in-sync replica: partition {partition} has no leader (leader epoch {leader_epoch}): it is \
              unavailable, reads and appends are refused (`--unclean` would promote the out-of-sync follower)"
-        );
-        return;
+        )?;
+        return Ok(());
     };
     let how = match kind {
         ElectionKind::Clean => "clean election",
@@ -275,15 +281,17 @@ fn print_election(partition: u32, election: &Election) {
     } else {
         String::new()
     };
-    println!("broker {promoted} is promoted ({how}, leader epoch {leader_epoch}){lacks}");
+    outln!("broker {promoted} is promoted ({how}, leader epoch {leader_epoch}){lacks}")?;
     if !truncated.is_empty() {
-        println!(
+        outln!(
             "its replica was truncated from offset {} to the high watermark {} (records never committed)",
-            truncated.end, truncated.start
-        );
+            truncated.end,
+            truncated.start
+        )?;
     }
-    println!("records after failover: {leader_end}");
-    println!("consumer-visible end (HW): {high_watermark}");
+    outln!("records after failover: {leader_end}")?;
+    outln!("consumer-visible end (HW): {high_watermark}")?;
+    Ok(())
 }
 
 /// `status`'s replication object of one partition: the state and each replica's log.
@@ -314,7 +322,7 @@ pub fn partition_status(
 }
 
 /// The human lines of one partition's replication object.
-pub fn print_partition_status(replication: &serde_json::Value) {
+pub fn print_partition_status(replication: &serde_json::Value) -> Result<(), crate::out::OutputError> {
     let set = |value: &serde_json::Value| {
         let brokers: Vec<String> = value.as_array().into_iter().flatten().map(ToString::to_string).collect();
         format!("{{{}}}", brokers.join(", "))
@@ -323,23 +331,24 @@ pub fn print_partition_status(replication: &serde_json::Value) {
         Some(leader) => format!("broker {leader}"),
         None => "none (UNAVAILABLE)".to_string(),
     };
-    println!(
+    outln!(
         "  replication: leader {leader} (leader epoch {}), high watermark {}, ISR {}, alive {}",
         replication["leader_epoch"],
         replication["high_watermark"],
         set(&replication["isr"]),
         set(&replication["alive"])
-    );
+    )?;
     for replica in replication["replicas"].as_array().into_iter().flatten() {
         let damage = match replica["damage"].as_str() {
             Some(reason) => format!(" of {} acknowledged: DAMAGED ({reason})", replica["acked_end"]),
             None => String::new(),
         };
-        println!(
+        outln!(
             "  replica {} ({}): log end {}{damage}",
             replica["broker"],
             replica["role"].as_str().unwrap_or(""),
             replica["end"]
-        );
+        )?;
     }
+    Ok(())
 }
