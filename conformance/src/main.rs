@@ -1,6 +1,9 @@
 //! The `conformance` command line: replay trace files, generate and replay model paths,
 //! regenerate the corpus, and (hidden) serve the consumer's worker mode for child processes.
 
+#[macro_use]
+mod out;
+
 use anyhow::bail;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use conformance::batch::{self, Generated};
@@ -351,7 +354,7 @@ fn parse_cli() -> Cli {
         if !error.use_stderr() {
             error.exit();
         }
-        eprintln!("{}", one_line(&error.to_string()));
+        let _ = errln!("{}", one_line(&error.to_string()));
         std::process::exit(2)
     })
 }
@@ -390,9 +393,13 @@ fn main() -> ExitCode {
     };
     // `{}`, not `{:#}`: the library's errors, like the consumer's, already include their
     // causes in one line.
-    result.unwrap_or_else(|error| {
-        eprintln!("error: {error}");
-        ExitCode::from(exit_code(&error))
+    // Whatever is still buffered is written before the exit status is chosen.
+    result.and_then(|code| Ok(out::flush().map(|()| code)?)).unwrap_or_else(|error| match out::find(&error) {
+        Some(output) => ExitCode::from(out::report(output)),
+        None => {
+            let _ = errln!("error: {error}");
+            ExitCode::from(exit_code(&error))
+        }
     })
 }
 
@@ -427,9 +434,9 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     }
     preflight(&options)?;
     check_observations(traces.iter().map(|(_, trace)| &trace.config), &options)?;
-    println!("{TOOL} (model: {})", model::TOOL);
+    outln!("{TOOL} (model: {})", model::TOOL)?;
     if let Some(row) = args.strategy {
-        println!("replaying the {} traces of {row} ({} of other rows left out)", traces.len(), found - traces.len());
+        outln!("replaying the {} traces of {row} ({} of other rows left out)", traces.len(), found - traces.len())?;
     }
     let started = Instant::now();
     let (mut failures, mut steps, mut inside) = (Vec::new(), 0, Inside::default());
@@ -439,39 +446,39 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                 steps += report.steps;
                 let violated: Vec<&str> = report.violated.iter().filter(|(_, v)| *v).map(|(n, _)| n.as_str()).collect();
                 let violated = if violated.is_empty() { "none".to_string() } else { violated.join(", ") };
-                println!("conforms  {} ({} steps; violated in both: {violated})", path.display(), report.steps);
+                outln!("conforms  {} ({} steps; violated in both: {violated})", path.display(), report.steps)?;
                 if let Some(evidence) = report.evidence {
-                    println!("          real store: {evidence}");
+                    outln!("          real store: {evidence}")?;
                 }
                 for step in &report.unseen_writes {
-                    println!(
+                    outln!(
                         "          no kill point inside {step}: the model's store changed, no file under the store \
                          directory did"
-                    );
+                    )?;
                 }
             }
             Err(failure) => {
-                println!(
+                outln!(
                     "DIVERGES  {}\n{failure}\nreproduce: {}",
                     path.display(),
                     corpus::reproduce_command(path, &options)
-                );
+                )?;
                 failures.push(format!("{} ({})", path.display(), failure.place()));
             }
         }
     }
     let seconds = started.elapsed().as_secs_f64();
-    println!(
+    outln!(
         "{} passed, {} failed ({steps} steps in {seconds:.2} s: {:.1} traces/s, {:.0} steps/s)",
         traces.len() - failures.len(),
         failures.len(),
         traces.len() as f64 / seconds.max(1e-9),
         steps as f64 / seconds.max(1e-9)
-    );
+    )?;
     let tried = tried_summary(&options, &inside);
     match args.strategy {
-        Some(row) => println!("{}; {tried}", claim_summary(row, traces.len(), &failures)),
-        None => println!("summary: {tried}"),
+        Some(row) => outln!("{}; {tried}", claim_summary(row, traces.len(), &failures))?,
+        None => outln!("summary: {tried}")?,
     }
     Ok(ExitCode::from(if failures.is_empty() { 0 } else { DIVERGED }))
 }
@@ -567,10 +574,12 @@ fn run_test(args: TestArgs) -> anyhow::Result<ExitCode> {
     };
     preflight(&options)?;
     check_observations(std::iter::once(&config), &options)?;
-    println!("{TOOL} (model: {})", model::TOOL);
-    let summary = batch::replay_generated(&config, generated, &options, &args.out, &mut |line| println!("{line}"))?;
-    println!("{summary}");
-    println!("summary: {}", tried_summary(&options, &summary.inside));
+    outln!("{TOOL} (model: {})", model::TOOL)?;
+    let mut lines = out::Lines::default();
+    let summary = batch::replay_generated(&config, generated, &options, &args.out, &mut |line| lines.print(line))?;
+    lines.finish()?;
+    outln!("{summary}")?;
+    outln!("summary: {}", tried_summary(&options, &summary.inside))?;
     let code = match (summary.divergences, summary.cut) {
         (0, None) => 0,
         (0, Some(_)) => INCOMPLETE,
@@ -593,13 +602,15 @@ fn run_cross_check(args: CrossCheckArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .map(|path| corpus::load(&path).map(|trace| (path.display().to_string(), trace)))
         .collect::<Result<_, _>>()?;
-    println!("{TOOL} (model: {})", model::TOOL);
+    outln!("{TOOL} (model: {})", model::TOOL)?;
     let started = Instant::now();
-    let checked = conformance::crosscheck::cross_check_all(&traces, &options, &mut |line| println!("{line}"))?;
+    let mut lines = out::Lines::default();
+    let checked = conformance::crosscheck::cross_check_all(&traces, &options, &mut |line| lines.print(line))?;
+    lines.finish()?;
     for finding in &checked.findings {
-        println!("FINDING  {finding}");
+        outln!("FINDING  {finding}")?;
     }
-    println!(
+    outln!(
         "cross-check: {} traces, {} steps with kill points, {} kill points between {} named crash points \
          ({} armed off the step's path), {} findings, {:.1} s",
         traces.len(),
@@ -609,13 +620,16 @@ fn run_cross_check(args: CrossCheckArgs) -> anyhow::Result<ExitCode> {
         checked.not_reached,
         checked.findings.len(),
         started.elapsed().as_secs_f64()
-    );
+    )?;
     Ok(ExitCode::from(if checked.findings.is_empty() { 0 } else { DIVERGED }))
 }
 
 fn run_regenerate(args: RegenerateArgs) -> anyhow::Result<ExitCode> {
-    let written = corpus::regenerate(&args.dir, &mut |line| eprintln!("{line}"))?;
-    println!("wrote {written} traces to {}", args.dir.display());
+    // Progress lines are best effort: a stderr that cannot be written does not stop the run.
+    let written = corpus::regenerate(&args.dir, &mut |line| {
+        let _ = errln!("{line}");
+    })?;
+    outln!("wrote {written} traces to {}", args.dir.display())?;
     Ok(ExitCode::SUCCESS)
 }
 

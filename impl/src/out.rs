@@ -3,7 +3,7 @@
 //! error) is an `OutputError` the command returns with `?`, never a panic. `main` flushes
 //! stdout before it returns (`flush`) and maps an `OutputError` anywhere in the error's chain
 //! to `OUTPUT_EXIT_CODE` with one line on stderr (`report`), where stderr can still be
-//! written. The model, the consumer and conformance each have this same file.
+//! written. The model, the consumer and conformance each have this module.
 
 use std::fmt;
 use std::io::{self, Write};
@@ -82,6 +82,7 @@ macro_rules! outln {
 }
 
 /// `print!` that returns an `OutputError` instead of panicking.
+#[allow(unused_macros)]
 macro_rules! out {
     ($($arg:tt)*) => {
         $crate::out::text(format_args!($($arg)*))

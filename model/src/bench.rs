@@ -62,15 +62,23 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if args.large {
         configs.push(("large", vec!["--groups", "1", "--records", "4", "--crashes", "2", "--rebalances", "2"]));
     }
-    println!(
+    outln!(
         "{:<8} {:<19} {:<15} {:>9} {:>10} {:>8} {:>10} {:>8} {:>8}",
-        "config", "strategy", "mode", "unique", "states", "explore", "states/s", "cex s", "peak MiB"
-    );
+        "config",
+        "strategy",
+        "mode",
+        "unique",
+        "states",
+        "explore",
+        "states/s",
+        "cex s",
+        "peak MiB"
+    )?;
     for (config_name, bounds) in &configs {
         for strategy in &strategies {
             for (mode_name, mode) in MODES {
                 let m = measure(*strategy, bounds, mode, args.timeout)?;
-                println!(
+                outln!(
                     "{:<8} {:<19} {:<15} {:>9} {:>10} {:>8.2} {:>10.0} {:>8.2} {:>8.1}{}",
                     config_name,
                     strategy.name(),
@@ -82,7 +90,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                     m.counterexample_seconds,
                     m.peak_rss_kib as f64 / 1024.0,
                     if m.complete { "" } else { "  (timed out)" }
-                );
+                )?;
             }
         }
     }

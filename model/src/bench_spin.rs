@@ -292,18 +292,18 @@ pub fn run(args: &SpinArgs, strategies: &[Strategy], timeout: Duration) -> anyho
     require_tools()?;
     let dir = WorkDir::create()?;
     let spin = run_spin(&dir.0, &plan.spin_defines, hash_bits, timeout)?;
-    eprintln!(
+    errln!(
         "SPIN: {} states stored, {:.2} s, peak {:.1} MiB{}; now model check",
         spin.pan.states_stored,
         spin.wall_seconds,
         spin.peak_rss_kib as f64 / 1024.0,
         if spin.complete { "" } else { " (incomplete)" }
-    );
+    )?;
     let mut check_args = plan.check_args.clone();
     check_args.extend(["--timeout".to_string(), timeout.as_secs_f64().to_string()]);
     let ours = run_ours(&dir.0, &check_args, timeout * OURS_DEADLINE_TIMEOUTS)?;
     drop(dir);
-    print!("{}", report(&bounds, &plan, hash_bits, &spin, &ours));
+    out!("{}", report(&bounds, &plan, hash_bits, &spin, &ours))?;
     // A ratio of an unfinished search says nothing: exit 3, as an incomplete `check` does.
     Ok(if spin.complete && ours.complete { ExitCode::SUCCESS } else { ExitCode::from(3) })
 }

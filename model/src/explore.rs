@@ -32,7 +32,7 @@ pub fn run(config: model::Config, addr: &str) -> anyhow::Result<()> {
     std::thread::spawn(move || ConsumerModel::new(config).checker().serve(inner));
     wait_until_listening(inner)?;
     let shortest = shortest_paths(&model, &report);
-    print_urls(&model, addr, &shortest);
+    print_urls(&model, addr, &shortest)?;
     for request in server.incoming_requests() {
         let response = respond(&model, &shortest, inner, &request);
         // A client gone before its answer is no reason to stop serving the others.
@@ -78,22 +78,27 @@ fn action_indices(model: &ConsumerModel, actions: &[Action]) -> String {
     indices.join("/")
 }
 
-fn print_urls(model: &ConsumerModel, addr: &str, shortest: &[Shortest]) {
+fn print_urls(model: &ConsumerModel, addr: &str, shortest: &[Shortest]) -> Result<(), crate::out::OutputError> {
     let strategy = model.config.strategy;
-    println!("explorer for {strategy}:");
-    println!("  ours:        http://{addr}/onceproof   (verdicts judged on the path you view: trust this one)");
-    println!(
+    outln!("explorer for {strategy}:")?;
+    outln!("  ours:        http://{addr}/onceproof   (verdicts judged on the path you view: trust this one)")?;
+    outln!(
         "  stateright:  http://{addr}/   (its \"Current state\" property panel reads the search's global \
          discoveries, not the state shown; the timeline in it is ours and judges the path)"
-    );
-    println!("shortest paths found by check (ours / stateright's):");
+    )?;
+    outln!("shortest paths found by check (ours / stateright's):")?;
     for s in shortest {
-        println!(
+        outln!(
             "  {} {} in {} steps: http://{addr}/onceproof#/steps/{}  http://{addr}/#/steps/{}",
-            s.property, s.verdict, s.steps, s.indices, s.indices
-        );
+            s.property,
+            s.verdict,
+            s.steps,
+            s.indices,
+            s.indices
+        )?;
     }
-    println!("(Ctrl-C to stop; stateright explores states on demand as you click)");
+    outln!("(Ctrl-C to stop; stateright explores states on demand as you click)")?;
+    Ok(())
 }
 
 type Response = tiny_http::Response<std::io::Cursor<Vec<u8>>>;

@@ -1,5 +1,8 @@
 //! The `model` command line: `check` verdicts against spec.md, `explore` in a browser, `bench`.
 
+#[macro_use]
+mod out;
+
 mod bench;
 mod bench_spin;
 mod explore;
@@ -243,7 +246,7 @@ fn parse_cli() -> Cli {
         if !error.use_stderr() {
             error.exit();
         }
-        eprintln!("{}", one_line(&error.to_string()));
+        let _ = errln!("{}", one_line(&error.to_string()));
         std::process::exit(2)
     })
 }
@@ -269,12 +272,16 @@ fn main() -> ExitCode {
         Command::Explore(args) => run_explore(args),
         Command::Bench(args) => bench::run(args),
     };
-    match result {
+    // Whatever is still buffered is written before the exit status is chosen.
+    match result.and_then(|code| Ok(out::flush().map(|()| code)?)) {
         Ok(code) => code,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(2)
-        }
+        Err(error) => match out::find(&error) {
+            Some(output) => ExitCode::from(out::report(output)),
+            None => {
+                let _ = errln!("error: {error:#}");
+                ExitCode::from(2)
+            }
+        },
     }
 }
 
@@ -307,12 +314,12 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let outcome = report::judge(&reports, args.strategy.is_none().then_some(&expected));
     if let Some(file) = &args.html {
         report::write_atomically(file, &report::html(&reports, &outcome))?;
-        eprintln!("wrote {}", file.display());
+        errln!("wrote {}", file.display())?;
     }
     if args.json {
-        println!("{}", report::json(&reports, &outcome));
+        outln!("{}", report::json(&reports, &outcome))?;
     } else {
-        print!("{}", report::text(&reports, &outcome));
+        out!("{}", report::text(&reports, &outcome))?;
     }
     Ok(ExitCode::from(outcome.exit_code))
 }
@@ -335,15 +342,17 @@ fn check_all(configs: Vec<Config>, options: &CheckOptions, jobs: usize) -> Vec<C
                 let config = &configs[index];
                 let model = ConsumerModel::new(config.clone());
                 let strategy = config.strategy;
-                eprintln!("checking {strategy} ({} properties)", model.properties().len());
+                // Progress lines are best effort: a stderr that cannot be written does not stop
+                // the check, whose verdicts go to stdout.
+                let _ = errln!("checking {strategy} ({} properties)", model.properties().len());
                 let report = check::run(&model, options, &mut |p| {
-                    eprintln!(
+                    let _ = errln!(
                         "  {strategy}: {} states, {} unique, depth {}, {:.0} states/s",
                         p.states,
                         p.unique_states,
                         p.depth,
                         p.states as f64 / p.elapsed.as_secs_f64().max(1e-9)
-                    )
+                    );
                 });
                 *slots[index].lock().expect("no checker thread panics while holding a slot") = Some(report);
             });

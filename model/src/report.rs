@@ -336,7 +336,7 @@ pub fn write_traces(dir: &Path, report: &CheckReport, format: TraceFormat) -> an
         for (name, text) in files {
             let path = dir.join(name);
             std::fs::write(&path, text).with_context(|| format!("cannot write trace {}", path.display()))?;
-            eprintln!("  wrote {}", path.display());
+            errln!("  wrote {}", path.display())?;
         }
     }
     Ok(())
