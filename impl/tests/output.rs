@@ -5,95 +5,11 @@
 #[allow(dead_code)]
 mod common;
 
+#[path = "../../tests/support/failed_output.rs"]
+mod failed_output;
+
 use common::{describe, DataDir};
-use std::io::Read;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-/// The exit status of a command whose output could not be written.
-const OUTPUT_FAILED: i32 = 5;
-
-/// Each test's commands are quick; a hang fails the test after this long.
-const TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Where a command's stdout goes.
-#[derive(Clone, Copy, Debug)]
-enum Sink {
-    /// `/dev/full`: every write fails with ENOSPC.
-    Full,
-    /// A pipe whose read end is closed before the command starts: every write fails with EPIPE.
-    ClosedPipe,
-}
-
-const SINKS: [Sink; 2] = [Sink::Full, Sink::ClosedPipe];
-
-impl Sink {
-    fn stdout(self) -> Stdio {
-        match self {
-            Sink::Full => Stdio::from(
-                std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full opens for writing"),
-            ),
-            Sink::ClosedPipe => {
-                let (reader, writer) = std::io::pipe().expect("a pipe");
-                drop(reader);
-                Stdio::from(writer)
-            }
-        }
-    }
-
-    /// The error the failed write reports.
-    fn os_error(self) -> &'static str {
-        match self {
-            Sink::Full => "(os error 28)",
-            Sink::ClosedPipe => "(os error 32)",
-        }
-    }
-}
-
-/// Runs `command` with its stdout into `sink`, within `TIMEOUT`.
-fn run_into(mut command: Command, sink: Sink) -> Output {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(sink.stdout())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the consumer binary starts");
-    let mut pipe = child.stderr.take().expect("stderr is piped");
-    let stderr = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = pipe.read_to_end(&mut bytes);
-        bytes
-    });
-    let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("the child's status can be read") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{command:?} still ran after {TIMEOUT:?}: killed (a hang)");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    Output { status, stdout: Vec::new(), stderr: stderr.join().expect("stderr is read") }
-}
-
-/// The command exited `OUTPUT_FAILED` (never 101, a panic) with one line on stderr naming
-/// stdout and the failed write's error.
-fn expect_output_failed(case: &str, sink: Sink, output: &Output) {
-    assert_eq!(output.status.code(), Some(OUTPUT_FAILED), "case '{case}' into {sink:?}: {}", describe(output));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "case '{case}' into {sink:?}: one line on stderr, got {stderr:?}");
-    assert!(
-        lines[0].starts_with("error: cannot write to standard output: ")
-            && lines[0].contains(sink.os_error())
-            && lines[0].ends_with("; the work before it is done"),
-        "case '{case}' into {sink:?}: {:?}",
-        lines[0]
-    );
-}
+use failed_output::{expect_output_failed, run_into, SINKS};
 
 /// The log's end of partition 0, from `status --json`.
 fn log_end(dir: &DataDir) -> u64 {
