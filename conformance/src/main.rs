@@ -376,7 +376,8 @@ fn one_line(text: &str) -> String {
 /// Exit codes (README "Exit codes"): 0 every trace conforms; 1 a divergence, or a scenario
 /// that does not hold in the model; 2 bad input (one line); 3 a test whose paths were cut at
 /// `--paths-max`. The hidden `worker` serves the consumer, and exits as it does: 4 when the
-/// owner refuses to start to protect data.
+/// owner refuses to start to protect data; 5 the output could not be written
+/// (`out::OUTPUT_EXIT_CODE`).
 const DIVERGED: u8 = 1;
 const BAD_INPUT: u8 = 2;
 const INCOMPLETE: u8 = 3;

@@ -508,6 +508,7 @@ const REFUSED_EXIT_CODE: u8 = 4;
 const FAILED_EXIT_CODE: u8 = 2;
 /// Exit status of `power-cuts` when a run broke a guarantee.
 const VIOLATION_EXIT_CODE: u8 = 1;
+// Exit status 5, the output could not be written, is `out::OUTPUT_EXIT_CODE`.
 
 /// The longest `--busy-timeout`: an hour. (`Duration::from_secs_f64` panics on what does not
 /// fit, and no command should wait longer for a lock.)
