@@ -180,7 +180,7 @@ fn measure_all(plan: &Plan, cases: &[Case]) -> anyhow::Result<Vec<Measured>> {
         cases.iter().map(|&case| Measured { case, seconds: Vec::new(), writes_per_record: 0.0 }).collect();
     for round in 1..=plan.repeat {
         let started = Instant::now();
-        eprint!("round {round}/{}: {} measurements ... ", plan.repeat, cases.len());
+        err!("round {round}/{}: {} measurements ... ", plan.repeat, cases.len())?;
         for entry in &mut measured {
             let (seconds, writes_per_record) = measure(&plan.dir, entry.case)?;
             entry.seconds.push(seconds);

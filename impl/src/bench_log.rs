@@ -31,7 +31,7 @@ pub fn run(dir: &Path, appends: u64, repeat: usize) -> anyhow::Result<ExitCode> 
         .collect();
     // Round by round, so that slow phases of a shared machine fall on every case alike.
     for round in 1..=repeat {
-        eprint!("round {round}/{repeat} ... ");
+        err!("round {round}/{repeat} ... ")?;
         let started = Instant::now();
         for entry in &mut measured {
             entry.seconds.push(measure(dir, entry.mode, entry.batch, appends)?);

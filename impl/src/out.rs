@@ -1,5 +1,5 @@
 //! The command line's output. Every line a command prints goes through here (`outln!`, `out!`
-//! on stdout, `errln!` on stderr), so a failed write (a closed pipe, a full disk, an I/O
+//! on stdout, `errln!`, `err!` on stderr), so a failed write (a closed pipe, a full disk, an I/O
 //! error) is an `OutputError` the command returns with `?`, never a panic. `main` flushes
 //! stdout before it returns (`flush`) and maps an `OutputError` anywhere in the error's chain
 //! to `OUTPUT_EXIT_CODE` with one line on stderr (`report`), where stderr can still be
@@ -53,6 +53,11 @@ pub fn error_line(args: fmt::Arguments<'_>) -> Result<(), OutputError> {
         .map_err(|source| OutputError { stream: STDERR, source })
 }
 
+/// `args` on stderr, no newline (`err!`: a progress line's start).
+pub fn error_text(args: fmt::Arguments<'_>) -> Result<(), OutputError> {
+    io::stderr().write_fmt(args).map_err(|source| OutputError { stream: STDERR, source })
+}
+
 /// Flushes stdout: what is still buffered (a line without its newline) is written now, and
 /// its failure caught, rather than dropped at exit.
 pub fn flush() -> Result<(), OutputError> {
@@ -86,6 +91,13 @@ macro_rules! outln {
 macro_rules! out {
     ($($arg:tt)*) => {
         $crate::out::text(format_args!($($arg)*))
+    };
+}
+
+/// `eprint!` that returns an `OutputError` instead of panicking.
+macro_rules! err {
+    ($($arg:tt)*) => {
+        $crate::out::error_text(format_args!($($arg)*))
     };
 }
 

@@ -2,7 +2,6 @@
 //! with one line on stderr, and the work before the write is done (README "Exit codes").
 //! Data-driven: every row runs into `/dev/full` and into a pipe whose reader is closed.
 
-#[allow(dead_code)]
 mod common;
 
 #[path = "../../tests/support/failed_output.rs"]
