@@ -296,7 +296,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(file) = &args.html {
         // Refused before the search, not after it: a report that cannot be written.
-        report::check_writable_file(file)?;
+        report::check_writable_file("--html", file)?;
     }
     let reports = check_all(configs, &options, jobs);
     if let Some(dir) = &args.traces {
@@ -306,7 +306,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     let outcome = report::judge(&reports, args.strategy.is_none().then_some(&expected));
     if let Some(file) = &args.html {
-        report::write_atomically(file, &report::html(&reports, &outcome))?;
+        report::write_atomically("--html", file, file, &report::html(&reports, &outcome))?;
         eprintln!("wrote {}", file.display());
     }
     if args.json {
