@@ -90,9 +90,10 @@ pub fn replay_generated(
         let trace = Trace::new(config.clone(), None, None, description, actions.to_vec());
         let Err(failure) = replay_counted(&trace, options, &mut summary.inside) else { return Ok(()) };
         summary.divergences += 1;
-        std::fs::create_dir_all(out).map_err(Error::io(out, "create"))?;
+        let given = format!("--out {}", out.display());
+        crate::output::prepare_dir(&given, out)?;
         let path = out.join(format!("{}--path-{index}.json", config.strategy));
-        std::fs::write(&path, trace.to_json()).map_err(Error::io(&path, "write"))?;
+        crate::output::write_file(&given, &path, &trace.to_json())?;
         let regenerate = match generated {
             Generated::Walks { seed, steps_max, .. } => format!(
                 "\nregenerate: cargo run -p conformance -- test {} {} --walks 1 --seed {} --steps-max {steps_max}",

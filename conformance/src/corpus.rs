@@ -109,7 +109,8 @@ pub fn check_file(path: &Path, worker_exe: Option<PathBuf>) -> Result<Vec<Replay
 /// and a fence witness (`fences::witnesses`) for each stale owner's fenced write no other
 /// trace of its row shows. Old `*.json` files are removed first so none is left stale.
 pub fn regenerate(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<usize, Error> {
-    std::fs::create_dir_all(dir).map_err(Error::io(dir, "create"))?;
+    let given = format!("regenerate {}", dir.display());
+    crate::output::prepare_dir(&given, dir)?;
     for old in expand(&[dir.to_path_buf()])? {
         std::fs::remove_file(&old).map_err(Error::io(&old, "remove"))?;
     }
@@ -134,7 +135,7 @@ pub fn regenerate(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<usize, E
     }
     for (name, trace) in &traces {
         let path = dir.join(name);
-        std::fs::write(&path, trace.to_json()).map_err(Error::io(&path, "write"))?;
+        crate::output::write_file(&given, &path, &trace.to_json())?;
     }
     Ok(traces.len())
 }

@@ -84,6 +84,9 @@ pub enum Error {
     RoleDisagrees { group: String, role: String, database: String },
     /// The model took a step the harness cannot make happen in the real system.
     Unsupported(&'static str),
+    /// An output path that exists and is not what would be written (`kind`: "regular file" or
+    /// "directory"): refused, never replaced.
+    NotReplaced { given: String, path: PathBuf, kind: &'static str },
 }
 
 impl Error {
@@ -131,6 +134,9 @@ impl fmt::Display for Error {
                 write!(f, "the owner {group}/{owner} holds no lease on partition {partition}")
             }
             Error::Unsupported(what) => write!(f, "the harness cannot perform {what} on the real system"),
+            Error::NotReplaced { given, path, kind } => {
+                write!(f, "`{given}`: {} exists and is not a {kind}; refused", path.display())
+            }
             Error::NothingToRetry { partition } => {
                 write!(f, "no unacknowledged send to partition {partition} to retry")
             }
@@ -171,7 +177,8 @@ impl StdError for Error {
             | Error::AckWaiting { .. }
             | Error::NothingInFlight { .. }
             | Error::Reader { .. }
-            | Error::Unsupported(_) => None,
+            | Error::Unsupported(_)
+            | Error::NotReplaced { .. } => None,
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod generate;
 pub mod harness;
 pub mod killpoints;
 pub mod observe;
+pub mod output;
 pub mod protocol;
 pub mod replay;
 pub mod scenarios;

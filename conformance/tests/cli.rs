@@ -242,3 +242,26 @@ fn version_names_the_package_version() {
     assert_eq!(output.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), format!("conformance {}", env!("CARGO_PKG_VERSION")));
 }
+
+/// `regenerate DIR` refuses, in one line and before any checking, a `DIR` that exists and is not
+/// a directory (a regular file, a device), and leaves it as it was.
+#[test]
+fn regenerate_refuses_an_output_path_that_is_not_a_directory() {
+    let dir = scratch("cli-regenerate-outputs");
+    let file = dir.join("a-file");
+    std::fs::write(&file, "kept").expect("write");
+    let file = file.display().to_string();
+    // (the directory given, exit code, the one line on stderr)
+    let table = [
+        (file.as_str(), 2, format!("error: `regenerate {file}`: {file} exists and is not a directory; refused")),
+        ("/dev/null", 2, "error: `regenerate /dev/null`: /dev/null exists and is not a directory; refused".to_string()),
+    ];
+    for (given, code, line) in table {
+        let output = conformance(&["regenerate", given]);
+        let errors = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(code), "{given}: {errors}");
+        assert_eq!(errors.trim_end(), line, "{given}");
+        assert!(output.stdout.is_empty(), "{given}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).expect("the file"), "kept");
+}

@@ -1,6 +1,11 @@
 //! `consumer load`: a bounded load test. Owner processes of several groups consume a large log
 //! while a coordinator moves partitions between them and kills them at random; at the end every
 //! group's total is compared with the exact sum.
+//!
+//! Every exit path takes the owner processes with it: they live in an [`Owners`] guard whose
+//! `Drop` kills (SIGKILL) and reaps them, so a timeout, an error or a SIGTERM/SIGINT (caught by
+//! [`Stop`], which makes the coordinator's loop stop) leaves none running. Each owner also gets
+//! `PR_SET_PDEATHSIG` (SIGKILL), so that even a SIGKILL of `load` itself takes them down.
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -9,8 +14,10 @@ use consumer::log::{encode_delta, Log, Storage};
 use consumer::owner::FIRST_OWNER;
 use consumer::store::{Location, Store, StoreOptions, PARTITIONS_MAX};
 use consumer::strategy::{EffectKind, GuardKind, Rules, Sequence, Strategy};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 #[derive(Args)]
@@ -83,7 +90,90 @@ struct Outcome {
     rebalances: u32,
 }
 
+/// The signal (SIGTERM or SIGINT) that asked `load` to stop, 0 while none has.
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn note_stop_signal(signal: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP_SIGNAL.store(signal, Ordering::SeqCst);
+}
+
+/// SIGTERM and SIGINT stop the load test: the handler only notes the signal; the coordinator
+/// checks it between steps, returns [`Interrupted`], and the [`Owners`] guard kills its children.
+struct Stop;
+
+impl Stop {
+    fn install() -> anyhow::Result<()> {
+        for signal in [libc::SIGTERM, libc::SIGINT] {
+            // SAFETY: a zeroed sigaction with a handler that only stores into an atomic.
+            let installed = unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = note_stop_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                libc::sigemptyset(&mut action.sa_mask);
+                action.sa_flags = libc::SA_RESTART;
+                libc::sigaction(signal, &action, std::ptr::null_mut())
+            };
+            if installed != 0 {
+                return Err(std::io::Error::last_os_error()).context("cannot install a signal handler");
+            }
+        }
+        Ok(())
+    }
+
+    /// An [`Interrupted`] error once a stop signal arrived.
+    fn check() -> anyhow::Result<()> {
+        match STOP_SIGNAL.load(Ordering::SeqCst) {
+            0 => Ok(()),
+            signal => Err(Interrupted(signal).into()),
+        }
+    }
+}
+
+/// `load` stopped by a signal; it exits 128 + the signal's number (README.md, `load`).
+#[derive(Debug)]
+struct Interrupted(i32);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self.0 {
+            libc::SIGTERM => "SIGTERM",
+            libc::SIGINT => "SIGINT",
+            _ => "a signal",
+        };
+        write!(f, "stopped by {name}; owner processes killed")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// The owner processes of one strategy's run, by group. Dropping it (every return, `?` and
+/// unwinding included) kills every child still running and waits for each.
+struct Owners(Vec<Vec<Child>>);
+
+impl Drop for Owners {
+    fn drop(&mut self) {
+        for child in self.0.iter_mut().flatten() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
+    Stop::install()?;
+    match run_all(args) {
+        Err(error) => match error.downcast_ref::<Interrupted>() {
+            Some(&Interrupted(signal)) => {
+                errln!("error: {error}")?;
+                Ok(ExitCode::from(128 + signal as u8))
+            }
+            None => Err(error),
+        },
+        ok => ok,
+    }
+}
+
+fn run_all(args: LoadArgs) -> anyhow::Result<ExitCode> {
     outln!("{}", crate::TOOL)?;
     if args.dir.exists() {
         bail!("--dir {} exists: the load test needs a fresh directory", args.dir.display());
@@ -103,6 +193,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
     let per_partition = args.records / u64::from(args.partitions);
     for partition in 0..args.partitions {
         for chunk in (0..per_partition).collect::<Vec<_>>().chunks(10_000) {
+            Stop::check()?;
             log.append_batch(partition, &vec![encode_delta(1); chunk.len()])?;
         }
     }
@@ -168,9 +259,16 @@ fn run_strategy(args: &LoadArgs, store: &mut Store, strategy: Strategy) -> anyho
     for group in &groups {
         store.ensure_group(group, FIRST_OWNER)?;
     }
-    let mut owners: Vec<Vec<Child>> = Vec::new();
+    // Each child joins the guard as soon as it is started, so that a failure to start the next
+    // one (or a signal) still kills it.
+    let mut owners = Owners(Vec::new());
     for group in &groups {
-        owners.push((0..args.owners).map(|o| spawn(args, strategy, group, o)).collect::<anyhow::Result<_>>()?);
+        owners.0.push(Vec::new());
+        for owner in 0..args.owners {
+            Stop::check()?;
+            let child = spawn(args, strategy, group, owner)?;
+            owners.0.last_mut().expect("just pushed").push(child);
+        }
     }
     // Spread the partitions over the owners first, so that every owner has work.
     let mut rebalances = 0;
@@ -184,6 +282,7 @@ fn run_strategy(args: &LoadArgs, store: &mut Store, strategy: Strategy) -> anyho
     let started = Instant::now();
     let (mut next_rebalance, mut next_kill, mut kills) = (started, started, 0);
     loop {
+        Stop::check()?;
         if done(store, &groups, args.partitions, args.records / u64::from(args.partitions))? {
             break;
         }
@@ -200,28 +299,35 @@ fn run_strategy(args: &LoadArgs, store: &mut Store, strategy: Strategy) -> anyho
         }
         if now >= next_kill {
             let (group, owner) = (rng.below(args.groups) as usize, rng.below(args.owners) as usize);
-            let child = &mut owners[group][owner];
+            let child = &mut owners.0[group][owner];
             let _ = child.kill();
             let _ = child.wait();
             *child = spawn(args, strategy, &groups[group], owner as u32)?;
             kills += 1;
             next_kill = now + Duration::from_millis(args.kill_ms);
         }
-        restart_exited(args, strategy, &groups, &mut owners)?;
+        restart_exited(args, strategy, &groups, &mut owners.0)?;
         std::thread::sleep(Duration::from_millis(20));
     }
     let seconds = started.elapsed().as_secs_f64();
-    for child in owners.iter_mut().flatten() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    drop(owners);
     let totals = groups.iter().map(|g| store.total(g)).collect::<Result<_, _>>()?;
     Ok(Outcome { totals, seconds, kills, rebalances })
 }
 
 fn spawn(args: &LoadArgs, strategy: Strategy, group: &str, owner: u32) -> anyhow::Result<Child> {
     let exe = std::env::current_exe().context("cannot find the consumer binary")?;
-    Command::new(exe)
+    let mut command = Command::new(exe);
+    // SAFETY: prctl is async-signal-safe and touches nothing of the parent's state.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command
         .args(["consume", "--follow", "--group", group, "--owner", &format!("o{owner}"), "--strategy", strategy.name()])
         .args(["--batch", &args.batch.to_string(), "--commit-every", &args.batch.to_string()])
         .arg("--dir")

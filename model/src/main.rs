@@ -303,7 +303,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(file) = &args.html {
         // Refused before the search, not after it: a report that cannot be written.
-        report::check_writable_file(file)?;
+        report::check_writable_file("--html", file)?;
     }
     let reports = check_all(configs, &options, jobs);
     if let Some(dir) = &args.traces {
@@ -313,7 +313,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     let outcome = report::judge(&reports, args.strategy.is_none().then_some(&expected));
     if let Some(file) = &args.html {
-        report::write_atomically(file, &report::html(&reports, &outcome))?;
+        report::write_atomically("--html", file, file, &report::html(&reports, &outcome))?;
         errln!("wrote {}", file.display())?;
     }
     if args.json {

@@ -271,21 +271,66 @@ fn outcome_summary(outcome: &Outcome) -> String {
     summary
 }
 
-/// Refuses a report file whose directory does not exist, or that names a directory.
-pub fn check_writable_file(file: &Path) -> anyhow::Result<()> {
-    let parent = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    anyhow::ensure!(parent.is_dir(), "cannot write {}: directory {} does not exist", file.display(), parent.display());
-    anyhow::ensure!(!file.is_dir(), "cannot write {}: it is a directory", file.display());
-    Ok(())
+/// Every file the `model` binary writes goes through here (the library does no I/O).
+///
+/// An output path that exists and is not a regular file (a device such as `/dev/full`, a
+/// directory, a FIFO, a socket) is refused in one line naming the flag: writing there would
+/// replace it (the rename below) or block. A symbolic link is judged by what it names.
+pub fn refuse_non_regular(option: &str, argument: &Path, file: &Path) -> anyhow::Result<()> {
+    match std::fs::metadata(file) {
+        Ok(metadata) if !metadata.file_type().is_file() => anyhow::bail!(
+            "`{option} {}`: {} exists and is not a regular file; refused",
+            argument.display(),
+            file.display()
+        ),
+        _ => Ok(()),
+    }
 }
 
-/// Writes `contents` to a temporary file beside `file`, then renames it over `file`: a reader
-/// sees the old file or the whole new one, never half of it.
-pub fn write_atomically(file: &Path, contents: &str) -> anyhow::Result<()> {
-    let name = file.file_name().with_context(|| format!("cannot write {}: no file name", file.display()))?;
-    let temporary = file.with_file_name(format!(".{}.partial", name.to_string_lossy()));
-    std::fs::write(&temporary, contents).with_context(|| format!("cannot write {}", temporary.display()))?;
-    std::fs::rename(&temporary, file).with_context(|| format!("cannot write {}", file.display()))
+/// Refuses a report file (`option`'s value) before any work: its directory does not exist, or
+/// it exists and is not a regular file.
+pub fn check_writable_file(option: &str, file: &Path) -> anyhow::Result<()> {
+    let parent = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    anyhow::ensure!(parent.is_dir(), "cannot write {}: directory {} does not exist", file.display(), parent.display());
+    refuse_non_regular(option, file, file)
+}
+
+/// Writes `contents` to a temporary file beside `file`, syncs it, then renames it over `file`:
+/// a reader sees the old file or the whole new one, never half of it; a crash leaves at most a
+/// `.NAME.PID.partial` file, never a truncated `file`. `file` (the value of `option` is
+/// `argument`) is refused first if it exists and is not a regular file; through a symbolic link
+/// the file it names is replaced, not the link.
+pub fn write_atomically(option: &str, argument: &Path, file: &Path, contents: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    refuse_non_regular(option, argument, file)?;
+    let target = match std::fs::symlink_metadata(file) {
+        Ok(metadata) if metadata.file_type().is_symlink() => {
+            std::fs::canonicalize(file).with_context(|| format!("cannot write {}", file.display()))?
+        }
+        _ => file.to_path_buf(),
+    };
+    let name = target.file_name().with_context(|| format!("cannot write {}: no file name", file.display()))?;
+    let temporary = target.with_file_name(format!(".{}.{}.partial", name.to_string_lossy(), std::process::id()));
+    let _ = std::fs::remove_file(&temporary);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temporary)
+        .and_then(|mut out| {
+            out.write_all(contents.as_bytes())?;
+            out.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&temporary, &target));
+    if let Err(error) = written {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(error).with_context(|| format!("cannot write {}", file.display()));
+    }
+    // The rename itself durable: sync the directory (best effort; not every file system can).
+    let parent = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if let Ok(directory) = std::fs::File::open(parent) {
+        let _ = directory.sync_all();
+    }
+    Ok(())
 }
 
 pub fn json(reports: &[CheckReport], outcome: &Outcome) -> String {
@@ -311,7 +356,11 @@ pub fn peak_rss_kib() -> Option<u64> {
 }
 
 /// Creates the traces directory and proves it writable before any checking starts.
+/// An existing path that is not a directory is refused in one line.
 pub fn prepare_traces_dir(dir: &Path) -> anyhow::Result<()> {
+    if std::fs::metadata(dir).is_ok_and(|metadata| !metadata.is_dir()) {
+        anyhow::bail!("`--traces {}`: {} exists and is not a directory; refused", dir.display(), dir.display());
+    }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create traces directory {}", dir.display()))?;
     let probe = dir.join(".onceproof-write-test");
     std::fs::write(&probe, b"").with_context(|| format!("traces directory {} is not writable", dir.display()))?;
@@ -320,7 +369,8 @@ pub fn prepare_traces_dir(dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Writes one trace file per violated safety property of `report`, and with `--format itf`
-/// its ITF beside it.
+/// its ITF beside it, each through [`write_atomically`]: a name already taken by anything but a
+/// regular file (a directory, a FIFO) is refused, not written over.
 pub fn write_traces(dir: &Path, report: &CheckReport, format: TraceFormat) -> anyhow::Result<()> {
     for trace in Trace::counterexamples(report) {
         let mut files = vec![(trace.file_name(), trace.to_json())];
@@ -335,7 +385,7 @@ pub fn write_traces(dir: &Path, report: &CheckReport, format: TraceFormat) -> an
         }
         for (name, text) in files {
             let path = dir.join(name);
-            std::fs::write(&path, text).with_context(|| format!("cannot write trace {}", path.display()))?;
+            write_atomically("--traces", dir, &path, &text)?;
             errln!("  wrote {}", path.display())?;
         }
     }

@@ -243,7 +243,7 @@ fn bad_input_exits_2_with_an_error_line_and_no_output() {
         (vec!["--groups", "1", "--records", "2", "--timeout", "soon"], "'soon' is not a number of seconds"),
         (vec!["--groups", "1", "--records", "2", "--traces", under_file], "cannot create traces directory"),
         (vec!["--groups", "1", "--records", "2", "--html", &html_under_file], "/a-file does not exist"),
-        (vec!["--groups", "1", "--records", "2", "--html", scratch], "it is a directory"),
+        (vec!["--groups", "1", "--records", "2", "--html", scratch], "exists and is not a regular file; refused"),
     ];
     for (args, expected) in cases {
         let output = model_check(&args);
@@ -279,7 +279,10 @@ fn the_html_report_is_one_self_contained_page() {
     let urls = page.matches("http").count();
     assert_eq!(urls, page.matches("http://www.w3.org/2000/svg").count(), "an external reference");
     assert!(!page.contains(" src="), "an external reference");
-    assert!(!dir.0.join(".report.html.partial").exists(), "the temporary file was renamed");
+    // The temporary file was renamed: the report is the directory's only entry.
+    let entries: Vec<_> =
+        std::fs::read_dir(&dir.0).expect("the scratch directory").flatten().map(|e| e.file_name()).collect();
+    assert_eq!(entries, ["report.html"], "a temporary file was left behind");
 }
 
 #[test]
@@ -379,4 +382,60 @@ fn every_bad_input_row_of_the_readme_gets_its_one_line() {
         assert_eq!(stderr(&output), format!("{}\n", row.line), "{command}");
         assert_eq!(stdout(&output), "", "{command}");
     }
+}
+
+/// An output path that exists and is not a regular file is refused in one line (exit 2), and
+/// left as it was: a device, a directory or a FIFO as `--html` (refused before the search), a
+/// regular file as `--traces`, and a trace file's name taken by a directory inside `--traces`.
+#[test]
+fn output_paths_that_are_not_regular_files_are_refused() {
+    let scratch = ScratchDir::new("outputs");
+    let fifo = scratch.0.join("fifo");
+    let c_path = std::ffi::CString::new(fifo.to_str().expect("UTF-8")).expect("no NUL");
+    // SAFETY: mkfifo(3) on a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo {}", fifo.display());
+    let file = scratch.0.join("a-file");
+    std::fs::write(&file, "kept").expect("a regular file");
+    let traces = scratch.0.join("traces");
+    let taken = traces.join("atomic--no-duplicate.json");
+    std::fs::create_dir_all(&taken).expect("a directory where a trace file goes");
+    let (dir, fifo, file, traces, taken) = (
+        scratch.0.to_str().expect("UTF-8"),
+        fifo.to_str().expect("UTF-8"),
+        file.to_str().expect("UTF-8"),
+        traces.to_str().expect("UTF-8"),
+        taken.to_str().expect("UTF-8"),
+    );
+    // (flag, its value, the line on stderr)
+    let cases = [
+        ("--html", "/dev/full", "`--html /dev/full`: /dev/full exists and is not a regular file; refused".to_string()),
+        ("--html", dir, format!("`--html {dir}`: {dir} exists and is not a regular file; refused")),
+        ("--html", fifo, format!("`--html {fifo}`: {fifo} exists and is not a regular file; refused")),
+        ("--traces", file, format!("`--traces {file}`: {file} exists and is not a directory; refused")),
+        ("--traces", traces, format!("`--traces {traces}`: {taken} exists and is not a regular file; refused")),
+    ];
+    for (flag, value, line) in cases {
+        let output = small_check(&["--strategy", "atomic", flag, value]);
+        let errors = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{flag} {value}: {errors}");
+        assert_eq!(stdout(&output), "", "{flag} {value}");
+        // `--traces` names each trace it wrote before the refusal; the refusal is the last line.
+        assert_eq!(errors.lines().last(), Some(format!("error: {line}").as_str()), "{flag} {value}: {errors}");
+        if flag == "--html" {
+            assert_eq!(errors.lines().count(), 1, "{flag} {value}: refused before the search: {errors}");
+        }
+    }
+    // Each is left as it was.
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata("/dev/full").expect("/dev/full").file_type().is_char_device());
+    assert!(std::fs::metadata(fifo).expect("the FIFO").file_type().is_fifo());
+    assert_eq!(std::fs::read_to_string(file).expect("the file"), "kept");
+    assert!(std::fs::metadata(taken).expect("the directory").is_dir());
+    assert_eq!(std::fs::read_dir(taken).expect("the directory").count(), 0);
+    let partial = std::fs::read_dir(traces)
+        .expect("traces")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+        .count();
+    assert_eq!(partial, 0, "a temporary trace file was left behind");
 }
