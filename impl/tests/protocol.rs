@@ -63,13 +63,17 @@ const CASES: &[Case] = &[
     Case {
         name: "a malformed init (fields missing) ends the process",
         requests: &[r#"{"id":1,"type":"init","protocol":1}"#, r#"{"id":2,"type":"quit"}"#],
-        replies: &[r#"{"in_reply_to":1,"type":"error","code":"malformed","definite":true,"text":"not a request of version 1: "#],
+        replies: &[
+            r#"{"in_reply_to":1,"type":"error","code":"malformed","definite":true,"text":"not a request of version 1: "#,
+        ],
         code: 2,
     },
     Case {
         name: "an init of a role that does not exist ends the process",
         requests: &[r#"{"id":1,"type":"init","protocol":1,"role":"broker"}"#, STORE_INIT],
-        replies: &[r#"{"in_reply_to":1,"type":"error","code":"malformed","definite":true,"text":"not a request of version 1: "#],
+        replies: &[
+            r#"{"in_reply_to":1,"type":"error","code":"malformed","definite":true,"text":"not a request of version 1: "#,
+        ],
         code: 2,
     },
     Case {
