@@ -258,6 +258,11 @@ fn prepare_readme_dirs(root: &Path) -> Vec<&'static str> {
     std::fs::create_dir(root.join("not-sqlite")).expect("create not-sqlite/");
     std::fs::write(root.join("not-sqlite/store.db"), b"x").expect("write not-sqlite/store.db");
     std::fs::write(root.join("a-file"), b"not a directory").expect("write a-file");
+    // One byte short of SQLite's header, beginning as it does.
+    let mut short = b"SQLite format 3\0".to_vec();
+    short.resize(99, 0);
+    std::fs::create_dir(root.join("short-sqlite")).expect("create short-sqlite/");
+    std::fs::write(root.join("short-sqlite/store.db"), &short).expect("write short-sqlite/store.db");
     dirs.to_vec()
 }
 
@@ -285,4 +290,5 @@ fn every_bad_input_row_of_the_readme_gets_its_one_line() {
     // The refused `init`s left what they found as it was.
     assert_eq!(std::fs::read(root.join("not-sqlite/store.db")).expect("read not-sqlite/store.db"), b"x");
     assert!(!root.join("not-sqlite/log").exists(), "a refused init created not-sqlite/log");
+    assert_eq!(std::fs::read(root.join("short-sqlite/store.db")).expect("read short-sqlite/store.db").len(), 99);
 }
