@@ -53,8 +53,9 @@ pub fn reproduce_command(path: &Path, options: &Options) -> String {
     format!("cargo run -p conformance -- replay {mode}{row}{rest} {}", path.display())
 }
 
-/// The flags that start the real system as `options` do (mode or worker, the reply wait, kill
-/// points inside steps, a mutation), for a command that reproduces a failure.
+/// The flags that start the real system as `options` do (mode or worker, the store it uses,
+/// the reply wait, kill points inside steps, a mutation), for a command that reproduces a
+/// failure.
 pub fn run_flags(options: &Options) -> String {
     let (mode, rest) = run_flag_parts(options);
     format!("{mode}{rest}")
@@ -84,7 +85,12 @@ fn run_flag_parts(options: &Options) -> (String, String) {
     let observe = options.observe.as_ref().map_or(String::new(), |spec| {
         format!(" --observe {}", crate::protocol::shell_quote(&spec.path.to_string_lossy()))
     });
-    (mode, format!("{wait}{inside}{observe}{mutation}"))
+    // The store is part of what failed: a replay without `--postgres` runs on SQLite.
+    let store = options
+        .postgres
+        .as_ref()
+        .map_or(String::new(), |url| format!(" --postgres {}", crate::protocol::shell_quote(url)));
+    (mode, format!("{store}{wait}{inside}{observe}{mutation}"))
 }
 
 /// Replays one corpus file in every mode (in process, as worker processes, and as processes of
@@ -154,4 +160,25 @@ pub fn check_in_model(trace: &Trace) -> Result<(), ScenarioError> {
         return Err(ScenarioError::Verdict { property: name.clone(), discovered, recorded: verdict.clone() });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reproduce_command_names_the_postgres_store() {
+        let url = "postgres:///postgres?host=/run/postgresql";
+        let options = Options { postgres: Some(url.to_string()), ..Options::new(Mode::Process) };
+        let line = reproduce_command(Path::new("tests/traces/none.json"), &options);
+        let quoted = crate::protocol::shell_quote(url);
+        assert!(line.contains(&format!(" --postgres {quoted}")), "{line}");
+        assert!(run_flags(&options).contains(&format!("--postgres {quoted}")), "{}", run_flags(&options));
+    }
+
+    #[test]
+    fn reproduce_command_of_sqlite_has_no_store_flag() {
+        let line = reproduce_command(Path::new("tests/traces/none.json"), &Options::new(Mode::Process));
+        assert!(!line.contains("--postgres"), "{line}");
+    }
 }

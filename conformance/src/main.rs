@@ -85,7 +85,7 @@ struct RunArgs {
     worker: Option<String>,
     /// Protocol mode only: how long to wait for one reply, in milliseconds (default 30000);
     /// past it the consumer is taken for frozen, killed, and the trace fails naming the request.
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, allow_hyphen_values = true, value_name = "MS", value_parser = count_in::<u64>(1, u64::MAX))]
     reply_timeout_ms: Option<u64>,
     /// Where fresh data directories are made (default: /dev/shm when present).
     #[arg(long)]
@@ -184,65 +184,65 @@ struct TestArgs {
     strategy: Strategy,
     /// Consumer groups (default: the row's, as in `model check`; so are the bounds below
     /// without a default of their own).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     groups: Option<u8>,
     /// Competing owners per group (default: the row's).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     owners: Option<u8>,
     /// Partitions (default: the row's; dedup-offset-only has two).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     partitions: Option<u8>,
     /// Records appended per partition (default: the row's).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     records: Option<u8>,
     /// Owner crashes in a run (default: the row's).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     crashes: Option<u8>,
     /// Rebalances in a run (default: the row's).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     rebalances: Option<u8>,
-    #[arg(long, default_value_t = defaults::COMMIT_EVERY)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = defaults::COMMIT_EVERY, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     commit_every: u8,
-    #[arg(long, default_value_t = defaults::INFLIGHT)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = defaults::INFLIGHT, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     inflight: u8,
     #[arg(long, default_value_t = defaults::DELTA, allow_hyphen_values = true)]
     delta: i64,
     /// Offset of the poison record, or `none` (default: the row's, as in `model check`).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     poison: Option<String>,
-    #[arg(long, default_value_t = defaults::MAX_ATTEMPTS)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = defaults::MAX_ATTEMPTS, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     max_attempts: u8,
     /// Lost acknowledgements (default: the row's).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     ack_losses: Option<u8>,
     /// Retention steps (default: the row's).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     retentions: Option<u8>,
     /// Second incarnations of an owner (default: the row's).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     pauses: Option<u8>,
     /// Log losses (default: the row's).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     log_losses: Option<u8>,
     /// Leader failures of a replicated partition (the acks rows; default: the row's).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     leader_failures: Option<u8>,
     /// ISR shrinks of a replicated partition (the acks rows; default: the row's).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     isr_shrinks: Option<u8>,
     /// Replay every model path of this many steps (and shorter ones that end), 1..=200.
-    #[arg(long, conflicts_with = "walks", value_parser = count_in(1, DEPTH_MAX))]
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "walks", value_parser = count_in::<usize>(1, DEPTH_MAX))]
     depth: Option<usize>,
     /// Replay this many seeded random walks, 1..=1000000 (each generated and replayed in turn).
-    #[arg(long, requires = "seed", value_parser = count_in(1, WALKS_MAX))]
+    #[arg(long, allow_hyphen_values = true, requires = "seed", value_parser = count_in::<usize>(1, WALKS_MAX))]
     walks: Option<usize>,
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u64>(0, u64::MAX))]
     seed: Option<u64>,
     /// Longest walk, 1..=10000 steps.
-    #[arg(long, default_value_t = 60, value_parser = count_in(1, STEPS_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 60, value_parser = count_in::<usize>(1, STEPS_MAX))]
     steps_max: usize,
     /// Most paths replayed at a depth, 1..=10000000; past it the test is incomplete (exit 3).
-    #[arg(long, default_value_t = 100_000, value_parser = count_in(1, PATHS_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 100_000, value_parser = count_in::<usize>(1, PATHS_MAX))]
     paths_max: usize,
     /// Where divergent traces are saved.
     #[arg(long, default_value = "conformance-divergences")]
@@ -259,6 +259,11 @@ impl TestArgs {
         let poison = match self.poison.as_deref() {
             None => row.poison,
             Some("none") => None,
+            Some(offset)
+                if offset.starts_with('-') && offset.len() > 1 && offset[1..].bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                bail!("--poison must be a non-negative integer or none, got {offset}")
+            }
             Some(offset) => {
                 Some(offset.parse().map_err(|_| anyhow::anyhow!("--poison '{offset}' is neither an offset nor none"))?)
             }
@@ -315,11 +320,11 @@ struct WorkerArgs {
     owner: String,
     #[arg(long)]
     strategy: consumer::strategy::Strategy,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 2, value_parser = count_in::<u64>(0, u64::MAX))]
     commit_every: u64,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 2, value_parser = count_in::<usize>(0, u64::MAX))]
     inflight: usize,
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 2, value_parser = count_in::<u64>(0, u64::MAX))]
     max_attempts: u64,
     #[arg(long, default_value = "fail")]
     on_out_of_range: consumer::strategy::OutOfRange,
@@ -344,8 +349,49 @@ const STEPS_MAX: u64 = 10_000;
 const PATHS_MAX: u64 = 10_000_000;
 
 /// A clap value parser for a count in `low..=high`; clap's error names the flag and the range.
-fn count_in(low: u64, high: u64) -> clap::builder::RangedU64ValueParser<usize> {
-    clap::builder::RangedU64ValueParser::new().range(low..=high)
+/// The flag takes hyphen values (`allow_hyphen_values`), so that a negative number reaches this
+/// parser and gets one line naming the flag, not clap's "unexpected argument".
+pub(crate) fn count_in<T>(low: u64, high: u64) -> NonNegative<T>
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+    <T as TryFrom<u64>>::Error: Send + Sync + 'static + std::error::Error + ToString,
+{
+    NonNegative(clap::builder::RangedU64ValueParser::new().range(low..=high))
+}
+
+/// `count_in`'s parser: a negative integer is "--FLAG must be a non-negative integer, got -1";
+/// everything else is the range parser's.
+#[derive(Clone)]
+pub(crate) struct NonNegative<T>(clap::builder::RangedU64ValueParser<T>)
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+    <T as TryFrom<u64>>::Error: Send + Sync + 'static + std::error::Error + ToString;
+
+impl<T> clap::builder::TypedValueParser for NonNegative<T>
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+    <T as TryFrom<u64>>::Error: Send + Sync + 'static + std::error::Error + ToString,
+{
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let text = value.to_str().unwrap_or_default();
+        let negative = text
+            .strip_prefix('-')
+            .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()));
+        if negative {
+            let flag =
+                arg.and_then(clap::Arg::get_long).map_or_else(|| "the value".to_string(), |long| format!("--{long}"));
+            let message = format!("{flag} must be a non-negative integer, got {text}\n");
+            return Err(clap::Error::raw(clap::error::ErrorKind::ValueValidation, message));
+        }
+        self.0.parse_ref(cmd, arg, value)
+    }
 }
 
 /// Parses the command line; a usage error is one line on stderr and exit 2.

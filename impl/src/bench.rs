@@ -24,13 +24,13 @@ pub struct BenchArgs {
     #[arg(long = "strategy")]
     strategies: Vec<String>,
     /// Records consumed per measurement at batch 1 (1..=10000000).
-    #[arg(long, default_value_t = 1000, value_parser = crate::count_in::<u64>(1, MAX_RECORDS))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1000, value_parser = crate::count_in::<u64>(1, MAX_RECORDS))]
     records_batch1: u64,
     /// Records consumed per measurement at batch 100 (1..=10000000).
-    #[arg(long, default_value_t = 20000, value_parser = crate::count_in::<u64>(1, MAX_RECORDS))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 20000, value_parser = crate::count_in::<u64>(1, MAX_RECORDS))]
     records_batch100: u64,
     /// Measurements per case; the median is reported (1..=100).
-    #[arg(long, default_value_t = 3, value_parser = crate::count_in::<usize>(1, MAX_REPEAT as u64))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 3, value_parser = crate::count_in::<usize>(1, MAX_REPEAT as u64))]
     repeat: usize,
     /// Where the scratch data directories and the fsync probe file are made (and removed).
     #[arg(long, default_value = "target/bench-consumer")]
@@ -40,7 +40,7 @@ pub struct BenchArgs {
     #[arg(long)]
     log_appends: bool,
     /// Appends per measurement of --log-appends (1..=10000000).
-    #[arg(long, default_value_t = 1000, value_parser = crate::count_in::<u64>(1, MAX_RECORDS))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1000, value_parser = crate::count_in::<u64>(1, MAX_RECORDS))]
     appends: u64,
 }
 

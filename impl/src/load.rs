@@ -32,32 +32,32 @@ pub struct LoadArgs {
     #[arg(long = "strategy", required = true)]
     strategies: Vec<Strategy>,
     /// Records of +1, spread over the partitions (1..=10000000).
-    #[arg(long, default_value_t = 100_000, value_parser = crate::count_in::<u64>(1, RECORDS_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 100_000, value_parser = crate::count_in::<u64>(1, RECORDS_MAX))]
     records: u64,
     /// Partitions of the log (1..=64).
-    #[arg(long, default_value_t = 2, value_parser = crate::count_in::<u32>(1, u64::from(PARTITIONS_MAX)))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 2, value_parser = crate::count_in::<u32>(1, u64::from(PARTITIONS_MAX)))]
     partitions: u32,
     /// Consumer groups per strategy (1..=16).
-    #[arg(long, default_value_t = 2, value_parser = crate::count_in::<u32>(1, GROUPS_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 2, value_parser = crate::count_in::<u32>(1, GROUPS_MAX))]
     groups: u32,
     /// Owner processes per group (2..=16).
-    #[arg(long, default_value_t = 4, value_parser = crate::count_in::<u32>(2, OWNERS_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 4, value_parser = crate::count_in::<u32>(2, OWNERS_MAX))]
     owners: u32,
     /// Records fetched and written together (1..=10000).
-    #[arg(long, default_value_t = 100, value_parser = crate::count_in::<usize>(1, crate::BATCH_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 100, value_parser = crate::count_in::<usize>(1, crate::BATCH_MAX))]
     batch: usize,
     /// Milliseconds between rebalances (a random partition of a random group to another owner;
     /// 1..=3600000).
-    #[arg(long, default_value_t = 300, value_parser = crate::count_in::<u64>(1, MILLISECONDS_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 300, value_parser = crate::count_in::<u64>(1, MILLISECONDS_MAX))]
     rebalance_ms: u64,
     /// Milliseconds between SIGKILLs of a random owner process (restarted at once; 1..=3600000).
-    #[arg(long, default_value_t = 500, value_parser = crate::count_in::<u64>(1, MILLISECONDS_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 500, value_parser = crate::count_in::<u64>(1, MILLISECONDS_MAX))]
     kill_ms: u64,
     /// Seed of the coordinator's choices.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1, value_parser = crate::count_in::<u64>(0, u64::MAX))]
     seed: u64,
     /// Give up (and fail) after this many seconds per strategy (1..=86400).
-    #[arg(long, default_value_t = 300, value_parser = crate::count_in::<u64>(1, TIMEOUT_SECONDS_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 300, value_parser = crate::count_in::<u64>(1, TIMEOUT_SECONDS_MAX))]
     timeout: u64,
 }
 

@@ -126,8 +126,9 @@ enum Command {
 
 #[derive(Args, Clone)]
 struct DirArgs {
-    /// The data directory (holds `log/` and `store.db`).
-    #[arg(long, default_value = "onceproof-data")]
+    /// The data directory (holds `log/` and `store.db`): not an existing file, nor `/` or a
+    /// system directory (`/proc`, `/sys`, `/dev` but `/dev/shm`, and what is under them).
+    #[arg(long, default_value = "onceproof-data", value_parser = DataDir)]
     dir: PathBuf,
     /// Seconds a write waits for another process's transaction, or for the log's writer lock,
     /// before failing (0 <= SECONDS <= 3600; PostgreSQL: see spec.md §10).
@@ -187,14 +188,14 @@ struct InitArgs {
     #[command(flatten)]
     dir: DirArgs,
     /// Partitions of the log (1..=64).
-    #[arg(long, default_value_t = 1, value_parser = count_in::<u32>(1, u64::from(PARTITIONS_MAX)))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1, value_parser = count_in::<u32>(1, u64::from(PARTITIONS_MAX)))]
     partitions: u32,
     /// SQLite journal mode, kept for the store's lifetime: delete or wal.
     #[arg(long, default_value = "delete")]
     journal: Journal,
     /// Replicas of every partition: 1, the plain log; 2, a leader and a follower, each a
     /// complete log (`log/replica-0`, `log/replica-1`), broker 0 leading at first.
-    #[arg(long, default_value_t = 1, value_parser = count_in::<u32>(1, u64::from(REPLICAS_MAX)))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1, value_parser = count_in::<u32>(1, u64::from(REPLICAS_MAX)))]
     replicas: u32,
 }
 
@@ -202,22 +203,22 @@ struct InitArgs {
 struct AppendArgs {
     #[command(flatten)]
     dir: DirArgs,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = count_in::<u32>(0, u64::from(u32::MAX)))]
     partition: u32,
     /// The value each record adds to a group's total.
     #[arg(long, allow_hyphen_values = true)]
     delta: i64,
     /// How many records to append (1..=1000000; one batch, built in memory, one fsync for all).
-    #[arg(long, default_value_t = 1, value_parser = count_in::<u64>(1, APPEND_COUNT_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1, value_parser = count_in::<u64>(1, APPEND_COUNT_MAX))]
     count: u64,
     /// Append idempotently as this producer (at least 1); needs --producer-epoch and --sequence.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u64>(1, u64::MAX))]
     producer_id: Option<u64>,
     /// The producer's epoch: a higher one fences the producer's older instances.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u32>(0, u64::from(u32::MAX)))]
     producer_epoch: Option<u32>,
     /// The batch's base sequence (the first record's); a retry repeats it.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u32>(0, u64::from(u32::MAX)))]
     sequence: Option<u32>,
     /// Test only: crash (exit 9) after the durable append, before the acknowledgement.
     #[arg(long, hide = true)]
@@ -228,7 +229,7 @@ struct AppendArgs {
     #[arg(long, default_value_t = Acks::default(), value_name = "1|all")]
     acks: Acks,
     /// With --acks all: the fewest in-sync replicas an append is accepted and acknowledged with.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1, value_parser = count_in::<u32>(0, u64::from(u32::MAX)))]
     min_insync_replicas: u32,
 }
 
@@ -245,16 +246,16 @@ struct OwnerArgs {
     #[arg(long)]
     strategy: Strategy,
     /// Checkpoint interval of periodic-commit and offset-stamp, in records (1..=1000000).
-    #[arg(long, default_value_t = Settings::COMMIT_EVERY_DEFAULT, value_parser = count_in::<u64>(1, COMMIT_EVERY_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = Settings::COMMIT_EVERY_DEFAULT, value_parser = count_in::<u64>(1, COMMIT_EVERY_MAX))]
     commit_every: u64,
     /// Records one owner may hold at once (parallel strategies; 1..=10000).
-    #[arg(long, default_value_t = Settings::INFLIGHT_DEFAULT, value_parser = count_in::<usize>(1, INFLIGHT_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = Settings::INFLIGHT_DEFAULT, value_parser = count_in::<usize>(1, INFLIGHT_MAX))]
     inflight: usize,
     /// Records fetched and written together by the serial strategies (1..=10000).
-    #[arg(long, default_value_t = Settings::BATCH_DEFAULT, value_parser = count_in::<usize>(1, BATCH_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = Settings::BATCH_DEFAULT, value_parser = count_in::<usize>(1, BATCH_MAX))]
     batch: usize,
     /// Failed attempts after which atomic-dlq dead-letters a poison record (1..=1000000).
-    #[arg(long, default_value_t = Settings::MAX_ATTEMPTS_DEFAULT, value_parser = count_in::<u64>(1, MAX_ATTEMPTS_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = Settings::MAX_ATTEMPTS_DEFAULT, value_parser = count_in::<u64>(1, MAX_ATTEMPTS_MAX))]
     max_attempts: u64,
     /// When retention removed the next record: fail (stop with an error, skip nothing) or
     /// earliest (skip to the log start, recording the reset).
@@ -331,7 +332,7 @@ struct ClaimArgs {
     dir: DirArgs,
     #[arg(long, value_parser = parse_name)]
     group: String,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = count_in::<u32>(0, u64::from(u32::MAX)))]
     partition: u32,
     #[arg(long, value_parser = parse_name)]
     owner: String,
@@ -341,10 +342,10 @@ struct ClaimArgs {
 struct RetainArgs {
     #[command(flatten)]
     dir: DirArgs,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = count_in::<u32>(0, u64::from(u32::MAX)))]
     partition: u32,
     /// The new log start: offsets below it are no longer readable.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u64>(0, u64::MAX))]
     before: u64,
 }
 
@@ -352,7 +353,7 @@ struct RetainArgs {
 struct AppendPoisonArgs {
     #[command(flatten)]
     dir: DirArgs,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = count_in::<u32>(0, u64::from(u32::MAX)))]
     partition: u32,
 }
 
@@ -374,10 +375,10 @@ struct RedriveArgs {
     dir: DirArgs,
     #[arg(long, value_parser = parse_name)]
     group: String,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = count_in::<u32>(0, u64::from(u32::MAX)))]
     partition: u32,
     /// The dead-lettered record's offset (a store keeps offsets as signed 64-bit integers).
-    #[arg(long, value_parser = count_in::<u64>(0, i64::MAX as u64))]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u64>(0, i64::MAX as u64))]
     offset: u64,
     /// The operator-corrected value the record adds to the group's total.
     #[arg(long, allow_hyphen_values = true)]
@@ -414,10 +415,10 @@ struct RepairArgs {
 #[derive(Args)]
 struct PowerCutsArgs {
     /// The seed every run's seed is mixed from: the same seed, the same runs and table.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1, value_parser = count_in::<u64>(0, u64::MAX))]
     seed: u64,
     /// Runs per crash point, each with its own seed (1..=1000).
-    #[arg(long, default_value_t = 3, value_parser = count_in::<u64>(1, consumer::power::RUNS_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 3, value_parser = count_in::<u64>(1, consumer::power::RUNS_MAX))]
     runs: u64,
     /// A strategy to run; repeat the flag for several. Default: every strategy.
     #[arg(long = "strategy")]
@@ -433,7 +434,7 @@ struct PowerCutsArgs {
 struct ReadOutputArgs {
     #[command(flatten)]
     dir: DirArgs,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = count_in::<u32>(0, u64::from(u32::MAX)))]
     partition: u32,
     /// read-committed (up to the last stable offset, aborted records skipped) or
     /// read-uncommitted (every data record).
@@ -524,12 +525,121 @@ const COMMIT_EVERY_MAX: u64 = 1_000_000;
 const MAX_ATTEMPTS_MAX: u64 = 1_000_000;
 
 /// A clap value parser for a count in `low..=high`; clap's error names the flag and the range.
-pub(crate) fn count_in<T>(low: u64, high: u64) -> clap::builder::RangedU64ValueParser<T>
+/// The flag takes hyphen values (`allow_hyphen_values`), so that a negative number reaches this
+/// parser and gets one line naming the flag, not clap's "unexpected argument".
+pub(crate) fn count_in<T>(low: u64, high: u64) -> NonNegative<T>
 where
     T: TryFrom<u64> + Clone + Send + Sync + 'static,
     <T as TryFrom<u64>>::Error: Send + Sync + 'static + std::error::Error + ToString,
 {
-    clap::builder::RangedU64ValueParser::new().range(low..=high)
+    NonNegative(clap::builder::RangedU64ValueParser::new().range(low..=high))
+}
+
+/// `count_in`'s parser: a negative integer is "--FLAG must be a non-negative integer, got -1";
+/// everything else is the range parser's.
+#[derive(Clone)]
+pub(crate) struct NonNegative<T>(clap::builder::RangedU64ValueParser<T>)
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+    <T as TryFrom<u64>>::Error: Send + Sync + 'static + std::error::Error + ToString;
+
+impl<T> clap::builder::TypedValueParser for NonNegative<T>
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+    <T as TryFrom<u64>>::Error: Send + Sync + 'static + std::error::Error + ToString,
+{
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let text = value.to_str().unwrap_or_default();
+        let negative = text
+            .strip_prefix('-')
+            .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()));
+        if negative {
+            let flag =
+                arg.and_then(clap::Arg::get_long).map_or_else(|| "the value".to_string(), |long| format!("--{long}"));
+            let message = format!("{flag} must be a non-negative integer, got {text}\n");
+            return Err(clap::Error::raw(clap::error::ErrorKind::ValueValidation, message));
+        }
+        self.0.parse_ref(cmd, arg, value)
+    }
+}
+
+/// `--dir`'s parser: a path that exists but is not a directory is "--dir F is not a directory",
+/// and `/` or a system directory is refused for every subcommand (`init` would write its log and
+/// store there, the others would only say it is not initialised), one line each.
+#[derive(Clone)]
+struct DataDir;
+
+impl clap::builder::TypedValueParser for DataDir {
+    type Value = PathBuf;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<PathBuf, clap::Error> {
+        let path = PathBuf::from(value);
+        let refuse = |message: String| Err(clap::Error::raw(clap::error::ErrorKind::ValueValidation, message + "\n"));
+        let shown = printable(&path.display().to_string());
+        if path.exists() && !path.is_dir() {
+            return refuse(format!("--dir {shown} is not a directory"));
+        }
+        match system_dir(&path) {
+            Some("/") => refuse(format!("--dir {shown} is the root directory, not a data directory")),
+            Some(root) => refuse(format!("--dir {shown} is under {root}, a system directory, not a data directory")),
+            None => Ok(path),
+        }
+    }
+}
+
+/// The system directories no data directory may be or be under: `/` itself, and `/proc`, `/sys`
+/// and `/dev` with everything under them but `/dev/shm` (a tmpfs for files, where tests and
+/// `power-cuts` make their directories). The path is resolved (symbolic links, `..`) as far as
+/// it exists, and made absolute from the current directory.
+fn system_dir(path: &std::path::Path) -> Option<&'static str> {
+    let absolute = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir().ok()?.join(path) };
+    // The longest existing ancestor, resolved, and the rest appended as it is.
+    let mut resolved = PathBuf::new();
+    let mut rest = Vec::new();
+    let mut cursor = absolute.as_path();
+    loop {
+        if let Ok(real) = cursor.canonicalize() {
+            resolved = real;
+            break;
+        }
+        match (cursor.file_name(), cursor.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                cursor = parent;
+            }
+            _ => break,
+        }
+    }
+    let mut full = resolved;
+    for name in rest.iter().rev() {
+        match name.to_str() {
+            Some("..") => {
+                full.pop();
+            }
+            Some(".") => {}
+            _ => full.push(name),
+        }
+    }
+    let full = if full.as_os_str().is_empty() { absolute } else { full };
+    if full == std::path::Path::new("/") {
+        return Some("/");
+    }
+    if full.starts_with("/dev/shm") {
+        return None;
+    }
+    ["/proc", "/sys", "/dev"].into_iter().find(|root| full.starts_with(root))
 }
 
 /// `--busy-timeout`: a finite number of seconds in `0 <= SECONDS <= BUSY_TIMEOUT_SECONDS_MAX`.

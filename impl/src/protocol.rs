@@ -409,8 +409,9 @@ struct StoreRole {
 
 /// Serves the protocol on `input`/`output` until `quit` or end of input. A malformed line gets
 /// an `error` reply (with `in_reply_to` when its id could be read) and serving goes on; an
-/// `init` that cannot be served gets its error and ends the process (exit status 2 from
-/// `consumer serve`).
+/// `init` that cannot be served, a malformed one included (a field missing, say), gets its
+/// error and ends the process (exit status 2 from `consumer serve`). A malformed `init` after
+/// the first one is a malformed second request, and serving goes on.
 pub fn serve(input: impl BufRead, mut output: impl Write) -> std::io::Result<Result<(), String>> {
     let mut served: Option<Served> = None;
     for line in bounded_lines(input) {
@@ -418,7 +419,11 @@ pub fn serve(input: impl BufRead, mut output: impl Write) -> std::io::Result<Res
         let (id, body) = match parse_request(&line) {
             Ok(request) => request,
             Err((id, refusal)) => {
+                let text = refusal.2.clone();
                 reply(&mut output, id, refused(refusal))?;
+                if served.is_none() && is_init(&line) {
+                    return Ok(Err(text));
+                }
                 continue;
             }
         };
@@ -467,6 +472,12 @@ fn bounded_lines(mut input: impl BufRead) -> impl Iterator<Item = std::io::Resul
             Err(error) => Some(Err(error)),
         }
     })
+}
+
+/// Whether `line` is a JSON object of type `init` (however malformed otherwise).
+fn is_init(line: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(line)
+        .is_ok_and(|value| value.get("type").and_then(serde_json::Value::as_str) == Some("init"))
 }
 
 fn parse_request(line: &str) -> Result<(Option<u64>, Body), (Option<u64>, Refusal)> {

@@ -24,7 +24,7 @@ pub struct ReplicateArgs {
     #[command(flatten)]
     pub dir: crate::DirArgs,
     /// Only this partition (default: every partition).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = crate::count_in::<u32>(0, u64::from(u32::MAX)))]
     pub partition: Option<u32>,
     /// One follower fetch per partition: the leader's next batch (one record in the model).
     #[arg(long, conflicts_with = "follow")]
@@ -39,7 +39,7 @@ pub struct ReplicateArgs {
 pub struct ShrinkIsrArgs {
     #[command(flatten)]
     pub dir: crate::DirArgs,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = crate::count_in::<u32>(0, u64::from(u32::MAX)))]
     pub partition: u32,
 }
 
@@ -47,7 +47,7 @@ pub struct ShrinkIsrArgs {
 pub struct FailLeaderArgs {
     #[command(flatten)]
     pub dir: crate::DirArgs,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = crate::count_in::<u32>(0, u64::from(u32::MAX)))]
     pub partition: u32,
     /// With no alive in-sync replica, promote the out-of-sync follower as it is (losing the
     /// committed records it lacks) instead of leaving the partition without a leader.

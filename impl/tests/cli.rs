@@ -253,6 +253,16 @@ fn prepare_readme_dirs(root: &Path) -> Vec<&'static str> {
     // An empty partition file of format version 2: its 8-byte header alone.
     let old_partition = root.join("old-partition/log/partition-0.log");
     std::fs::write(&old_partition, b"ONCELOG2").expect("write old-partition's partition file");
+    // A store file that is not SQLite, too short for SQLite's header (SQLite took it for an
+    // empty database, and `init` overwrote it), and a regular file named as --dir.
+    std::fs::create_dir(root.join("not-sqlite")).expect("create not-sqlite/");
+    std::fs::write(root.join("not-sqlite/store.db"), b"x").expect("write not-sqlite/store.db");
+    std::fs::write(root.join("a-file"), b"not a directory").expect("write a-file");
+    // One byte short of SQLite's header, beginning as it does.
+    let mut short = b"SQLite format 3\0".to_vec();
+    short.resize(99, 0);
+    std::fs::create_dir(root.join("short-sqlite")).expect("create short-sqlite/");
+    std::fs::write(root.join("short-sqlite/store.db"), &short).expect("write short-sqlite/store.db");
     dirs.to_vec()
 }
 
@@ -277,4 +287,8 @@ fn every_bad_input_row_of_the_readme_gets_its_one_line() {
     }
     drop(lock);
     assert!(!root.join("fresh").exists(), "a refused command created fresh/");
+    // The refused `init`s left what they found as it was.
+    assert_eq!(std::fs::read(root.join("not-sqlite/store.db")).expect("read not-sqlite/store.db"), b"x");
+    assert!(!root.join("not-sqlite/log").exists(), "a refused init created not-sqlite/log");
+    assert_eq!(std::fs::read(root.join("short-sqlite/store.db")).expect("read short-sqlite/store.db").len(), 99);
 }

@@ -61,6 +61,22 @@ const CASES: &[Case] = &[
         code: 0,
     },
     Case {
+        name: "a malformed init (fields missing) ends the process",
+        requests: &[r#"{"id":1,"type":"init","protocol":1}"#, r#"{"id":2,"type":"quit"}"#],
+        replies: &[
+            r#"{"in_reply_to":1,"type":"error","code":"malformed","definite":true,"text":"not a request of version 1: "#,
+        ],
+        code: 2,
+    },
+    Case {
+        name: "an init of a role that does not exist ends the process",
+        requests: &[r#"{"id":1,"type":"init","protocol":1,"role":"broker"}"#, STORE_INIT],
+        replies: &[
+            r#"{"in_reply_to":1,"type":"error","code":"malformed","definite":true,"text":"not a request of version 1: "#,
+        ],
+        code: 2,
+    },
+    Case {
         name: "another protocol version ends the process",
         requests: &[
             r#"{"id":1,"type":"init","protocol":2,"role":"store","store":"STORE","log":"LOG","partitions":1,"strategy":"atomic-fenced","row":"atomic-fenced","settings":{"commit_every":2,"inflight":2,"max_attempts":2,"on_out_of_range":"fail","log_check":"refuse-ahead"}}"#,

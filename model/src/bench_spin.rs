@@ -33,40 +33,40 @@ pub struct SpinArgs {
     #[arg(long, value_enum, requires = "vs_spin")]
     preset: Option<Preset>,
     /// Consumer groups (both sides).
-    #[arg(long, requires = "vs_spin")]
+    #[arg(long, allow_hyphen_values = true, requires = "vs_spin", value_parser = crate::count_in::<u8>(0, u64::from(u8::MAX)))]
     groups: Option<u8>,
     /// Owners per group (both sides).
-    #[arg(long, requires = "vs_spin")]
+    #[arg(long, allow_hyphen_values = true, requires = "vs_spin", value_parser = crate::count_in::<u8>(0, u64::from(u8::MAX)))]
     owners: Option<u8>,
     /// Records appended to the one partition (both sides).
-    #[arg(long, requires = "vs_spin")]
+    #[arg(long, allow_hyphen_values = true, requires = "vs_spin", value_parser = crate::count_in::<u8>(0, u64::from(u8::MAX)))]
     records: Option<u8>,
     /// Crashes in a run (SPIN's K).
-    #[arg(long, requires = "vs_spin")]
+    #[arg(long, allow_hyphen_values = true, requires = "vs_spin", value_parser = crate::count_in::<u8>(0, u64::from(u8::MAX)))]
     crashes: Option<u8>,
     /// Rebalances in a run (SPIN's B).
-    #[arg(long, requires = "vs_spin")]
+    #[arg(long, allow_hyphen_values = true, requires = "vs_spin", value_parser = crate::count_in::<u8>(0, u64::from(u8::MAX)))]
     rebalances: Option<u8>,
     /// offset-stamp's checkpoint interval (SPIN's K2).
-    #[arg(long, requires = "vs_spin")]
+    #[arg(long, allow_hyphen_values = true, requires = "vs_spin", value_parser = crate::count_in::<u8>(0, u64::from(u8::MAX)))]
     commit_every: Option<u8>,
     /// log2 of the slots of pan's hash table (-w; 10..=29; default: the preset's, about its
     /// state count). It matters both ways: the table (8 bytes a slot) is allocated up front and
     /// counted in SPIN's peak memory, and one far smaller than the state count makes long hash
     /// chains that slow pan down.
-    #[arg(long, requires = "vs_spin", value_parser = hash_bits_parser())]
+    #[arg(long, allow_hyphen_values = true, requires = "vs_spin", value_parser = hash_bits_parser())]
     spin_hash_bits: Option<u8>,
     /// Our side with symmetry reduction (one state per class of owners and groups; SPIN's side
     /// has none).
     #[arg(long, requires = "vs_spin")]
     symmetry: bool,
     /// Our side's checker threads (1..=64; default 1).
-    #[arg(long, requires = "vs_spin", value_parser = clap::value_parser!(u8).range(1..=64))]
+    #[arg(long, allow_hyphen_values = true, requires = "vs_spin", value_parser = crate::count_in::<u8>(1, 64))]
     threads: Option<u8>,
 }
 
-fn hash_bits_parser() -> clap::builder::RangedI64ValueParser<u8> {
-    clap::value_parser!(u8).range(i64::from(HASH_BITS_MIN)..=i64::from(HASH_BITS_MAX))
+fn hash_bits_parser() -> crate::NonNegative<u8> {
+    crate::count_in::<u8>(u64::from(HASH_BITS_MIN), u64::from(HASH_BITS_MAX))
 }
 
 /// Issue 16's three target configurations.

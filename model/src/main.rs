@@ -50,59 +50,59 @@ enum Command {
 struct Bounds {
     /// Consumer groups, each with its own effect and progress (default: 2; 1 for the rows
     /// where a second group adds nothing, spec.md §4).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     groups: Option<u8>,
     /// Competing owner processes per group.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     owners: Option<u8>,
     /// Partitions of the log (at most 2).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     partitions: Option<u8>,
     /// Records appended to each partition.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     records: Option<u8>,
     /// Owner crashes allowed in a run (all groups together).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     crashes: Option<u8>,
     /// Rebalances allowed in a run (all groups together).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     rebalances: Option<u8>,
     /// Checkpoint interval of periodic-commit and offset-stamp, in records.
-    #[arg(long, default_value_t = defaults::COMMIT_EVERY)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = defaults::COMMIT_EVERY, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     commit_every: u8,
     /// Records one owner may hold at once (parallel strategies).
-    #[arg(long, default_value_t = defaults::INFLIGHT)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = defaults::INFLIGHT, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     inflight: u8,
     /// The value each record adds to a group's total.
     #[arg(long, default_value_t = defaults::DELTA, allow_hyphen_values = true)]
     delta: i64,
     /// Offset of a poison record in every partition, or `none` (default: 1 for atomic-dlq,
     /// skip-poison and retry-forever, none for the others).
-    #[arg(long, value_parser = parse_poison)]
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_poison)]
     poison: Option<Poison>,
     /// Failed attempts after which atomic-dlq dead-letters a poison record.
-    #[arg(long, default_value_t = defaults::MAX_ATTEMPTS)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = defaults::MAX_ATTEMPTS, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     max_attempts: u8,
     /// Appends whose acknowledgement may be lost, so the producer retries (default: 1 for the
     /// producer rows, 0 for the others).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     ack_losses: Option<u8>,
     /// Retention steps allowed in a run (default: 1 for the reset rows, 0 for the others).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     retentions: Option<u8>,
     /// Second incarnations allowed in a run: an owner started again while its earlier
     /// incarnation still runs (default: the row's, spec.md §4).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     pauses: Option<u8>,
     /// Log losses allowed in a run: a partition loses acknowledged records from its tail
     /// (default: 1 for the log-loss rows, 0 for the others).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     log_losses: Option<u8>,
     /// Leader failures allowed in a run (the acks rows; default: theirs, 1).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     leader_failures: Option<u8>,
     /// ISR shrinks allowed in a run (the acks rows; default: theirs, 1).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     isr_shrinks: Option<u8>,
 }
 
@@ -113,6 +113,9 @@ struct Poison(Option<u8>);
 fn parse_poison(text: &str) -> Result<Poison, String> {
     match text {
         "none" => Ok(Poison(None)),
+        offset if offset.starts_with('-') && offset[1..].bytes().all(|b| b.is_ascii_digit()) && offset.len() > 1 => {
+            Err(format!("--poison must be a non-negative integer or none, got {offset}"))
+        }
         offset => {
             offset.parse().map(|o| Poison(Some(o))).map_err(|_| format!("'{offset}' is neither an offset nor none"))
         }
@@ -161,13 +164,13 @@ struct CheckArgs {
     #[arg(long, value_enum, default_value = "bfs")]
     search: SearchArg,
     /// Seed of the simulation's random walks.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = count_in::<u64>(0, u64::MAX))]
     seed: u64,
     /// Checker threads per strategy (1..=64).
-    #[arg(long, default_value_t = 1, value_parser = count_in(1, THREADS_MAX))]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1, value_parser = count_in::<usize>(1, THREADS_MAX))]
     threads: usize,
     /// Strategies checked at once (1..=64; default: the number of cores).
-    #[arg(long, value_parser = count_in(1, THREADS_MAX))]
+    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<usize>(1, THREADS_MAX))]
     jobs: Option<usize>,
     /// Stop after this many seconds (0 < SECONDS <= 604800); unfinished verdicts are
     /// `unknown` (simulation: default 10).
@@ -225,8 +228,49 @@ const THREADS_MAX: u64 = 64;
 pub const TIMEOUT_SECONDS_MAX: f64 = 7.0 * 24.0 * 3600.0;
 
 /// A clap value parser for a count in `low..=high`; clap's error names the flag and the range.
-fn count_in(low: u64, high: u64) -> clap::builder::RangedU64ValueParser<usize> {
-    clap::builder::RangedU64ValueParser::new().range(low..=high)
+/// The flag takes hyphen values (`allow_hyphen_values`), so that a negative number reaches this
+/// parser and gets one line naming the flag, not clap's "unexpected argument".
+pub(crate) fn count_in<T>(low: u64, high: u64) -> NonNegative<T>
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+    <T as TryFrom<u64>>::Error: Send + Sync + 'static + std::error::Error + ToString,
+{
+    NonNegative(clap::builder::RangedU64ValueParser::new().range(low..=high))
+}
+
+/// `count_in`'s parser: a negative integer is "--FLAG must be a non-negative integer, got -1";
+/// everything else is the range parser's.
+#[derive(Clone)]
+pub(crate) struct NonNegative<T>(clap::builder::RangedU64ValueParser<T>)
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+    <T as TryFrom<u64>>::Error: Send + Sync + 'static + std::error::Error + ToString;
+
+impl<T> clap::builder::TypedValueParser for NonNegative<T>
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+    <T as TryFrom<u64>>::Error: Send + Sync + 'static + std::error::Error + ToString,
+{
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let text = value.to_str().unwrap_or_default();
+        let negative = text
+            .strip_prefix('-')
+            .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()));
+        if negative {
+            let flag =
+                arg.and_then(clap::Arg::get_long).map_or_else(|| "the value".to_string(), |long| format!("--{long}"));
+            let message = format!("{flag} must be a non-negative integer, got {text}\n");
+            return Err(clap::Error::raw(clap::error::ErrorKind::ValueValidation, message));
+        }
+        self.0.parse_ref(cmd, arg, value)
+    }
 }
 
 /// `--timeout`: a finite number of seconds in `0 < SECONDS <= TIMEOUT_SECONDS_MAX`.

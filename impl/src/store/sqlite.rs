@@ -114,11 +114,17 @@ impl SqliteStore {
     }
 
     /// `init`'s check before it creates anything: `StoreError::AlreadyExists` when `path` holds
-    /// a store (or any database with a table or a version). Nothing there, or the empty
-    /// database a killed `create` left, is fine.
+    /// a store (or any database with a table or a version), `StoreError::NotAStore` when it
+    /// holds a file that is not an SQLite database, of any size (SQLite itself would take a
+    /// file shorter than its 100-byte header for an empty database and overwrite it). Nothing
+    /// there, an empty (0-byte) file, or the empty database a killed `init` left, is fine: that
+    /// is what a kill inside `init` before the store's COMMIT leaves, and `init` finishes it.
     pub fn check_absent(path: &Path, options: StoreOptions) -> Result<(), StoreError> {
         if !path.exists() {
             return Ok(());
+        }
+        if !is_empty_or_sqlite(path) {
+            return Err(StoreError::NotAStore { path: path.to_path_buf() });
         }
         refuse_initialised(&connect(path, options)?, path, options.busy_timeout)
     }
@@ -856,6 +862,22 @@ fn add_delta(write: &Write<'_>, group: &str, partition: u32, item: &Item) -> Res
         }
         None => Ok(()),
     }
+}
+
+/// Whether the file at `path` is empty (0 bytes) or starts with SQLite's complete 100-byte
+/// header (its first 16 bytes "SQLite format 3\0"); a file that cannot be read is neither.
+fn is_empty_or_sqlite(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(path) else { return false };
+    let Ok(metadata) = file.metadata() else { return false };
+    if !metadata.is_file() {
+        return false;
+    }
+    if metadata.len() == 0 {
+        return true;
+    }
+    let mut header = [0u8; 100];
+    file.read_exact(&mut header).is_ok() && header.starts_with(b"SQLite format 3\0")
 }
 
 /// `StoreError::AlreadyExists` when the database `conn` holds a table or a schema version.

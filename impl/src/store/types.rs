@@ -115,6 +115,11 @@ pub enum StoreError {
     AlreadyExists {
         path: PathBuf,
     },
+    /// `init` found a file at the store's path that is not an SQLite database (a non-empty file
+    /// without SQLite's 100-byte header): it is left as it is, never overwritten.
+    NotAStore {
+        path: PathBuf,
+    },
     /// A fenced write found a newer epoch than the owner's: the owner is a zombie.
     Fenced {
         group: String,
@@ -199,6 +204,7 @@ impl StoreError {
             | StoreError::SchemaVersion { .. }
             | StoreError::NotInitialized { .. }
             | StoreError::AlreadyExists { .. }
+            | StoreError::NotAStore { .. }
             | StoreError::Fenced { .. }
             | StoreError::NoSuchPartition { .. }
             | StoreError::BadTxnState { .. }
@@ -241,6 +247,11 @@ impl fmt::Display for StoreError {
                 )
             }
             StoreError::AlreadyExists { path } => write!(f, "database {} exists already", path.display()),
+            StoreError::NotAStore { path } => write!(
+                f,
+                "{} exists and is not an onceproof store (not an SQLite database): init leaves it as it is",
+                path.display()
+            ),
             StoreError::NotInitialized { path } => {
                 write!(f, "database {} is not initialised (run `consumer init`)", path.display())
             }
