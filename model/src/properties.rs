@@ -239,12 +239,14 @@ pub fn latest_wins(state: &State) -> bool {
 }
 
 /// In a quiescent state (no owner, restart or relay step enabled), the index holds exactly the
-/// store's facts.
+/// store's facts. A crash or a second incarnation is a fault, not work left to do: it does not
+/// make a state busy, so that quiescence does not depend on the fault budgets left (with `any`,
+/// spec.md §7.1, a crash is always possible).
 pub fn stores_agree(model: &ConsumerModel, state: &State) -> bool {
     let mut enabled = Vec::new();
     crate::step::enabled_actions(&model.config, state, &mut enabled);
     let busy = enabled.iter().any(|action| match action.actor() {
-        Actor::Owner { .. } => true,
+        Actor::Owner { .. } => !matches!(action, Action::Crash { .. } | Action::Pause { .. }),
         Actor::Coordinator => matches!(action, Action::Relay { .. }),
         Actor::Producer => false,
     });

@@ -143,15 +143,19 @@ fn safety_verdicts(config: Config) -> BTreeMap<&'static str, Verdict> {
     properties.iter().map(|p| (p.name, verdict(p.name))).collect()
 }
 
-/// The budgets the sweep visits: crashes and rebalances 0..=3 each, pauses 0..=slots+1 (a
-/// budget above the row's slots is compared with `any` at that many slots, since `--pauses
-/// any` bounds the earlier incarnations alive at once by the slots).
+/// The budgets the sweep visits, sampled so that it fits its time cap: crashes and rebalances
+/// 0..=3 each with no pause (16), and with one second incarnation every combination of at most
+/// 3 crashes and rebalances together (10). (A bounded run's states grow with every fault:
+/// dedup-separate at 3 crashes, 3 rebalances and 2 pauses has 75 M; `any` merges them.)
+/// Budgets of two pauses or more are left out: `--pauses any` keeps the row's paused slots
+/// (one here), and two pauses need two slots.
 fn budgets() -> Vec<(u8, u8, u8)> {
     let mut budgets = Vec::new();
     for crashes in 0..=3 {
         for rebalances in 0..=3 {
-            for pauses in 0..=2 {
-                budgets.push((crashes, rebalances, pauses));
+            budgets.push((crashes, rebalances, 0));
+            if crashes + rebalances <= 3 {
+                budgets.push((crashes, rebalances, 1));
             }
         }
     }
@@ -163,14 +167,11 @@ fn verdicts_with_any_agree_with_every_budget() {
     let started = Instant::now();
     let mut compared = 0usize;
     for strategy in covered() {
-        let unbounded: Vec<BTreeMap<&str, Verdict>> =
-            (1..=2).map(|slots| safety_verdicts(lifted(strategy, slots))).collect();
+        let any = safety_verdicts(lifted(strategy, 1));
         for (crashes, rebalances, pauses) in budgets() {
             let bounded = Config { crashes, rebalances, pauses, lifted: Lifted::NONE, ..small(strategy) };
-            let slots = usize::from(pauses.max(1));
-            let any = &unbounded[slots - 1];
             let repro = format!(
-                "model check {} --symmetry  vs  --crashes any --rebalances any --pauses any (slots {slots})",
+                "model check {} --symmetry  vs  the same with --crashes any --rebalances any --pauses any",
                 bounded.flags()
             );
             for (name, verdict) in safety_verdicts(bounded) {
@@ -190,5 +191,5 @@ fn verdicts_with_any_agree_with_every_budget() {
     println!("{compared} bounded verdicts compared with any");
 }
 
-/// The sweep's time cap (it runs about a minute in a debug build on 2 cores).
-const TIME_CAP: Duration = Duration::from_secs(600);
+/// The sweep's time cap.
+const TIME_CAP: Duration = Duration::from_secs(300);
