@@ -348,7 +348,7 @@ init {
   atomic {
     k = 0;
     do
-    :: k < G -> ep[k*C] = CUR; k++
+    :: k < G -> ep[k*S] = CUR; k++
     :: else -> break
     od;
     k = 0;
