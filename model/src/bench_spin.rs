@@ -6,7 +6,7 @@
 use crate::bench::{read_check_report, Measurement};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use model::config::defaults;
+use model::config::{defaults, Lifted};
 use model::{Config, Strategy};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -292,11 +292,11 @@ pub fn plan(bounds: &SpinBounds) -> Result<Plan, String> {
             modelled.join(", ")
         ));
     };
-    // Unbounded, the budgets are validated at 0 and our side is given `any` for them below: what
-    // `check` refuses of the other bounds it refuses whatever the budgets.
-    let (crashes, rebalances) = match bounds.faults {
-        Faults::Bounded { crashes, rebalances } => (crashes, rebalances),
-        Faults::Unbounded { .. } => (0, 0),
+    // A lifted budget keeps a count of 1 (as `check`'s `any` does: for pauses, the one paused
+    // slot per group consumer_unbounded.pml has too), and its flag says `any`.
+    let (crashes, rebalances, pauses, lifted) = match bounds.faults {
+        Faults::Bounded { crashes, rebalances } => (crashes, rebalances, 0, Lifted::NONE),
+        Faults::Unbounded { pauses } => (1, 1, u8::from(pauses), Lifted { crashes: true, rebalances: true, pauses }),
     };
     // Every field written out (no `..`): a new fault budget must be decided here, never default
     // to a row's non-zero value. SPIN has one partition and no fault but crashes, rebalances and
@@ -316,11 +316,11 @@ pub fn plan(bounds: &SpinBounds) -> Result<Plan, String> {
         max_attempts: defaults::MAX_ATTEMPTS,
         ack_losses: 0,
         retentions: 0,
-        pauses: 0,
+        pauses,
         log_losses: 0,
         leader_failures: 0,
         isr_shrinks: 0,
-        lifted: model::config::Lifted::NONE,
+        lifted,
     };
     config.validate()?;
     if strategy == Strategy::CommitFirst && bounds.owners != 2 {
@@ -355,13 +355,6 @@ pub fn plan(bounds: &SpinBounds) -> Result<Plan, String> {
             ];
             defines.extend(pauses.then(|| "-DPAUSES".to_string()));
             defines.extend(peer.stored_epoch.then(|| "-DSTORED_EPOCH".to_string()));
-            let unbounded =
-                |flag: &str| flag == "--crashes" || flag == "--rebalances" || (pauses && flag == "--pauses");
-            for i in 1..check_args.len() {
-                if unbounded(&check_args[i - 1]) {
-                    check_args[i] = "any".to_string();
-                }
-            }
             ("consumer_unbounded.pml", defines)
         }
     };

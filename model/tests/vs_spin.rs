@@ -90,12 +90,8 @@ fn vs_spin_prints_pans_state_count_and_ours_for_a_tiny_configuration() {
     assert!(stdout.contains("fenced-stored-epoch"), "atomic-fenced prints the semantics note:\n{stdout}");
 }
 
-/// The unbounded variant against `check --crashes any --rebalances any --pauses any`. Ignored
-/// until `check` accepts `any` for the budgets (being built on main): before that our side
-/// refuses the arguments and the bench exits 2. Run it with `--ignored` after the merge, then
-/// drop the attribute.
+/// The unbounded variant against `check --crashes any --rebalances any --pauses any`.
 #[test]
-#[ignore = "needs model check --crashes any --rebalances any --pauses any"]
 fn vs_spin_compares_a_tiny_unbounded_configuration() {
     let args = ["--unbounded", "--strategy", "atomic-fenced", "--groups", "1", "--records", "2"];
     let Some(stdout) =
