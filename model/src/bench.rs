@@ -13,8 +13,8 @@ pub struct BenchArgs {
     /// two groups those bounds reach 43 million unique states and 5 GiB for effect-first alone.)
     #[arg(long, conflicts_with = "vs_spin")]
     large: bool,
-    /// Run SPIN's verifier on its peer model (model/bench/spin/consumer.pml), then `model check`,
-    /// on one strategy and the same bounds; print both state counts, wall times and peak
+    /// Run SPIN's verifier on its peer model (model/bench/spin/consumer.pml, or without budgets
+    /// consumer_unbounded.pml), then `model check`, on one strategy and the same bounds; print both state counts, wall times and peak
     /// memories and the ratios. Needs spin, gcc and /usr/bin/time (`apt-get install spin`);
     /// exit 3 when either search did not finish within --timeout (our check is killed at twice
     /// it: the timeout stops its exploration, not its counterexample search).

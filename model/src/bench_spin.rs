@@ -6,7 +6,7 @@
 use crate::bench::{read_check_report, Measurement};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use model::config::defaults;
+use model::config::{defaults, Lifted};
 use model::{Config, Strategy};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 /// The peer's model, compiled in so that any copy of the binary has the exact file.
 const CONSUMER_PML: &str = include_str!("../bench/spin/consumer.pml");
+/// Our unbounded variant of it (no crash or rebalance budget, second incarnations under
+/// `-DPAUSES`), the peer of `check --crashes any --rebalances any --pauses any`.
+const CONSUMER_UNBOUNDED_PML: &str = include_str!("../bench/spin/consumer_unbounded.pml");
 
 /// pan's settings, the peer's run.sh's `perf()`: exhaustive DFS with every property asserted,
 /// `-c0` so pan does not stop at an error (the whole reachable graph), an 8 GiB memory cap.
@@ -42,11 +45,20 @@ pub struct SpinArgs {
     #[arg(long, allow_hyphen_values = true, requires = "vs_spin", value_parser = crate::count_in::<u8>(0, u64::from(u8::MAX)))]
     records: Option<u8>,
     /// Crashes in a run (SPIN's K).
-    #[arg(long, allow_hyphen_values = true, requires = "vs_spin", value_parser = crate::count_in::<u8>(0, u64::from(u8::MAX)))]
+    #[arg(long, allow_hyphen_values = true, requires = "vs_spin", conflicts_with = "unbounded", value_parser = crate::count_in::<u8>(0, u64::from(u8::MAX)))]
     crashes: Option<u8>,
     /// Rebalances in a run (SPIN's B).
-    #[arg(long, allow_hyphen_values = true, requires = "vs_spin", value_parser = crate::count_in::<u8>(0, u64::from(u8::MAX)))]
+    #[arg(long, allow_hyphen_values = true, requires = "vs_spin", conflicts_with = "unbounded", value_parser = crate::count_in::<u8>(0, u64::from(u8::MAX)))]
     rebalances: Option<u8>,
+    /// No fault budget: SPIN runs consumer_unbounded.pml, ours `check --crashes any --rebalances
+    /// any --pauses any` (any number of crashes, rebalances and second incarnations, one earlier
+    /// incarnation alive at a time per group).
+    #[arg(long, requires = "vs_spin")]
+    unbounded: bool,
+    /// With --unbounded or the unbounded preset: no second incarnation (SPIN without -DPAUSES,
+    /// ours --pauses 0).
+    #[arg(long, requires = "vs_spin")]
+    no_pauses: bool,
     /// offset-stamp's checkpoint interval (SPIN's K2).
     #[arg(long, allow_hyphen_values = true, requires = "vs_spin", value_parser = crate::count_in::<u8>(0, u64::from(u8::MAX)))]
     commit_every: Option<u8>,
@@ -69,7 +81,7 @@ fn hash_bits_parser() -> crate::NonNegative<u8> {
     crate::count_in::<u8>(u64::from(HASH_BITS_MIN), u64::from(HASH_BITS_MAX))
 }
 
-/// Issue 16's three target configurations.
+/// Issue 16's three target configurations, and one without fault budgets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
     /// atomic-fenced, 3 groups x 2 owners, 4 records, 2 crashes, 2 rebalances (SPIN: 2.42 M
@@ -84,17 +96,42 @@ pub enum Preset {
     /// states, -w26).
     #[value(name = "fenced-3g-large")]
     Fenced3gLarge,
+    /// atomic-fenced, 2 groups x 2 owners, 3 records, any number of crashes, rebalances and
+    /// second incarnations (SPIN's consumer_unbounded.pml -DPAUSES: 967 k states, -w20).
+    #[value(name = "unbounded")]
+    Unbounded,
 }
 
-/// The bounds both checkers run with: one partition, crashes and rebalances the only faults.
+/// The faults of a comparison: consumer.pml's budgets, or none (consumer_unbounded.pml).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Faults {
+    /// At most this many crashes (SPIN's K) and rebalances (B) in a run, no pause.
+    Bounded { crashes: u8, rebalances: u8 },
+    /// Any number of crashes and rebalances; with `pauses`, of second incarnations too.
+    Unbounded { pauses: bool },
+}
+
+impl Faults {
+    /// How the bounds line of the report names them.
+    fn describe(self) -> String {
+        match self {
+            Faults::Bounded { crashes, rebalances } => format!("crashes {crashes} rebalances {rebalances}"),
+            Faults::Unbounded { pauses } => {
+                format!("crashes any rebalances any pauses {}", if pauses { "any" } else { "0" })
+            }
+        }
+    }
+}
+
+/// The bounds both checkers run with: one partition, crashes and rebalances (and, unbounded,
+/// second incarnations) the only faults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SpinBounds {
     pub strategy: Strategy,
     pub groups: u8,
     pub owners: u8,
     pub records: u8,
-    pub crashes: u8,
-    pub rebalances: u8,
+    pub faults: Faults,
     pub commit_every: u8,
 }
 
@@ -106,14 +143,18 @@ impl Preset {
             groups: 3,
             owners: 2,
             records: 4,
-            crashes: 2,
-            rebalances: 2,
+            faults: Faults::Bounded { crashes: 2, rebalances: 2 },
             commit_every: defaults::COMMIT_EVERY,
         };
         match self {
             Preset::Fenced3g => (fenced, 22),
             Preset::EffectFirst2g => (SpinBounds { strategy: Strategy::EffectFirst, groups: 2, ..fenced }, 25),
-            Preset::Fenced3gLarge => (SpinBounds { records: 5, crashes: 3, rebalances: 3, ..fenced }, 26),
+            Preset::Fenced3gLarge => {
+                (SpinBounds { records: 5, faults: Faults::Bounded { crashes: 3, rebalances: 3 }, ..fenced }, 26)
+            }
+            Preset::Unbounded => {
+                (SpinBounds { groups: 2, records: 3, faults: Faults::Unbounded { pauses: true }, ..fenced }, 20)
+            }
         }
     }
 }
@@ -123,6 +164,8 @@ impl Preset {
 pub struct SpinPeer {
     /// consumer.pml's `STRAT`.
     pub strat: u8,
+    /// consumer_unbounded.pml's `-DSTORED_EPOCH`: a start resumes at the stored epoch.
+    pub stored_epoch: bool,
     /// Printed under the table: which of our rows has SPIN's semantics.
     pub note: Option<&'static str>,
 }
@@ -131,13 +174,14 @@ pub struct SpinPeer {
 /// to its atomic-fenced: its restart keeps the stored epoch, as fenced-stored-epoch's does,
 /// while our atomic-fenced claims a new epoch at every restart (issue 11).
 pub fn spin_peer(strategy: Strategy) -> Option<SpinPeer> {
-    let plain = |strat| Some(SpinPeer { strat, note: None });
+    let plain = |strat| Some(SpinPeer { strat, stored_epoch: false, note: None });
     match strategy {
         Strategy::EffectFirst => plain(1),
         Strategy::CommitFirst => plain(2),
         Strategy::Atomic => plain(3),
         Strategy::AtomicFenced => Some(SpinPeer {
             strat: 4,
+            stored_epoch: false,
             note: Some(
                 "note: our atomic-fenced claims a new epoch at every restart (issue 11); SPIN's restart keeps the \
                  stored epoch, as our fenced-stored-epoch does (--strategy fenced-stored-epoch compares those)",
@@ -145,6 +189,7 @@ pub fn spin_peer(strategy: Strategy) -> Option<SpinPeer> {
         }),
         Strategy::FencedStoredEpoch => Some(SpinPeer {
             strat: 4,
+            stored_epoch: false,
             note: Some(
                 "note: fenced-stored-epoch restarts with the stored epoch, as SPIN's atomic-fenced (STRAT 4) does",
             ),
@@ -185,10 +230,34 @@ pub fn spin_peer(strategy: Strategy) -> Option<SpinPeer> {
     }
 }
 
+/// consumer_unbounded.pml's model of a row: consumer.pml's, except that its starts claim a new
+/// epoch as our atomic-fenced's do, and `-DSTORED_EPOCH` gives fenced-stored-epoch's.
+pub fn unbounded_peer(strategy: Strategy) -> Option<SpinPeer> {
+    let peer = spin_peer(strategy)?;
+    Some(match strategy {
+        Strategy::AtomicFenced => SpinPeer {
+            note: Some("note: consumer_unbounded.pml's starts claim a new epoch, as our atomic-fenced's do"),
+            ..peer
+        },
+        Strategy::FencedStoredEpoch => SpinPeer {
+            stored_epoch: true,
+            note: Some(
+                "note: -DSTORED_EPOCH: consumer_unbounded.pml's starts resume at the stored epoch, as \
+                 fenced-stored-epoch's do",
+            ),
+            ..peer
+        },
+        _ => peer,
+    })
+}
+
 /// Both sides of one comparison.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Plan {
-    /// `spin -D...` flags for consumer.pml.
+    /// The Promela file pan is built from: consumer.pml, or consumer_unbounded.pml without
+    /// budgets.
+    pub model_file: &'static str,
+    /// `spin -D...` flags for it.
     pub spin_defines: Vec<String>,
     /// Our `model check` arguments: every bound and every other fault budget explicit.
     pub check_args: Vec<String>,
@@ -212,23 +281,34 @@ impl Plan {
 /// what `model check` refuses.
 pub fn plan(bounds: &SpinBounds) -> Result<Plan, String> {
     let strategy = bounds.strategy;
-    let Some(peer) = spin_peer(strategy) else {
+    let peer = match bounds.faults {
+        Faults::Bounded { .. } => spin_peer(strategy),
+        Faults::Unbounded { .. } => unbounded_peer(strategy),
+    };
+    let Some(peer) = peer else {
         let modelled: Vec<&str> = Strategy::ALL.iter().filter(|s| spin_peer(**s).is_some()).map(|s| s.name()).collect();
         return Err(format!(
             "--vs-spin compares only the strategies SPIN's consumer.pml models ({}), not {strategy}",
             modelled.join(", ")
         ));
     };
+    // A lifted budget keeps a count of 1 (as `check`'s `any` does: for pauses, the one paused
+    // slot per group consumer_unbounded.pml has too), and its flag says `any`.
+    let (crashes, rebalances, pauses, lifted) = match bounds.faults {
+        Faults::Bounded { crashes, rebalances } => (crashes, rebalances, 0, Lifted::NONE),
+        Faults::Unbounded { pauses } => (1, 1, u8::from(pauses), Lifted { crashes: true, rebalances: true, pauses }),
+    };
     // Every field written out (no `..`): a new fault budget must be decided here, never default
-    // to a row's non-zero value. SPIN has one partition and no fault but crashes and rebalances.
+    // to a row's non-zero value. SPIN has one partition and no fault but crashes, rebalances and
+    // (unbounded) pauses.
     let config = Config {
         strategy,
         groups: bounds.groups,
         owners: bounds.owners,
         partitions: 1,
         records: bounds.records,
-        crashes: bounds.crashes,
-        rebalances: bounds.rebalances,
+        crashes,
+        rebalances,
         commit_every: bounds.commit_every,
         inflight: defaults::INFLIGHT.min(bounds.records),
         delta: defaults::DELTA,
@@ -236,11 +316,11 @@ pub fn plan(bounds: &SpinBounds) -> Result<Plan, String> {
         max_attempts: defaults::MAX_ATTEMPTS,
         ack_losses: 0,
         retentions: 0,
-        pauses: 0,
+        pauses,
         log_losses: 0,
         leader_failures: 0,
         isr_shrinks: 0,
-        lifted: model::config::Lifted::NONE,
+        lifted,
     };
     config.validate()?;
     if strategy == Strategy::CommitFirst && bounds.owners != 2 {
@@ -249,21 +329,45 @@ pub fn plan(bounds: &SpinBounds) -> Result<Plan, String> {
             bounds.owners
         ));
     }
-    let spin_defines = [
-        ("STRAT", peer.strat),
-        ("R", bounds.records),
-        ("K", bounds.crashes),
-        ("B", bounds.rebalances),
-        ("G", bounds.groups),
-        ("C", bounds.owners),
-        ("K2", bounds.commit_every),
-    ]
-    .iter()
-    .map(|(name, value)| format!("-D{name}={value}"))
-    .collect();
     let mut check_args: Vec<String> = vec!["check".into(), "--json".into()];
     check_args.extend(config.flags().split_whitespace().map(String::from));
-    Ok(Plan { spin_defines, check_args, threads: 1, symmetry: false })
+    let define = |name: &str, value: u8| format!("-D{name}={value}");
+    let (model_file, spin_defines) = match bounds.faults {
+        Faults::Bounded { crashes, rebalances } => (
+            "consumer.pml",
+            vec![
+                define("STRAT", peer.strat),
+                define("R", bounds.records),
+                define("K", crashes),
+                define("B", rebalances),
+                define("G", bounds.groups),
+                define("C", bounds.owners),
+                define("K2", bounds.commit_every),
+            ],
+        ),
+        Faults::Unbounded { pauses } => {
+            let mut defines = vec![
+                define("STRAT", peer.strat),
+                define("R", bounds.records),
+                define("G", bounds.groups),
+                define("C", bounds.owners),
+                define("K2", bounds.commit_every),
+            ];
+            defines.extend(pauses.then(|| "-DPAUSES".to_string()));
+            defines.extend(peer.stored_epoch.then(|| "-DSTORED_EPOCH".to_string()));
+            ("consumer_unbounded.pml", defines)
+        }
+    };
+    Ok(Plan { model_file, spin_defines, check_args, threads: 1, symmetry: false })
+}
+
+/// The text of a plan's Promela file.
+fn model_text(model_file: &str) -> &'static str {
+    if model_file == "consumer_unbounded.pml" {
+        CONSUMER_UNBOUNDED_PML
+    } else {
+        CONSUMER_PML
+    }
 }
 
 /// The bounds of the command line: the preset's (default fenced-3g), each overridden by its
@@ -275,13 +379,28 @@ fn resolve(args: &SpinArgs, strategies: &[Strategy]) -> anyhow::Result<(SpinBoun
         [one] => *one,
         [_, _, ..] => bail!("--vs-spin compares one strategy at a time ({} given)", strategies.len()),
     };
+    let faults = match preset.faults {
+        // clap refuses --crashes and --rebalances beside --unbounded; beside an unbounded preset
+        // a budget would silently mean nothing, so it is refused here.
+        Faults::Unbounded { .. } if args.crashes.is_some() || args.rebalances.is_some() => {
+            bail!("--crashes and --rebalances are budgets, and the unbounded preset has none: drop them or choose another preset")
+        }
+        Faults::Unbounded { .. } => Faults::Unbounded { pauses: !args.no_pauses },
+        Faults::Bounded { .. } if args.unbounded => Faults::Unbounded { pauses: !args.no_pauses },
+        Faults::Bounded { .. } if args.no_pauses => {
+            bail!("--no-pauses needs --unbounded or the unbounded preset (the bounded model has no pause)")
+        }
+        Faults::Bounded { crashes, rebalances } => Faults::Bounded {
+            crashes: args.crashes.unwrap_or(crashes),
+            rebalances: args.rebalances.unwrap_or(rebalances),
+        },
+    };
     let bounds = SpinBounds {
         strategy,
         groups: args.groups.unwrap_or(preset.groups),
         owners: args.owners.unwrap_or(preset.owners),
         records: args.records.unwrap_or(preset.records),
-        crashes: args.crashes.unwrap_or(preset.crashes),
-        rebalances: args.rebalances.unwrap_or(preset.rebalances),
+        faults,
         commit_every: args.commit_every.unwrap_or(preset.commit_every),
     };
     Ok((bounds, args.spin_hash_bits.unwrap_or(hash_bits)))
@@ -291,8 +410,8 @@ pub fn run(args: &SpinArgs, strategies: &[Strategy], timeout: Duration) -> anyho
     let (bounds, hash_bits) = resolve(args, strategies)?;
     let plan = plan(&bounds).map_err(anyhow::Error::msg)?.with_search(args.threads.unwrap_or(1), args.symmetry);
     require_tools()?;
-    let dir = WorkDir::create()?;
-    let spin = run_spin(&dir.0, &plan.spin_defines, hash_bits, timeout)?;
+    let dir = WorkDir::create(plan.model_file)?;
+    let spin = run_spin(&dir.0, plan.model_file, &plan.spin_defines, hash_bits, timeout)?;
     errln!(
         "SPIN: {} states stored, {:.2} s, peak {:.1} MiB{}; now model check",
         spin.pan.states_stored,
@@ -393,13 +512,13 @@ fn installed(program: &str) -> bool {
 struct WorkDir(PathBuf);
 
 impl WorkDir {
-    fn create() -> anyhow::Result<WorkDir> {
+    fn create(model_file: &str) -> anyhow::Result<WorkDir> {
         // The process id keeps concurrent runs apart; a leftover of a killed run is replaced.
         let path = std::env::temp_dir().join(format!("onceproof-vs-spin-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir(&path).with_context(|| format!("cannot create {}", path.display()))?;
         let dir = WorkDir(path);
-        std::fs::write(dir.0.join("consumer.pml"), CONSUMER_PML)
+        std::fs::write(dir.0.join(model_file), model_text(model_file))
             .with_context(|| format!("cannot write {}", dir.0.display()))?;
         Ok(dir)
     }
@@ -423,9 +542,15 @@ pub struct SpinRun {
     pub complete: bool,
 }
 
-fn run_spin(dir: &Path, defines: &[String], hash_bits: u8, timeout: Duration) -> anyhow::Result<SpinRun> {
+fn run_spin(
+    dir: &Path,
+    model_file: &str,
+    defines: &[String],
+    hash_bits: u8,
+    timeout: Duration,
+) -> anyhow::Result<SpinRun> {
     let build = Instant::now();
-    run_quietly(dir, "spin", &[defines, &["-a".to_string(), "consumer.pml".to_string()]].concat())?;
+    run_quietly(dir, "spin", &[defines, &["-a".to_string(), model_file.to_string()]].concat())?;
     run_quietly(dir, "gcc", &[&GCC_FLAGS[..], &["-o", "pan", "pan.c"]].concat())?;
     let build_seconds = build.elapsed().as_secs_f64();
     let pan_out = File::create(dir.join("pan.out")).context("cannot create pan.out")?;
@@ -574,19 +699,18 @@ pub fn report(bounds: &SpinBounds, plan: &Plan, hash_bits: u8, spin: &SpinRun, o
         ),
     ];
     let mut out = format!(
-        "vs SPIN: {}; groups {} owners {} partitions 1 records {} crashes {} rebalances {} commit-every {}; no other \
-         fault\n",
+        "vs SPIN: {}; groups {} owners {} partitions 1 records {} {} commit-every {}; no other fault\n",
         bounds.strategy,
         bounds.groups,
         bounds.owners,
         bounds.records,
-        bounds.crashes,
-        bounds.rebalances,
+        bounds.faults.describe(),
         bounds.commit_every
     );
     out += &format!(
-        "SPIN: spin {} -a consumer.pml; gcc {}; ./pan {} -w{hash_bits}\n",
+        "SPIN: spin {} -a {}; gcc {}; ./pan {} -w{hash_bits}\n",
         plan.spin_defines.join(" "),
+        plan.model_file,
         GCC_FLAGS.join(" "),
         PAN_FLAGS.join(" ")
     );
@@ -619,7 +743,11 @@ pub fn report(bounds: &SpinBounds, plan: &Plan, hash_bits: u8, spin: &SpinRun, o
     };
     let symmetry = if plan.symmetry { ", with symmetry (one state per class)" } else { "" };
     out += &format!("ours: unique states of a bfs, {} thread(s){symmetry}; seconds = {ours_seconds}\n", plan.threads);
-    if let Some(note) = spin_peer(bounds.strategy).and_then(|peer| peer.note) {
+    let peer = match bounds.faults {
+        Faults::Bounded { .. } => spin_peer(bounds.strategy),
+        Faults::Unbounded { .. } => unbounded_peer(bounds.strategy),
+    };
+    if let Some(note) = peer.and_then(|peer| peer.note) {
         out += note;
         out += "\n";
     }
@@ -631,8 +759,27 @@ mod tests {
     use super::*;
 
     fn bounds(strategy: Strategy, [groups, owners, records, crashes, rebalances, commit_every]: [u8; 6]) -> SpinBounds {
-        SpinBounds { strategy, groups, owners, records, crashes, rebalances, commit_every }
+        SpinBounds { strategy, groups, owners, records, faults: Faults::Bounded { crashes, rebalances }, commit_every }
     }
+
+    fn unbounded(strategy: Strategy, [groups, owners, records, commit_every]: [u8; 4], pauses: bool) -> SpinBounds {
+        SpinBounds { strategy, groups, owners, records, faults: Faults::Unbounded { pauses }, commit_every }
+    }
+
+    const NO_ARGS: SpinArgs = SpinArgs {
+        preset: None,
+        groups: None,
+        owners: None,
+        records: None,
+        crashes: None,
+        rebalances: None,
+        unbounded: false,
+        no_pauses: false,
+        commit_every: None,
+        spin_hash_bits: None,
+        symmetry: false,
+        threads: None,
+    };
 
     /// Bounds in; consumer.pml's -D flags and our check's arguments out.
     #[test]
@@ -670,9 +817,152 @@ mod tests {
         ];
         for (bounds, defines, check) in rows {
             let plan = plan(&bounds).unwrap_or_else(|e| panic!("{bounds:?}: {e}"));
+            assert_eq!(plan.model_file, "consumer.pml", "{bounds:?}");
             assert_eq!(plan.spin_defines.join(" "), defines, "{bounds:?}");
             assert_eq!(plan.check_args.join(" "), check, "{bounds:?}");
         }
+    }
+
+    /// Without budgets: consumer_unbounded.pml (no K or B; -DPAUSES for second incarnations,
+    /// -DSTORED_EPOCH for fenced-stored-epoch's starts), and `any` for our budgets.
+    #[test]
+    fn unbounded_faults_map_to_the_unbounded_model_and_any() {
+        let rows: [(SpinBounds, &str, &str); 4] = [
+            (
+                unbounded(Strategy::AtomicFenced, [2, 2, 3, 2], true),
+                "-DSTRAT=4 -DR=3 -DG=2 -DC=2 -DK2=2 -DPAUSES",
+                "check --json --strategy atomic-fenced --groups 2 --owners 2 --partitions 1 --records 3 --crashes any \
+                 --rebalances any --commit-every 2 --inflight 2 --delta 5 --poison none --max-attempts 2 --ack-losses 0 \
+                 --retentions 0 --pauses any --log-losses 0 --leader-failures 0 --isr-shrinks 0",
+            ),
+            (
+                unbounded(Strategy::AtomicFenced, [2, 2, 3, 2], false),
+                "-DSTRAT=4 -DR=3 -DG=2 -DC=2 -DK2=2",
+                "check --json --strategy atomic-fenced --groups 2 --owners 2 --partitions 1 --records 3 --crashes any \
+                 --rebalances any --commit-every 2 --inflight 2 --delta 5 --poison none --max-attempts 2 --ack-losses 0 \
+                 --retentions 0 --pauses 0 --log-losses 0 --leader-failures 0 --isr-shrinks 0",
+            ),
+            (
+                unbounded(Strategy::FencedStoredEpoch, [1, 2, 2, 2], true),
+                "-DSTRAT=4 -DR=2 -DG=1 -DC=2 -DK2=2 -DPAUSES -DSTORED_EPOCH",
+                "check --json --strategy fenced-stored-epoch --groups 1 --owners 2 --partitions 1 --records 2 \
+                 --crashes any --rebalances any --commit-every 2 --inflight 2 --delta 5 --poison none --max-attempts 2 \
+                 --ack-losses 0 --retentions 0 --pauses any --log-losses 0 --leader-failures 0 --isr-shrinks 0",
+            ),
+            (
+                unbounded(Strategy::OffsetStamp, [2, 2, 3, 3], true),
+                "-DSTRAT=6 -DR=3 -DG=2 -DC=2 -DK2=3 -DPAUSES",
+                "check --json --strategy offset-stamp --groups 2 --owners 2 --partitions 1 --records 3 --crashes any \
+                 --rebalances any --commit-every 3 --inflight 2 --delta 5 --poison none --max-attempts 2 --ack-losses 0 \
+                 --retentions 0 --pauses any --log-losses 0 --leader-failures 0 --isr-shrinks 0",
+            ),
+        ];
+        for (bounds, defines, check) in rows {
+            let plan = plan(&bounds).unwrap_or_else(|e| panic!("{bounds:?}: {e}"));
+            assert_eq!(plan.model_file, "consumer_unbounded.pml", "{bounds:?}");
+            assert_eq!(plan.spin_defines.join(" "), defines, "{bounds:?}");
+            assert_eq!(plan.check_args.join(" "), check, "{bounds:?}");
+        }
+        // The same refusals as with budgets.
+        for (bounds, start) in [
+            (unbounded(Strategy::PeriodicCommit, [1, 2, 2, 2], true), "--vs-spin compares only"),
+            (unbounded(Strategy::CommitFirst, [1, 3, 2, 2], true), "--owners 3 is out of range for commit-first"),
+            (unbounded(Strategy::AtomicFenced, [4, 2, 3, 2], true), "--groups 4 is out of range"),
+        ] {
+            let error = plan(&bounds).expect_err(start);
+            assert!(error.starts_with(start), "{error}");
+        }
+        // The fenced rows' notes say whose start semantics SPIN's side has.
+        let note = |strategy| unbounded_peer(strategy).and_then(|peer| peer.note).expect("a fenced row has a note");
+        assert!(note(Strategy::AtomicFenced).contains("claim a new epoch"));
+        assert!(note(Strategy::FencedStoredEpoch).contains("-DSTORED_EPOCH"));
+    }
+
+    /// The file pan is built from is the one the plan names, and the unbounded one has the knobs
+    /// the plan passes (a renamed macro would otherwise be ignored by spin without a word).
+    #[test]
+    fn the_unbounded_model_is_compiled_in_with_the_knobs_the_plan_uses() {
+        assert_eq!(model_text("consumer.pml"), CONSUMER_PML);
+        assert_eq!(model_text("consumer_unbounded.pml"), CONSUMER_UNBOUNDED_PML);
+        for knob in [
+            "#ifndef STRAT",
+            "#ifndef R\n",
+            "#ifndef G\n",
+            "#ifndef C\n",
+            "#ifndef K2",
+            "#ifdef PAUSES",
+            "STORED_EPOCH",
+        ] {
+            assert!(CONSUMER_UNBOUNDED_PML.contains(knob), "{knob}");
+        }
+        // No budget is left in it.
+        for budget in ["byte ncrash", "byte nreb", "#ifndef K\n", "#ifndef B\n"] {
+            assert!(!CONSUMER_UNBOUNDED_PML.contains(budget), "{budget}");
+        }
+    }
+
+    #[test]
+    fn the_unbounded_preset_and_unbounded_flag_resolve_and_budgets_beside_them_are_refused() {
+        let unbounded_preset = SpinArgs { preset: Some(Preset::Unbounded), ..NO_ARGS };
+        assert_eq!(
+            resolve(&unbounded_preset, &[]).expect("one strategy"),
+            (unbounded(Strategy::AtomicFenced, [2, 2, 3, 2], true), 20)
+        );
+        let no_pauses = SpinArgs { no_pauses: true, ..unbounded_preset };
+        assert_eq!(
+            resolve(&no_pauses, &[Strategy::AtomicCas]).expect("one strategy"),
+            (unbounded(Strategy::AtomicCas, [2, 2, 3, 2], false), 20)
+        );
+        // --unbounded lifts another preset's budgets and keeps its other bounds.
+        let flag = SpinArgs { unbounded: true, records: Some(3), ..NO_ARGS };
+        assert_eq!(
+            resolve(&flag, &[Strategy::EffectFirst]).expect("one strategy"),
+            (unbounded(Strategy::EffectFirst, [3, 2, 3, 2], true), 22)
+        );
+        let refusals = [
+            (SpinArgs { crashes: Some(1), ..unbounded_preset }, "--crashes and --rebalances are budgets"),
+            (SpinArgs { rebalances: Some(1), ..unbounded_preset }, "--crashes and --rebalances are budgets"),
+            (SpinArgs { no_pauses: true, ..NO_ARGS }, "--no-pauses needs --unbounded"),
+        ];
+        for (args, start) in refusals {
+            let error = resolve(&args, &[]).expect_err(start).to_string();
+            assert!(error.starts_with(start) && !error.contains('\n'), "{error}");
+        }
+    }
+
+    /// The report's header names the unbounded faults and the file pan was built from.
+    #[test]
+    fn the_report_names_unbounded_faults_and_the_unbounded_model() {
+        let bounds = unbounded(Strategy::AtomicFenced, [2, 2, 3, 2], true);
+        let plan = plan(&bounds).expect("a valid plan");
+        let pan = PanReport {
+            states_stored: 967_457,
+            states_exact: true,
+            errors: 0,
+            elapsed_seconds: 3.2,
+            out_of_memory: false,
+        };
+        let spin = SpinRun { pan, peak_rss_kib: 141_000, wall_seconds: 3.3, build_seconds: 1.0, complete: true };
+        let ours = Measurement {
+            unique_states: 2_000_000,
+            states: 9_000_000,
+            seconds: 6.0,
+            counterexample_seconds: 0.0,
+            wall_seconds: 6.6,
+            peak_rss_kib: 282_000,
+            complete: true,
+            exit_code: Some(0),
+        };
+        let text = report(&bounds, &plan, 20, &spin, &ours);
+        assert!(text.starts_with(
+            "vs SPIN: atomic-fenced; groups 2 owners 2 partitions 1 records 3 crashes any rebalances any pauses any \
+             commit-every 2; no other fault\n"
+        ));
+        assert!(text.contains("-DPAUSES -a consumer_unbounded.pml;"), "{text}");
+        assert!(text.contains("--crashes any --rebalances any"), "{text}");
+        assert!(text.contains("claim a new epoch"), "{text}");
+        let states = text.lines().find(|line| line.starts_with("unique states")).expect("a states row");
+        assert_eq!(states.split_whitespace().collect::<Vec<_>>(), ["unique", "states", "967457", "2000000", "2.07"]);
     }
 
     /// consumer.pml's six strategies, and our two fenced rows both on its atomic-fenced.
@@ -722,18 +1012,7 @@ mod tests {
 
     #[test]
     fn presets_are_issue_16s_configurations_and_flags_override_them() {
-        let none = SpinArgs {
-            preset: None,
-            groups: None,
-            owners: None,
-            records: None,
-            crashes: None,
-            rebalances: None,
-            commit_every: None,
-            spin_hash_bits: None,
-            symmetry: false,
-            threads: None,
-        };
+        let none = NO_ARGS;
         let rows = [
             (None, bounds(Strategy::AtomicFenced, [3, 2, 4, 2, 2, 2]), 22),
             (Some(Preset::Fenced3g), bounds(Strategy::AtomicFenced, [3, 2, 4, 2, 2, 2]), 22),

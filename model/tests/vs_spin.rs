@@ -17,6 +17,13 @@ const TEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// ref_count.py (`4 R=2 K=1 B=1 G=1`) counts 131 protocol states, and pan adds its pre-init state.
 const SPIN_STATES_TINY: u64 = 132;
 
+/// pan's `states, stored` for consumer_unbounded.pml's atomic-fenced, 1 group x 2 owners, 2
+/// records, any number of crashes, rebalances and second incarnations. Obtained once by hand:
+/// `spin -DSTRAT=4 -DR=2 -DG=1 -DC=2 -DK2=2 -DPAUSES -a consumer_unbounded.pml`, the same gcc and
+/// pan flags, printed `597 states, stored`; model/bench/spin/ref_count_unbounded.py, an
+/// independent BFS written from the README's description (`4 R=2 G=1 pauses=1`), counts 596.
+const SPIN_STATES_TINY_UNBOUNDED: u64 = 597;
+
 fn spin_installed() -> bool {
     Command::new("spin").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
@@ -28,16 +35,18 @@ fn row<'a>(stdout: &'a str, label: &str) -> Vec<&'a str> {
     line[label.len()..].split_whitespace().collect()
 }
 
-#[test]
-fn vs_spin_prints_pans_state_count_and_ours_for_a_tiny_configuration() {
+/// Runs `model bench --vs-spin` with `args` under TEST_TIMEOUT and checks its table: pan's
+/// state count is `spin_states`, ours a positive count, both times and memories numbers.
+/// Returns stdout; `None` when spin is not installed (outside CI).
+fn run_bench(args: &[&str], spin_states: u64) -> Option<String> {
     if !spin_installed() {
         assert!(std::env::var_os("CI").is_none(), "spin is not installed, and CI must not skip this test");
         eprintln!("skipped: spin is not installed (apt-get install spin)");
-        return;
+        return None;
     }
     let mut child = Command::new(env!("CARGO_BIN_EXE_model"))
-        .args(["bench", "--vs-spin", "--strategy", "atomic-fenced", "--groups", "1", "--records", "2"])
-        .args(["--crashes", "1", "--rebalances", "1", "--spin-hash-bits", "16", "--timeout", "60"])
+        .args(["bench", "--vs-spin"])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -56,7 +65,7 @@ fn vs_spin_prints_pans_state_count_and_ours_for_a_tiny_configuration() {
     assert_eq!(output.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
     let states = row(&stdout, "unique states");
     assert_eq!(states.len(), 3, "{stdout}");
-    assert_eq!(states[0], SPIN_STATES_TINY.to_string(), "{stdout}");
+    assert_eq!(states[0], spin_states.to_string(), "{stdout}");
     let ours: u64 = states[1].parse().unwrap_or_else(|_| panic!("our count is a number: {stdout}"));
     assert!(ours > 0, "{stdout}");
     for label in ["seconds", "peak MiB"] {
@@ -66,5 +75,31 @@ fn vs_spin_prints_pans_state_count_and_ours_for_a_tiny_configuration() {
             assert!(cell.parse::<f64>().is_ok_and(|value| value >= 0.0), "{label}: {cell}\n{stdout}");
         }
     }
+    Some(stdout)
+}
+
+#[test]
+fn vs_spin_prints_pans_state_count_and_ours_for_a_tiny_configuration() {
+    let args = ["--strategy", "atomic-fenced", "--groups", "1", "--records", "2", "--crashes", "1"];
+    let Some(stdout) = run_bench(
+        &[&args[..], &["--rebalances", "1", "--spin-hash-bits", "16", "--timeout", "60"]].concat(),
+        SPIN_STATES_TINY,
+    ) else {
+        return;
+    };
     assert!(stdout.contains("fenced-stored-epoch"), "atomic-fenced prints the semantics note:\n{stdout}");
+}
+
+/// The unbounded variant against `check --crashes any --rebalances any --pauses any`.
+#[test]
+fn vs_spin_compares_a_tiny_unbounded_configuration() {
+    let args = ["--unbounded", "--strategy", "atomic-fenced", "--groups", "1", "--records", "2"];
+    let Some(stdout) =
+        run_bench(&[&args[..], &["--spin-hash-bits", "16", "--timeout", "60"]].concat(), SPIN_STATES_TINY_UNBOUNDED)
+    else {
+        return;
+    };
+    assert!(stdout.contains("-a consumer_unbounded.pml"), "{stdout}");
+    assert!(stdout.contains("--crashes any --rebalances any"), "{stdout}");
+    assert!(stdout.contains("--pauses any"), "{stdout}");
 }
