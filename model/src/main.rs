@@ -178,8 +178,8 @@ struct CheckArgs {
     timeout: Option<Duration>,
     /// Symmetry reduction: one state per class of interchangeable owners (within a group),
     /// groups and epochs; counterexamples are mapped back to concrete actions (every search).
-    /// The default without `--strategy` (the whole table: the same verdicts, shortest lengths
-    /// and witnesses in half the time); with `--strategy`, off unless asked for.
+    /// On by default without `--strategy` (the whole table: the same verdicts, shortest
+    /// lengths and witnesses, in half the time); off by default with it.
     #[arg(long, conflicts_with = "no_symmetry")]
     symmetry: bool,
     /// Explore the whole state space, not one state per class (the table's states and unique
