@@ -240,6 +240,7 @@ pub fn plan(bounds: &SpinBounds) -> Result<Plan, String> {
         log_losses: 0,
         leader_failures: 0,
         isr_shrinks: 0,
+        lifted: model::config::Lifted::NONE,
     };
     config.validate()?;
     if strategy == Strategy::CommitFirst && bounds.owners != 2 {

@@ -85,6 +85,18 @@ pub struct PropertyOutcome {
     /// DFS or simulation, false where the search for shortest paths gave up at its bound
     /// (`SHORTEST_STATES_MAX`) and the checker's own path was kept. True without actions.
     pub shortest: bool,
+    /// With a lifted budget (`any`): the ordinary configuration `actions` replays in, each
+    /// lifted budget replaced by the faults the path uses (`Config::concretised`). Its states,
+    /// trace and timeline are that configuration's: concrete epochs, counts and totals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concrete: Option<crate::Config>,
+}
+
+impl PropertyOutcome {
+    /// The configuration this outcome's path replays in: `concrete`, or the report's own.
+    pub fn path_config<'a>(&'a self, report_config: &'a crate::Config) -> &'a crate::Config {
+        self.concrete.as_ref().unwrap_or(report_config)
+    }
 }
 
 /// Progress of a running check, reported every few seconds.
@@ -298,6 +310,7 @@ fn outcome(
     };
     let shortest = found.as_ref().is_none_or(|(_, shortest)| *shortest);
     let actions = found.map(|(actions, _)| minimize(model, property, actions)).unwrap_or_default();
+    let concrete = (model.config.lifted.any() && !actions.is_empty()).then(|| concretise(model, property, &actions));
     PropertyOutcome {
         name: property.name.to_string(),
         role: role_of(property.name),
@@ -305,7 +318,23 @@ fn outcome(
         verdict,
         actions,
         shortest,
+        concrete,
     }
+}
+
+/// The ordinary configuration a path of the abstraction replays in (spec.md §7.1). That the
+/// path replays there, step for step, and ends in a discovery of the same property is the
+/// simulation the abstraction's exactness rests on; it is asserted for every path reported.
+pub fn concretise(model: &ConsumerModel, property: &Property<ConsumerModel>, actions: &[Action]) -> crate::Config {
+    let config = model.config.concretised(actions);
+    let concrete = ConsumerModel::new(config.clone());
+    let states = replay(&concrete, actions).unwrap_or_else(|unreachable| {
+        panic!("invariant: a path of the abstraction replays in {}: {unreachable}", config.flags())
+    });
+    let same = property_named(&concrete, property.name);
+    let reaches = same.as_ref().is_some_and(|same| is_discovery(&concrete, same, states.last().expect("initial")));
+    assert!(reaches, "invariant: the concrete path discovers {} too ({})", property.name, config.flags());
+    config
 }
 
 /// Why a sequence of actions cannot be replayed through the model.

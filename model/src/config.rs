@@ -7,8 +7,11 @@ use serde::{Deserialize, Serialize};
 /// The bounds of one run. Every field is a CLI flag of `model check` and `model explore`.
 /// Traces carry it as their `config`: a field this build does not know is an error, never
 /// silently dropped (spec.md §8.2).
+///
+/// `crashes`, `rebalances` and `pauses` are written `"any"` when `lifted` lifts them (spec.md
+/// §7.1): the serde form is `ConfigFile`, where each is a `Budget`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "ConfigFile", into = "ConfigFile")]
 pub struct Config {
     pub strategy: Strategy,
     /// Consumer groups reading the same log, each with its own effect and progress.
@@ -55,6 +58,230 @@ pub struct Config {
     /// ISR shrinks allowed in a run (replicated rows).
     #[serde(default)]
     pub isr_shrinks: u8,
+    /// The fault budgets lifted (`any`): their counters are dropped and the search runs on the
+    /// abstraction of spec.md §7.1 (`abstraction.rs`). A lifted field above keeps a count of at
+    /// least 1, so that what depends on the fault being possible (its witnesses) still sees
+    /// it; for `pauses` that count is the paused slots, the earlier incarnations alive at once.
+    pub lifted: Lifted,
+}
+
+/// Which of the three liftable budgets are `any`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Lifted {
+    pub crashes: bool,
+    pub rebalances: bool,
+    pub pauses: bool,
+}
+
+impl Lifted {
+    pub const NONE: Lifted = Lifted { crashes: false, rebalances: false, pauses: false };
+
+    pub fn any(self) -> bool {
+        self.crashes || self.rebalances || self.pauses
+    }
+}
+
+/// One liftable fault budget as a file writes it: a count, or `"any"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Budget {
+    Count(u8),
+    Any,
+}
+
+impl Budget {
+    /// The one spelling of a lifted budget, in flags, JSON, trace files and ITF.
+    pub const ANY: &'static str = "any";
+
+    fn of(count: u8, lifted: bool) -> Budget {
+        if lifted {
+            Budget::Any
+        } else {
+            Budget::Count(count)
+        }
+    }
+}
+
+impl std::fmt::Display for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Budget::Count(count) => write!(f, "{count}"),
+            Budget::Any => f.write_str(Budget::ANY),
+        }
+    }
+}
+
+impl Serialize for Budget {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Budget::Count(count) => serializer.serialize_u8(*count),
+            Budget::Any => serializer.serialize_str(Budget::ANY),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Budget {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Budget, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Budget;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a count (0..=255) or \"any\"")
+            }
+            fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<Budget, E> {
+                u8::try_from(value).map(Budget::Count).map_err(|_| E::custom(format!("{value} is above 255")))
+            }
+            fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<Budget, E> {
+                match value {
+                    Budget::ANY => Ok(Budget::Any),
+                    other => Err(E::custom(format!("'{other}' is neither a count nor \"any\""))),
+                }
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// `Config` as files write it: the same fields, the three liftable budgets as `Budget`s.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    strategy: Strategy,
+    groups: u8,
+    owners: u8,
+    partitions: u8,
+    records: u8,
+    crashes: Budget,
+    rebalances: Budget,
+    commit_every: u8,
+    inflight: u8,
+    delta: i64,
+    #[serde(default)]
+    poison: Option<u8>,
+    #[serde(default = "default_max_attempts")]
+    max_attempts: u8,
+    #[serde(default)]
+    ack_losses: u8,
+    #[serde(default)]
+    retentions: u8,
+    #[serde(default = "no_pauses")]
+    pauses: Budget,
+    #[serde(default)]
+    log_losses: u8,
+    #[serde(default)]
+    leader_failures: u8,
+    #[serde(default)]
+    isr_shrinks: u8,
+}
+
+fn no_pauses() -> Budget {
+    Budget::Count(0)
+}
+
+impl From<Config> for ConfigFile {
+    fn from(config: Config) -> ConfigFile {
+        let Config {
+            strategy,
+            groups,
+            owners,
+            partitions,
+            records,
+            crashes,
+            rebalances,
+            commit_every,
+            inflight,
+            delta,
+            poison,
+            max_attempts,
+            ack_losses,
+            retentions,
+            pauses,
+            log_losses,
+            leader_failures,
+            isr_shrinks,
+            lifted,
+        } = config;
+        ConfigFile {
+            strategy,
+            groups,
+            owners,
+            partitions,
+            records,
+            crashes: Budget::of(crashes, lifted.crashes),
+            rebalances: Budget::of(rebalances, lifted.rebalances),
+            commit_every,
+            inflight,
+            delta,
+            poison,
+            max_attempts,
+            ack_losses,
+            retentions,
+            pauses: Budget::of(pauses, lifted.pauses),
+            log_losses,
+            leader_failures,
+            isr_shrinks,
+        }
+    }
+}
+
+impl TryFrom<ConfigFile> for Config {
+    type Error = String;
+
+    fn try_from(file: ConfigFile) -> Result<Config, String> {
+        let ConfigFile {
+            strategy,
+            groups,
+            owners,
+            partitions,
+            records,
+            crashes,
+            rebalances,
+            commit_every,
+            inflight,
+            delta,
+            poison,
+            max_attempts,
+            ack_losses,
+            retentions,
+            pauses,
+            log_losses,
+            leader_failures,
+            isr_shrinks,
+        } = file;
+        let row = strategy.rules().defaults;
+        let (crashes, lifted_crashes) = lifted_count(crashes, row.crashes);
+        let (rebalances, lifted_rebalances) = lifted_count(rebalances, row.rebalances);
+        let (pauses, lifted_pauses) = lifted_count(pauses, row.pauses);
+        Ok(Config {
+            strategy,
+            groups,
+            owners,
+            partitions,
+            records,
+            crashes,
+            rebalances,
+            commit_every,
+            inflight,
+            delta,
+            poison,
+            max_attempts,
+            ack_losses,
+            retentions,
+            pauses,
+            log_losses,
+            leader_failures,
+            isr_shrinks,
+            lifted: Lifted { crashes: lifted_crashes, rebalances: lifted_rebalances, pauses: lifted_pauses },
+        })
+    }
+}
+
+/// The in-memory count of a budget (`Config::lifted`): a lifted one keeps the row's default,
+/// at least 1 (for `pauses`, the paused slots).
+pub fn lifted_count(budget: Budget, row_default: u8) -> (u8, bool) {
+    match budget {
+        Budget::Count(count) => (count, false),
+        Budget::Any => (row_default.max(1), true),
+    }
 }
 
 /// spec.md §4's default bounds: the only place they are written in this crate (the CLI's
@@ -173,7 +400,72 @@ impl Config {
             log_losses: row.log_losses,
             leader_failures: row.leader_failures,
             isr_shrinks: row.isr_shrinks,
+            lifted: Lifted::NONE,
         }
+    }
+
+    /// This configuration with every liftable budget that is above 0 in the row's defaults
+    /// lifted (`--unbounded`); the others as they are.
+    pub fn unbounded(&self) -> Config {
+        let row = self.strategy.rules().defaults;
+        Config {
+            lifted: Lifted { crashes: row.crashes > 0, rebalances: row.rebalances > 0, pauses: row.pauses > 0 },
+            crashes: if row.crashes > 0 { row.crashes.max(1) } else { self.crashes },
+            rebalances: if row.rebalances > 0 { row.rebalances.max(1) } else { self.rebalances },
+            pauses: if row.pauses > 0 { row.pauses.max(1) } else { self.pauses },
+            ..self.clone()
+        }
+    }
+
+    /// The ordinary configuration a path of this one runs in: each lifted budget replaced by
+    /// the faults of that kind `actions` use (at least the count kept in memory, so that the
+    /// paused slots and the witnesses stay), nothing lifted. The path replays in it step for
+    /// step (spec.md §7.1: a path of the abstraction is a path of the concrete system).
+    pub fn concretised<'a>(&self, actions: impl IntoIterator<Item = &'a crate::action::Action>) -> Config {
+        use crate::action::Action;
+        let (mut crashes, mut rebalances, mut pauses) = (0u32, 0u32, 0u32);
+        for action in actions {
+            crashes += u32::from(matches!(action, Action::Crash { .. }));
+            rebalances += u32::from(matches!(action, Action::Rebalance { .. }));
+            pauses += u32::from(matches!(action, Action::Pause { .. }));
+        }
+        let count = |used: u32, kept: u8, lifted: bool| match lifted {
+            true => u8::try_from(used).unwrap_or(u8::MAX).max(kept),
+            false => kept,
+        };
+        Config {
+            crashes: count(crashes, self.crashes, self.lifted.crashes),
+            rebalances: count(rebalances, self.rebalances, self.lifted.rebalances),
+            pauses: count(pauses, self.pauses, self.lifted.pauses),
+            lifted: Lifted::NONE,
+            ..self.clone()
+        }
+    }
+
+    /// The crash budget as files and flags write it (a count, or `any`).
+    pub fn crashes_budget(&self) -> Budget {
+        Budget::of(self.crashes, self.lifted.crashes)
+    }
+
+    pub fn rebalances_budget(&self) -> Budget {
+        Budget::of(self.rebalances, self.lifted.rebalances)
+    }
+
+    pub fn pauses_budget(&self) -> Budget {
+        Budget::of(self.pauses, self.lifted.pauses)
+    }
+
+    /// Whether the search may still take one more crash, rebalance or pause.
+    pub fn allows_crash(&self, used: u8) -> bool {
+        self.lifted.crashes || used < self.crashes
+    }
+
+    pub fn allows_rebalance(&self, used: u8) -> bool {
+        self.lifted.rebalances || used < self.rebalances
+    }
+
+    pub fn allows_pause(&self, used: u8) -> bool {
+        self.lifted.pauses || used < self.pauses
     }
 
     /// True when every bound has its default value (the configuration of spec.md's table).
@@ -192,6 +484,10 @@ impl Config {
     }
 
     fn validate_within(&self, limits: &Limits) -> Result<(), String> {
+        if self.lifted.any() {
+            crate::abstraction::covers(self.strategy)
+                .map_err(|why| format!("{} takes no unbounded budget (any, --unbounded): {why}", self.strategy))?;
+        }
         const PER_RECORDS: &str = " (at most --records)";
         const TOO_BIG: &str = "";
         let ranges: [(&str, u8, u8, u8, &str); 8] = [
@@ -286,8 +582,8 @@ impl Config {
             self.owners,
             self.partitions,
             self.records,
-            self.crashes,
-            self.rebalances,
+            Budget::of(self.crashes, self.lifted.crashes),
+            Budget::of(self.rebalances, self.lifted.rebalances),
             self.commit_every,
             self.inflight,
             self.delta,
@@ -295,7 +591,7 @@ impl Config {
             self.max_attempts,
             self.ack_losses,
             self.retentions,
-            self.pauses,
+            Budget::of(self.pauses, self.lifted.pauses),
             self.log_losses,
             self.leader_failures,
             self.isr_shrinks

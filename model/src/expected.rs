@@ -9,6 +9,8 @@ pub const SPEC: &str = include_str!("../../spec.md");
 
 const BEGIN: &str = "<!-- expected-verdicts:begin -->";
 const END: &str = "<!-- expected-verdicts:end -->";
+const UNBOUNDED_BEGIN: &str = "<!-- unbounded-verdicts:begin -->";
+const UNBOUNDED_END: &str = "<!-- unbounded-verdicts:end -->";
 
 /// The expected verdict of one safety property: `Some(true)` holds, `Some(false)` violated,
 /// `None` (`n/a` in spec.md) not checked in that configuration.
@@ -18,8 +20,23 @@ pub type ExpectedTable = BTreeMap<(Strategy, &'static str), Option<bool>>;
 /// in `SAFETY` order, then one row per strategy with `holds`, `violated` or `n/a` (not checked
 /// in that configuration) in each cell. Every strategy must have exactly one row.
 pub fn parse(spec: &str) -> Result<ExpectedTable, String> {
-    let start = spec.find(BEGIN).ok_or("spec.md has no expected-verdicts:begin marker")? + BEGIN.len();
-    let end = spec[start..].find(END).ok_or("spec.md has no expected-verdicts:end marker")? + start;
+    let table = parse_between(spec, BEGIN, END)?;
+    if let Some(missing) = Strategy::ALL.iter().find(|s| !table.contains_key(&(**s, SAFETY[0]))) {
+        return Err(format!("the expected table has no row for {missing}"));
+    }
+    Ok(table)
+}
+
+/// Parses spec.md's unbounded table (§9.1), the verdicts of `check --unbounded`: the same
+/// columns, one row per strategy the abstraction covers and `--unbounded` lifts a budget of
+/// (the others are refused, and have none).
+pub fn parse_unbounded(spec: &str) -> Result<ExpectedTable, String> {
+    parse_between(spec, UNBOUNDED_BEGIN, UNBOUNDED_END)
+}
+
+fn parse_between(spec: &str, begin: &str, end: &str) -> Result<ExpectedTable, String> {
+    let start = spec.find(begin).ok_or(format!("spec.md has no {begin} marker"))? + begin.len();
+    let end = spec[start..].find(end).ok_or(format!("spec.md has no {end} marker"))? + start;
     let mut rows = spec[start..end].lines().map(str::trim).filter(|line| line.starts_with('|'));
     let header = cells(rows.next().ok_or("the expected table has no header")?);
     if header.len() != SAFETY.len() + 1 || header[1..].iter().zip(SAFETY).any(|(cell, name)| cell != name) {
@@ -52,15 +69,17 @@ pub fn parse(spec: &str) -> Result<ExpectedTable, String> {
             }
         }
     }
-    if let Some(missing) = Strategy::ALL.iter().find(|s| !table.contains_key(&(**s, SAFETY[0]))) {
-        return Err(format!("the expected table has no row for {missing}"));
-    }
     Ok(table)
 }
 
 /// The table of the spec.md this binary was built with.
 pub fn from_spec() -> Result<ExpectedTable, String> {
     parse(SPEC)
+}
+
+/// The unbounded table of the spec.md this binary was built with.
+pub fn unbounded_from_spec() -> Result<ExpectedTable, String> {
+    parse_unbounded(SPEC)
 }
 
 fn cells(row: &str) -> Vec<String> {

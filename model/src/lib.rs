@@ -6,6 +6,7 @@
 //! versioned file format those counterexamples are saved in, `itf` the same runs with their
 //! states in the Informal Trace Format; `expected` reads spec.md's table.
 
+pub mod abstraction;
 pub mod action;
 pub mod check;
 pub mod collections;

@@ -11,7 +11,7 @@ mod report;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use model::check::{self, CheckOptions, CheckReport, Search};
-use model::config::defaults;
+use model::config::{defaults, Budget, Lifted};
 use model::{Config, ConsumerModel, Strategy};
 use stateright::Model;
 use std::path::PathBuf;
@@ -61,12 +61,13 @@ struct Bounds {
     /// Records appended to each partition.
     #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     records: Option<u8>,
-    /// Owner crashes allowed in a run (all groups together).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    crashes: Option<u8>,
-    /// Rebalances allowed in a run (all groups together).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    rebalances: Option<u8>,
+    /// Owner crashes allowed in a run (all groups together), or `any`: every number of them
+    /// (spec.md §7.1).
+    #[arg(long, allow_hyphen_values = true, value_parser = budget_in())]
+    crashes: Option<Budget>,
+    /// Rebalances allowed in a run (all groups together), or `any`.
+    #[arg(long, allow_hyphen_values = true, value_parser = budget_in())]
+    rebalances: Option<Budget>,
     /// Checkpoint interval of periodic-commit and offset-stamp, in records.
     #[arg(long, allow_hyphen_values = true, default_value_t = defaults::COMMIT_EVERY, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     commit_every: u8,
@@ -85,25 +86,86 @@ struct Bounds {
     max_attempts: u8,
     /// Appends whose acknowledgement may be lost, so the producer retries (default: 1 for the
     /// producer rows, 0 for the others).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    ack_losses: Option<u8>,
+    #[arg(long, allow_hyphen_values = true, value_parser = count_not_any(GROWS_THE_LOG))]
+    ack_losses: Option<Budget>,
     /// Retention steps allowed in a run (default: 1 for the reset rows, 0 for the others).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    retentions: Option<u8>,
+    #[arg(long, allow_hyphen_values = true, value_parser = count_not_any(MOVES_THE_START))]
+    retentions: Option<Budget>,
     /// Second incarnations allowed in a run: an owner started again while its earlier
-    /// incarnation still runs (default: the row's, spec.md §4).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    pauses: Option<u8>,
+    /// incarnation still runs (default: the row's, spec.md §4), or `any`: every number of
+    /// them, with as many earlier incarnations alive at once as the row has paused slots
+    /// (at least 1).
+    #[arg(long, allow_hyphen_values = true, value_parser = budget_in())]
+    pauses: Option<Budget>,
     /// Log losses allowed in a run: a partition loses acknowledged records from its tail
     /// (default: 1 for the log-loss rows, 0 for the others).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    log_losses: Option<u8>,
+    #[arg(long, allow_hyphen_values = true, value_parser = count_not_any(GROWS_THE_LOG))]
+    log_losses: Option<Budget>,
     /// Leader failures allowed in a run (the acks rows; default: theirs, 1).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    leader_failures: Option<u8>,
+    #[arg(long, allow_hyphen_values = true, value_parser = count_not_any(NOT_LIFTED))]
+    leader_failures: Option<Budget>,
     /// ISR shrinks allowed in a run (the acks rows; default: theirs, 1).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    isr_shrinks: Option<u8>,
+    #[arg(long, allow_hyphen_values = true, value_parser = count_not_any(NOT_LIFTED))]
+    isr_shrinks: Option<Budget>,
+    /// Lift the crash, rebalance and pause budgets that are above 0 in each row's defaults:
+    /// verdicts for every number of those faults (spec.md §7.1); the other budgets stay.
+    #[arg(long)]
+    unbounded: bool,
+}
+
+/// Why the other budgets take no `any` (spec.md §7.1: the abstraction keeps the log exact).
+const GROWS_THE_LOG: &str = "every one appends a record once more, so the log would grow without bound";
+const MOVES_THE_START: &str =
+    "retention is kept exact (the log start is durable state the abstraction does not rename)";
+const NOT_LIFTED: &str = "only --crashes, --rebalances and --pauses take any";
+
+/// A liftable budget's parser: `any`, or a count as `count_in` parses it.
+fn budget_in() -> BudgetParser {
+    BudgetParser { why_not_any: None }
+}
+
+/// A budget that takes no `any`: the word gets one line saying why; a count is `count_in`'s.
+fn count_not_any(why: &'static str) -> BudgetParser {
+    BudgetParser { why_not_any: Some(why) }
+}
+
+/// `budget_in` and `count_not_any`: `Budget::Any` only when `why_not_any` is `None`.
+#[derive(Clone)]
+struct BudgetParser {
+    why_not_any: Option<&'static str>,
+}
+
+impl clap::builder::TypedValueParser for BudgetParser {
+    type Value = Budget;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Budget, clap::Error> {
+        if value.to_str() != Some(Budget::ANY) {
+            return count_in::<u8>(0, u64::from(u8::MAX)).parse_ref(cmd, arg, value).map(Budget::Count);
+        }
+        match self.why_not_any {
+            None => Ok(Budget::Any),
+            Some(why) => {
+                let flag = arg
+                    .and_then(clap::Arg::get_long)
+                    .map_or_else(|| "the value".to_string(), |long| format!("--{long}"));
+                let message = format!("{flag} any is refused: {why} (give a count)\n");
+                Err(clap::Error::raw(clap::error::ErrorKind::ValueValidation, message))
+            }
+        }
+    }
+}
+
+/// A budget `count_not_any` parsed: always a count.
+fn count_of(budget: Option<Budget>) -> Option<u8> {
+    budget.map(|budget| match budget {
+        Budget::Count(count) => count,
+        Budget::Any => unreachable!("count_not_any refuses any"),
+    })
 }
 
 /// `--poison`: an offset, or none.
@@ -123,28 +185,57 @@ fn parse_poison(text: &str) -> Result<Poison, String> {
 }
 
 impl Bounds {
-    fn config(&self, strategy: Strategy) -> Config {
-        Config {
+    /// The configuration of `strategy` under these flags; an `any` or `--unbounded` this row
+    /// cannot take is an error of one line.
+    fn config(&self, strategy: Strategy) -> Result<Config, String> {
+        let row = Config::new(strategy);
+        if self.unbounded {
+            let explicit = [("--crashes", self.crashes), ("--rebalances", self.rebalances), ("--pauses", self.pauses)];
+            if let Some((flag, Some(Budget::Count(count)))) =
+                explicit.into_iter().find(|(_, budget)| matches!(budget, Some(Budget::Count(_))))
+            {
+                return Err(format!(
+                    "--unbounded lifts {flag}, so {flag} {count} contradicts it: give one of them (or {flag} any)"
+                ));
+            }
+        }
+        let (crashes, lift_crashes) = budget(self.crashes, row.crashes);
+        let (rebalances, lift_rebalances) = budget(self.rebalances, row.rebalances);
+        let (pauses, lift_pauses) = budget(self.pauses, row.pauses);
+        let config = Config {
             strategy,
             groups: self.groups.unwrap_or(Config::new(strategy).groups),
             owners: self.owners.unwrap_or(Config::new(strategy).owners),
             partitions: self.partitions.unwrap_or(Config::new(strategy).partitions),
             records: self.records.unwrap_or(Config::new(strategy).records),
-            crashes: self.crashes.unwrap_or(Config::new(strategy).crashes),
-            rebalances: self.rebalances.unwrap_or(Config::new(strategy).rebalances),
+            crashes,
+            rebalances,
             commit_every: self.commit_every,
             inflight: self.inflight,
             delta: self.delta,
             poison: self.poison.map_or(Config::new(strategy).poison, |Poison(offset)| offset),
             max_attempts: self.max_attempts,
-            ack_losses: self.ack_losses.unwrap_or(Config::new(strategy).ack_losses),
-            retentions: self.retentions.unwrap_or(Config::new(strategy).retentions),
-            pauses: self.pauses.unwrap_or(Config::new(strategy).pauses),
-            log_losses: self.log_losses.unwrap_or(Config::new(strategy).log_losses),
-            leader_failures: self.leader_failures.unwrap_or(Config::new(strategy).leader_failures),
-            isr_shrinks: self.isr_shrinks.unwrap_or(Config::new(strategy).isr_shrinks),
+            ack_losses: count_of(self.ack_losses).unwrap_or(Config::new(strategy).ack_losses),
+            retentions: count_of(self.retentions).unwrap_or(Config::new(strategy).retentions),
+            pauses,
+            log_losses: count_of(self.log_losses).unwrap_or(Config::new(strategy).log_losses),
+            leader_failures: count_of(self.leader_failures).unwrap_or(Config::new(strategy).leader_failures),
+            isr_shrinks: count_of(self.isr_shrinks).unwrap_or(Config::new(strategy).isr_shrinks),
+            lifted: Lifted { crashes: lift_crashes, rebalances: lift_rebalances, pauses: lift_pauses },
+        };
+        let config = if self.unbounded { config.unbounded() } else { config };
+        if config.lifted.any() {
+            model::abstraction::covers(strategy)
+                .map_err(|why| format!("{strategy} takes no unbounded budget (any, --unbounded): {why}"))?;
         }
+        Ok(config)
     }
+}
+
+/// A liftable budget's count and whether it is lifted (`config::lifted_count`); the row's
+/// default when the flag is absent.
+fn budget(flag: Option<Budget>, row_default: u8) -> (u8, bool) {
+    model::config::lifted_count(flag.unwrap_or(Budget::Count(row_default)), row_default)
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -335,19 +426,48 @@ fn main() -> ExitCode {
     }
 }
 
+/// Why `--unbounded` leaves a row of the table out although the abstraction covers it.
+const NOTHING_TO_LIFT: &str =
+    "--unbounded lifts nothing here: its default budgets have no crash, rebalance or second incarnation";
+
 fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let strategies: Vec<Strategy> = match args.strategy {
         Some(strategy) => vec![strategy],
         None => Strategy::ALL.to_vec(),
     };
-    let configs: Vec<Config> = strategies.iter().map(|&s| args.bounds.config(s)).collect();
-    for config in &configs {
-        config.validate().map_err(anyhow::Error::msg)?;
+    let table = args.strategy.is_none();
+    let mut configs = Vec::new();
+    let mut skipped = Vec::new();
+    for &strategy in &strategies {
+        match args.bounds.config(strategy) {
+            Ok(config) => {
+                // `--unbounded` over the table: a row with no crash, rebalance or pause budget
+                // has nothing to lift, and its verdict is the bounded table's.
+                if table && args.bounds.unbounded && !config.lifted.any() {
+                    skipped.push((strategy, NOTHING_TO_LIFT.to_string()));
+                    continue;
+                }
+                config.validate().map_err(anyhow::Error::msg)?;
+                configs.push(config);
+            }
+            // Over the table, a row the abstraction does not cover is left out, said why.
+            Err(why) if table => skipped.push((strategy, why)),
+            Err(why) => anyhow::bail!(why),
+        }
+    }
+    let lifted = configs.iter().any(|config| config.lifted.any());
+    if lifted && matches!(args.search, SearchArg::Simulation) {
+        anyhow::bail!(
+            "any (or --unbounded) needs a complete search: --search simulation proves nothing (use bfs or dfs)"
+        );
     }
     let options = check_options(&args)?;
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let jobs = args.jobs.unwrap_or(cores.min(THREADS_MAX as usize));
-    let expected = model::expected::from_spec().map_err(|e| anyhow::anyhow!("spec.md: {e}"))?;
+    let expected = report::Expected {
+        bounded: model::expected::from_spec().map_err(|e| anyhow::anyhow!("spec.md: {e}"))?,
+        unbounded: model::expected::unbounded_from_spec().map_err(|e| anyhow::anyhow!("spec.md: {e}"))?,
+    };
     if let Some(dir) = &args.traces {
         report::prepare_traces_dir(dir)?;
     }
@@ -361,7 +481,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             report::write_traces(dir, report, args.format)?;
         }
     }
-    let outcome = report::judge(&reports, args.strategy.is_none().then_some(&expected));
+    let outcome = report::judge(&reports, table.then_some(&expected), skipped);
     if let Some(file) = &args.html {
         report::write_atomically("--html", file, file, &report::html(&reports, &outcome))?;
         errln!("wrote {}", file.display())?;
@@ -432,7 +552,7 @@ fn check_options(args: &CheckArgs) -> anyhow::Result<CheckOptions> {
 }
 
 fn run_explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
-    let config = args.bounds.config(args.strategy);
+    let config = args.bounds.config(args.strategy).map_err(anyhow::Error::msg)?;
     config.validate().map_err(anyhow::Error::msg)?;
     let listener =
         std::net::TcpListener::bind(&args.addr).with_context(|| format!("cannot listen on {}", args.addr))?;

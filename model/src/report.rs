@@ -3,6 +3,7 @@
 use crate::TraceFormat;
 use anyhow::Context;
 use model::check::{CheckReport, Verdict};
+use model::config::Budget;
 use model::expected::ExpectedTable;
 use model::properties::{Role, SAFETY};
 use model::trace::Trace;
@@ -17,11 +18,20 @@ pub struct Outcome {
     pub problems: Vec<String>,
     /// What the verdicts were compared with.
     pub compared_with: String,
+    /// Rows the run left out, each with why (`--unbounded`: a row the abstraction does not
+    /// cover, or with no budget to lift).
+    pub skipped: Vec<(model::Strategy, String)>,
+}
+
+/// spec.md's two tables: the default bounds', and `--unbounded`'s (§9.1).
+pub struct Expected {
+    pub bounded: ExpectedTable,
+    pub unbounded: ExpectedTable,
 }
 
 /// Exit 0 when everything agrees, 1 on a mismatch, violation or unreached fault witness, and 3
 /// when a single-strategy search was incomplete and found nothing (nothing proven either way).
-pub fn judge(reports: &[CheckReport], expected: Option<&ExpectedTable>) -> Outcome {
+pub fn judge(reports: &[CheckReport], expected: Option<&Expected>, skipped: Vec<(model::Strategy, String)>) -> Outcome {
     let mut problems = Vec::new();
     for report in reports {
         for name in report.unreached() {
@@ -32,15 +42,36 @@ pub fn judge(reports: &[CheckReport], expected: Option<&ExpectedTable>) -> Outco
             ));
         }
     }
-    let comparable = expected.filter(|_| reports.iter().all(|r| r.config.has_default_bounds()));
-    let compared_with = match (expected, comparable) {
-        (Some(_), Some(_)) => "spec.md's expected verdict table".to_string(),
-        (Some(_), None) => "nothing: spec.md's table is for the default bounds only".to_string(),
-        (None, _) => "nothing (single strategy: exit 1 when a safety property is violated)".to_string(),
+    let bounded = reports.iter().all(|r| r.config.has_default_bounds());
+    let unbounded = reports.iter().all(|r| r.config == model::Config::new(r.config.strategy).unbounded());
+    let comparable = expected.and_then(|tables| match (bounded, unbounded) {
+        (true, _) => Some(&tables.bounded),
+        (false, true) => Some(&tables.unbounded),
+        (false, false) => None,
+    });
+    let compared_with = match (expected, comparable, bounded) {
+        (Some(_), Some(_), true) => "spec.md's expected verdict table".to_string(),
+        (Some(_), Some(_), false) => "spec.md's unbounded verdict table".to_string(),
+        (Some(_), None, _) => {
+            "nothing: spec.md's tables are for the default bounds and for --unbounded only".to_string()
+        }
+        (None, _, _) => "nothing (single strategy: exit 1 when a safety property is violated)".to_string(),
     };
+    if let (Some(table), false) = (comparable, bounded) {
+        // The unbounded table lists exactly the rows `--unbounded` checks.
+        let checked: Vec<model::Strategy> = reports.iter().map(|r| r.config.strategy).collect();
+        let listed: std::collections::BTreeSet<String> = table.keys().map(|(s, _)| s.to_string()).collect();
+        for strategy in listed.iter().filter(|s| !checked.iter().any(|c| c.name() == s.as_str())) {
+            problems.push(format!("{strategy}: spec.md's unbounded table has a row, but --unbounded did not check it"));
+        }
+    }
     if let Some(table) = comparable {
         for report in reports {
             let strategy = report.config.strategy;
+            if !table.contains_key(&(strategy, SAFETY[0])) {
+                problems.push(format!("{strategy}: checked, but spec.md's table has no row for it"));
+                continue;
+            }
             for name in SAFETY {
                 let expected = table[&(strategy, name)];
                 let verdict = report.outcome(name).map(|o| o.verdict.clone());
@@ -68,7 +99,7 @@ pub fn judge(reports: &[CheckReport], expected: Option<&ExpectedTable>) -> Outco
     } else {
         0
     };
-    Outcome { exit_code, problems, compared_with }
+    Outcome { exit_code, problems, compared_with, skipped }
 }
 
 /// The verdict table, then each counterexample as numbered steps, then the judgement.
@@ -90,8 +121,9 @@ pub fn text(reports: &[CheckReport], outcome: &Outcome) -> String {
     }
     out.push_str(&table(reports));
     for report in reports {
-        let model = ConsumerModel::new(report.config.clone());
         for property in report.properties.iter().filter(|p| p.verdict == Verdict::Violated) {
+            // With a lifted budget, the path is shown in the configuration it replays in.
+            let model = ConsumerModel::new(property.path_config(&report.config).clone());
             let _ = writeln!(
                 out,
                 "\n{} violates {} in {} steps{}:",
@@ -111,6 +143,9 @@ pub fn text(reports: &[CheckReport], outcome: &Outcome) -> String {
             report.config.strategy
         );
     }
+    for (strategy, why) in &outcome.skipped {
+        let _ = writeln!(out, "\n{strategy}: not checked: {why}");
+    }
     let _ = writeln!(out, "\ncompared with {}", outcome.compared_with);
     for problem in &outcome.problems {
         let _ = writeln!(out, "MISMATCH {problem}");
@@ -127,9 +162,21 @@ pub fn text(reports: &[CheckReport], outcome: &Outcome) -> String {
 
 /// The bounds every row has (the per-row fault budgets show in the properties checked).
 fn shared_bounds(c: &model::Config) -> String {
+    // `--pauses any` still bounds the earlier incarnations alive at once: say how many.
+    let pauses = match c.pauses_budget() {
+        Budget::Any => format!("any ({} alive at once)", c.pauses),
+        Budget::Count(count) => count.to_string(),
+    };
     format!(
-        "groups {} owners {} partitions {} records {} crashes {} rebalances {} pauses {} commit-every {} inflight {}",
-        c.groups, c.owners, c.partitions, c.records, c.crashes, c.rebalances, c.pauses, c.commit_every, c.inflight
+        "groups {} owners {} partitions {} records {} crashes {} rebalances {} pauses {pauses} commit-every {} inflight {}",
+        c.groups,
+        c.owners,
+        c.partitions,
+        c.records,
+        c.crashes_budget(),
+        c.rebalances_budget(),
+        c.commit_every,
+        c.inflight
     )
 }
 
@@ -232,8 +279,8 @@ pub fn html(reports: &[CheckReport], outcome: &Outcome) -> String {
     }
     out.push_str("</table>");
     for report in reports {
-        let model = ConsumerModel::new(report.config.clone());
         for property in report.properties.iter().filter(|p| p.verdict == Verdict::Violated) {
+            let model = ConsumerModel::new(property.path_config(&report.config).clone());
             out.push_str(&html_violation(&model, report, property));
         }
     }
@@ -342,6 +389,7 @@ pub fn json(reports: &[CheckReport], outcome: &Outcome) -> String {
         "exit_code": outcome.exit_code,
         "compared_with": outcome.compared_with,
         "problems": outcome.problems,
+        "skipped": outcome.skipped.iter().map(|(strategy, why)| serde_json::json!({"strategy": strategy, "why": why})).collect::<Vec<_>>(),
         "peak_rss_kib": peak_rss_kib(),
         "reports": reports,
     });
@@ -407,6 +455,7 @@ mod tests {
             verdict,
             actions: Vec::new(),
             shortest: true,
+            concrete: None,
         };
         CheckReport {
             config: Config { groups: 1, ..Config::new(Strategy::Atomic) },
@@ -432,7 +481,7 @@ mod tests {
     fn only_an_unreached_fault_witness_fails_a_check() {
         let cases = [("crash-after-write", Role::FaultWitness, 1), ("replay", Role::Observation, 0)];
         for (name, role, exit_code) in cases {
-            let outcome = judge(&[report_with(name, role)], None);
+            let outcome = judge(&[report_with(name, role)], None, Vec::new());
             assert_eq!(outcome.exit_code, exit_code, "{name}: {:?}", outcome.problems);
             assert_eq!(outcome.problems.iter().any(|p| p.contains(name)), exit_code == 1, "{:?}", outcome.problems);
         }
@@ -448,7 +497,7 @@ mod tests {
             report.properties.iter().position(|p| p.verdict == Verdict::Violated).expect("effect-first violates");
         for shortest in [true, false] {
             report.properties[violated].shortest = shortest;
-            let text = text(std::slice::from_ref(&report), &judge(std::slice::from_ref(&report), None));
+            let text = text(std::slice::from_ref(&report), &judge(std::slice::from_ref(&report), None, Vec::new()));
             assert_eq!(text.contains("not proven shortest"), !shortest, "{text}");
         }
     }

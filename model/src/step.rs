@@ -55,10 +55,10 @@ pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>
             // Only an owner holding a partition has anything to lose; crashing or pausing an
             // idle standby would only add states.
             let holds = owner.leases.iter().any(Option::is_some);
-            if state.crashes_used < config.crashes && holds {
+            if config.allows_crash(state.crashes_used) && holds {
                 actions.push(Action::Crash { group: g, owner: o });
             }
-            if current && holds && free_paused_slot && state.pauses_used < config.pauses {
+            if current && holds && free_paused_slot && config.allows_pause(state.pauses_used) {
                 actions.push(Action::Pause { group: g, owner: o });
             }
         }
@@ -85,7 +85,7 @@ pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>
             actions.push(Action::Relay { group: g as u8 });
         }
     }
-    if state.rebalances_used < config.rebalances {
+    if config.allows_rebalance(state.rebalances_used) {
         for (g, group) in state.groups.iter().enumerate() {
             for (p, row) in group.store.partitions.iter().enumerate() {
                 for to_owner in (0..config.owners).filter(|&o| o != row.owner) {
@@ -232,6 +232,18 @@ pub fn next_state_into(config: &Config, state: &State, action: Action, next: &mu
 /// helper per kind of step. The checker calls it directly on a state it restores after each
 /// successor (only the parts a step changed), which saves cloning the whole state.
 pub fn apply(config: &Config, state: &State, action: Action, next: &mut State) {
+    apply_concrete(config, state, action, next);
+    // A lifted budget: the successor is its abstract state (spec.md §7.1), last, so that every
+    // rule ran on what the concrete system holds.
+    if config.lifted.any() {
+        crate::abstraction::abstract_in_place(config, next);
+    }
+}
+
+/// `apply` without the abstraction: the concrete system C of spec.md §7.1, whose counters,
+/// epochs, counts and totals grow without bound when a budget is lifted. Only
+/// `model/tests/abstraction.rs` calls it directly, to check that α commutes with it.
+pub fn apply_concrete(config: &Config, state: &State, action: Action, next: &mut State) {
     match action {
         Action::Append { partition, delta } => produce(config, next, Send::Acked, partition, delta),
         Action::AppendAckLost { partition, delta } => produce(config, next, Send::AckLost, partition, delta),

@@ -212,6 +212,10 @@ impl Trace {
             check_action(&config, &action).map_err(|why| TraceError::BadAction { step, action, why })?;
             actions.push(action);
         }
+        // A path of the abstraction (`any`, spec.md §7.1) is replayed in the ordinary
+        // configuration of the faults it uses: concrete epochs, counts and totals.
+        let config = if config.lifted.any() { config.concretised(&actions) } else { config };
+        config.validate_for_replay().map_err(TraceError::BadConfig)?;
         Ok(Trace {
             format: raw.format,
             version: raw.version,
@@ -238,7 +242,7 @@ impl Trace {
                     property.actions.len()
                 );
                 Trace::new(
-                    report.config.clone(),
+                    property.path_config(&report.config).clone(),
                     Some(&property.name),
                     Some(Verdict::Violated),
                     description,
@@ -272,7 +276,7 @@ impl Trace {
                 );
                 let actions = property.actions.clone();
                 Some(Trace::new(
-                    report.config.clone(),
+                    property.path_config(&report.config).clone(),
                     Some(&property.name),
                     Some(Verdict::Reached),
                     description,
