@@ -23,7 +23,9 @@
 //!   few.
 //! - **Allocation-free.** A thread unpacks each parent into one reused state and builds every
 //!   successor in another (`ConsumerModel::next_state_into`, `State::canonicalize`); a part
-//!   equal to the parent's keeps its number without being packed again.
+//!   the step did not act on keeps the parent's number without being packed again, and a group
+//!   it acted on is packed and looked up without being compared first (it has nearly always
+//!   changed).
 //! - **Incremental.** A successor is built over a copy of its parent, and only what the step
 //!   changed is copied back (`Group::restore_from`); consecutive parents (mostly siblings)
 //!   unpack only the parts whose numbers differ; the log, producers and output partitions are
@@ -572,9 +574,9 @@ fn expand_chunk(
 }
 
 impl ChunkOut {
-    /// Adds `state`, a successor of `parent` (whose state and record are given). A part equal
-    /// to one of the parent's has the parent's part number: a step changes one group or two,
-    /// and the rest is neither packed nor looked up. The other parts are looked up here, on
+    /// Adds `state`, a successor of `parent` (whose state and record are given). A part the
+    /// step did not act on has the parent's part number: a step changes one group or two, and
+    /// the rest is neither packed nor looked up. The other parts are looked up here, on
     /// the expanding thread (the arena does not change while a window is expanded): nearly
     /// always all are stored already, and then the record is made and hashed here too, which
     /// leaves the merge, the one serial part, a single lookup.
@@ -587,9 +589,11 @@ impl ChunkOut {
     ) -> Unchanged {
         let parts_start = self.parts.len();
         let mut complete = true;
+        // The part's number if it is stored already.
         let mut add = |bytes: &[u8], out: &mut ChunkOut| {
             let hash = hash_bytes(bytes);
-            match arena.parts.lookup(bytes, hash) {
+            let number = arena.parts.lookup(bytes, hash);
+            match number {
                 Some(number) => out.parts.push(Part::Stored(number)),
                 None => {
                     complete = false;
@@ -597,6 +601,7 @@ impl ChunkOut {
                     out.bytes.extend_from_slice(bytes);
                 }
             }
+            number
         };
         let mut unchanged = Unchanged { globals: false, groups: 0 };
         // The shared parts are compared only when the step may have changed them (`shared`).
@@ -625,17 +630,15 @@ impl ChunkOut {
                 self.parts.push(Part::Stored(parent_record[1 + origin]));
                 continue;
             }
-            // The same position first (no symmetry, or a group the sort left in place).
-            let same = std::iter::once(i).chain(0..parent_groups.len()).find(|&j| parent_groups.get(j) == Some(group));
-            if same == Some(i) {
-                unchanged.groups |= 1 << i;
-            }
-            match same {
-                Some(j) => self.parts.push(Part::Stored(parent_record[1 + j])),
-                None => {
-                    bytes.clear();
-                    pack_group(group, bytes);
-                    add(bytes, self);
+            // A group the action acted on is nearly always changed: it is packed and looked up
+            // without being compared with the parent's groups first (such a comparison mostly
+            // fails, and after it the group was packed anyway). Its number tells whether it is
+            // the parent's at the same position.
+            bytes.clear();
+            pack_group(group, bytes);
+            if let Some(number) = add(bytes, self) {
+                if parent_record.get(1 + i) == Some(&number) {
+                    unchanged.groups |= 1 << i;
                 }
             }
         }
