@@ -223,7 +223,11 @@ impl Bounds {
             isr_shrinks: count_of(self.isr_shrinks).unwrap_or(Config::new(strategy).isr_shrinks),
             lifted: Lifted { crashes: lift_crashes, rebalances: lift_rebalances, pauses: lift_pauses },
         };
-        let config = if self.unbounded { config.unbounded() } else { config };
+        let config = match self.unbounded {
+            // `--unbounded` checks one group unless `--groups` says otherwise.
+            true => Config { groups: self.groups.unwrap_or(1), ..config.unbounded() },
+            false => config,
+        };
         if config.lifted.any() {
             model::abstraction::covers(strategy)
                 .map_err(|why| format!("{strategy} takes no unbounded budget (any, --unbounded): {why}"))?;
@@ -451,7 +455,10 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 configs.push(config);
             }
             // Over the table, a row the abstraction does not cover is left out, said why.
-            Err(why) if table => skipped.push((strategy, why)),
+            Err(why) if table => {
+                let why = why.strip_prefix(strategy.name()).map_or(why.as_str(), str::trim_start).to_string();
+                skipped.push((strategy, why));
+            }
             Err(why) => anyhow::bail!(why),
         }
     }

@@ -143,8 +143,11 @@ pub fn text(reports: &[CheckReport], outcome: &Outcome) -> String {
             report.config.strategy
         );
     }
+    if !outcome.skipped.is_empty() {
+        out.push('\n');
+    }
     for (strategy, why) in &outcome.skipped {
-        let _ = writeln!(out, "\n{strategy}: not checked: {why}");
+        let _ = writeln!(out, "{strategy}: not checked: {why}");
     }
     let _ = writeln!(out, "\ncompared with {}", outcome.compared_with);
     for problem in &outcome.problems {
