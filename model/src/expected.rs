@@ -35,8 +35,9 @@ pub fn parse_unbounded(spec: &str) -> Result<ExpectedTable, String> {
 }
 
 fn parse_between(spec: &str, begin: &str, end: &str) -> Result<ExpectedTable, String> {
-    let start = spec.find(begin).ok_or(format!("spec.md has no {begin} marker"))? + begin.len();
-    let end = spec[start..].find(end).ok_or(format!("spec.md has no {end} marker"))? + start;
+    let name = |marker: &str| marker.trim_start_matches("<!-- ").trim_end_matches(" -->").to_string();
+    let start = spec.find(begin).ok_or_else(|| format!("spec.md has no {} marker", name(begin)))? + begin.len();
+    let end = spec[start..].find(end).ok_or_else(|| format!("spec.md has no {} marker", name(end)))? + start;
     let mut rows = spec[start..end].lines().map(str::trim).filter(|line| line.starts_with('|'));
     let header = cells(rows.next().ok_or("the expected table has no header")?);
     if header.len() != SAFETY.len() + 1 || header[1..].iter().zip(SAFETY).any(|(cell, name)| cell != name) {
