@@ -87,7 +87,11 @@ pub fn replay_generated(
         summary.traces += 1;
         summary.steps += actions.len();
         let description = format!("generated path {index}: {what}");
-        let trace = Trace::new(config.clone(), None, None, description, actions.to_vec());
+        // A path generated with a lifted budget (`any`) is a path of the abstraction, whose
+        // states rename epochs and drop counts: it replays in the ordinary configuration of the
+        // faults it uses (spec.md §7.1), as `model check` writes its counterexamples.
+        let path_config = if config.lifted.any() { config.concretised(actions) } else { config.clone() };
+        let trace = Trace::new(path_config, None, None, description, actions.to_vec());
         let Err(failure) = replay_counted(&trace, options, &mut summary.inside) else { return Ok(()) };
         summary.divergences += 1;
         let given = format!("--out {}", out.display());

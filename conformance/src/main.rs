@@ -15,7 +15,7 @@ use consumer::crash::CrashPlan;
 use consumer::log::{Log, LogError};
 use consumer::owner::{Mutation, Owner, OwnerError, Settings};
 use consumer::store::{Store, StoreOptions};
-use model::config::defaults;
+use model::config::{defaults, Budget, Lifted};
 use model::trace::Trace;
 use model::{Config, Strategy};
 use std::path::PathBuf;
@@ -195,12 +195,13 @@ struct TestArgs {
     /// Records appended per partition (default: the row's).
     #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     records: Option<u8>,
-    /// Owner crashes in a run (default: the row's).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    crashes: Option<u8>,
-    /// Rebalances in a run (default: the row's).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    rebalances: Option<u8>,
+    /// Owner crashes in a run (default: the row's), or `any`: every number of them, as in
+    /// `model check` (spec.md §7.1); each path replays in the budgets it uses.
+    #[arg(long, allow_hyphen_values = true, value_parser = budget_in())]
+    crashes: Option<Budget>,
+    /// Rebalances in a run (default: the row's), or `any`.
+    #[arg(long, allow_hyphen_values = true, value_parser = budget_in())]
+    rebalances: Option<Budget>,
     #[arg(long, allow_hyphen_values = true, default_value_t = defaults::COMMIT_EVERY, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     commit_every: u8,
     #[arg(long, allow_hyphen_values = true, default_value_t = defaults::INFLIGHT, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
@@ -213,23 +214,24 @@ struct TestArgs {
     #[arg(long, allow_hyphen_values = true, default_value_t = defaults::MAX_ATTEMPTS, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     max_attempts: u8,
     /// Lost acknowledgements (default: the row's).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    ack_losses: Option<u8>,
+    #[arg(long, allow_hyphen_values = true, value_parser = count_not_any(GROWS_THE_LOG))]
+    ack_losses: Option<Budget>,
     /// Retention steps (default: the row's).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    retentions: Option<u8>,
-    /// Second incarnations of an owner (default: the row's).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    pauses: Option<u8>,
+    #[arg(long, allow_hyphen_values = true, value_parser = count_not_any(MOVES_THE_START))]
+    retentions: Option<Budget>,
+    /// Second incarnations of an owner (default: the row's), or `any`: every number of them,
+    /// with as many earlier incarnations alive at once as the row has paused slots (at least 1).
+    #[arg(long, allow_hyphen_values = true, value_parser = budget_in())]
+    pauses: Option<Budget>,
     /// Log losses (default: the row's).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    log_losses: Option<u8>,
+    #[arg(long, allow_hyphen_values = true, value_parser = count_not_any(GROWS_THE_LOG))]
+    log_losses: Option<Budget>,
     /// Leader failures of a replicated partition (the acks rows; default: the row's).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    leader_failures: Option<u8>,
+    #[arg(long, allow_hyphen_values = true, value_parser = count_not_any(NOT_LIFTED))]
+    leader_failures: Option<Budget>,
     /// ISR shrinks of a replicated partition (the acks rows; default: the row's).
-    #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
-    isr_shrinks: Option<u8>,
+    #[arg(long, allow_hyphen_values = true, value_parser = count_not_any(NOT_LIFTED))]
+    isr_shrinks: Option<Budget>,
     /// Replay every model path of this many steps (and shorter ones that end), 1..=200.
     #[arg(long, allow_hyphen_values = true, conflicts_with = "walks", value_parser = count_in::<usize>(1, DEPTH_MAX))]
     depth: Option<usize>,
@@ -268,26 +270,38 @@ impl TestArgs {
                 Some(offset.parse().map_err(|_| anyhow::anyhow!("--poison '{offset}' is neither an offset nor none"))?)
             }
         };
-        Ok(Config {
+        let budget = |flag: Option<Budget>, row_default: u8| {
+            model::config::lifted_count(flag.unwrap_or(Budget::Count(row_default)), row_default)
+        };
+        let (crashes, lift_crashes) = budget(self.crashes, row.crashes);
+        let (rebalances, lift_rebalances) = budget(self.rebalances, row.rebalances);
+        let (pauses, lift_pauses) = budget(self.pauses, row.pauses);
+        let config = Config {
             groups: self.groups.unwrap_or(row.groups),
             owners: self.owners.unwrap_or(row.owners),
             partitions: self.partitions.unwrap_or(row.partitions),
             records: self.records.unwrap_or(row.records),
-            crashes: self.crashes.unwrap_or(row.crashes),
-            rebalances: self.rebalances.unwrap_or(row.rebalances),
+            crashes,
+            rebalances,
             commit_every: self.commit_every,
             inflight: self.inflight,
             delta: self.delta,
             poison,
             max_attempts: self.max_attempts,
-            ack_losses: self.ack_losses.unwrap_or(row.ack_losses),
-            retentions: self.retentions.unwrap_or(row.retentions),
-            pauses: self.pauses.unwrap_or(row.pauses),
-            log_losses: self.log_losses.unwrap_or(row.log_losses),
-            leader_failures: self.leader_failures.unwrap_or(row.leader_failures),
-            isr_shrinks: self.isr_shrinks.unwrap_or(row.isr_shrinks),
+            ack_losses: count_of(self.ack_losses).unwrap_or(row.ack_losses),
+            retentions: count_of(self.retentions).unwrap_or(row.retentions),
+            pauses,
+            log_losses: count_of(self.log_losses).unwrap_or(row.log_losses),
+            leader_failures: count_of(self.leader_failures).unwrap_or(row.leader_failures),
+            isr_shrinks: count_of(self.isr_shrinks).unwrap_or(row.isr_shrinks),
+            lifted: Lifted { crashes: lift_crashes, rebalances: lift_rebalances, pauses: lift_pauses },
             ..row
-        })
+        };
+        if config.lifted.any() {
+            model::abstraction::covers(self.strategy)
+                .map_err(|why| anyhow::anyhow!("{} takes no unbounded budget (any): {why}", self.strategy))?;
+        }
+        Ok(config)
     }
 }
 
@@ -392,6 +406,63 @@ where
         }
         self.0.parse_ref(cmd, arg, value)
     }
+}
+
+/// Why the other budgets take no `any` (spec.md §7.1: the abstraction keeps the log exact);
+/// the same words as `model check`'s.
+const GROWS_THE_LOG: &str = "every one appends a record once more, so the log would grow without bound";
+const MOVES_THE_START: &str =
+    "retention is kept exact (the log start is durable state the abstraction does not rename)";
+const NOT_LIFTED: &str = "only --crashes, --rebalances and --pauses take any";
+
+/// A liftable budget's parser: `any`, or a count as `count_in` parses it.
+fn budget_in() -> BudgetParser {
+    BudgetParser { why_not_any: None }
+}
+
+/// A budget that takes no `any`: the word gets one line saying why; a count is `count_in`'s.
+fn count_not_any(why: &'static str) -> BudgetParser {
+    BudgetParser { why_not_any: Some(why) }
+}
+
+/// `budget_in` and `count_not_any` (the model's CLI has the same parser): `Budget::Any` only
+/// when `why_not_any` is `None`.
+#[derive(Clone)]
+struct BudgetParser {
+    why_not_any: Option<&'static str>,
+}
+
+impl clap::builder::TypedValueParser for BudgetParser {
+    type Value = Budget;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Budget, clap::Error> {
+        if value.to_str() != Some(Budget::ANY) {
+            return count_in::<u8>(0, u64::from(u8::MAX)).parse_ref(cmd, arg, value).map(Budget::Count);
+        }
+        match self.why_not_any {
+            None => Ok(Budget::Any),
+            Some(why) => {
+                let flag = arg
+                    .and_then(clap::Arg::get_long)
+                    .map_or_else(|| "the value".to_string(), |long| format!("--{long}"));
+                let message = format!("{flag} any is refused: {why} (give a count)\n");
+                Err(clap::Error::raw(clap::error::ErrorKind::ValueValidation, message))
+            }
+        }
+    }
+}
+
+/// A budget `count_not_any` parsed: always a count.
+fn count_of(budget: Option<Budget>) -> Option<u8> {
+    budget.map(|budget| match budget {
+        Budget::Count(count) => count,
+        Budget::Any => unreachable!("count_not_any refuses any"),
+    })
 }
 
 /// Parses the command line; a usage error is one line on stderr and exit 2.

@@ -100,6 +100,44 @@ fn generated_walks_and_depths_conform() {
     }
 }
 
+/// `test` with `any` (spec.md §7.1): walks of the abstraction, each replayed in the faults it
+/// uses, conform (exit 0); `any` where the abstraction does not reach is one line and exit 2:
+/// a budget that is kept exact, and a transactional row whose epochs cannot be renamed.
+#[test]
+fn any_budgets_conform_and_are_refused_where_they_do_not_apply() {
+    let out = scratch("cli-any");
+    let out = out.display().to_string();
+    let lifted = ["--crashes", "any", "--rebalances", "any", "--pauses", "any"];
+    let walks = ["--walks", "20", "--seed", "1", "--mode", "in-process", "--out", &out];
+    let args =
+        [&["test", "--strategy", "atomic-fenced", "--groups", "1", "--records", "2"], &lifted[..], &walks].concat();
+    let output = conformance(&args);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{args:?}:\n{text}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(text.contains("20 passed, 0 failed"), "{args:?}:\n{text}");
+    let refused: [(&[&str], &str); 6] = [
+        (&["--ack-losses", "any"], "--ack-losses any is refused: every one appends a record once more"),
+        (&["--log-losses", "any"], "--log-losses any is refused: every one appends a record once more"),
+        (&["--retentions", "any"], "--retentions any is refused: retention is kept exact"),
+        (&["--leader-failures", "any"], "--leader-failures any is refused: only --crashes, --rebalances and --pauses"),
+        (&["--isr-shrinks", "any"], "--isr-shrinks any is refused: only --crashes, --rebalances and --pauses"),
+        (
+            &["--strategy", "txn-fenced", "--crashes", "any"],
+            "txn-fenced takes no unbounded budget (any): its output partitions keep producer epochs",
+        ),
+    ];
+    for (flags, expected) in refused {
+        let strategy: &[&str] = if flags.contains(&"--strategy") { &[] } else { &["--strategy", "atomic"] };
+        let args = [&["test"], strategy, flags, &["--walks", "1", "--seed", "1", "--out", &out]].concat();
+        let output = conformance(&args);
+        let errors = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {errors}");
+        assert_eq!(output.stdout, b"", "{args:?}");
+        assert_eq!(errors.lines().count(), 1, "{args:?}: {errors}");
+        assert!(errors.starts_with(&format!("error: {expected}")), "{args:?}: '{errors}' is not '{expected}'");
+    }
+}
+
 /// `test --depth` whose paths were cut at `--paths-max` replayed only some of them: an
 /// incomplete search (exit 3), which says so; all of them replayed: exit 0.
 #[test]

@@ -189,16 +189,7 @@ impl Bounds {
     /// cannot take is an error of one line.
     fn config(&self, strategy: Strategy) -> Result<Config, String> {
         let row = Config::new(strategy);
-        if self.unbounded {
-            let explicit = [("--crashes", self.crashes), ("--rebalances", self.rebalances), ("--pauses", self.pauses)];
-            if let Some((flag, Some(Budget::Count(count)))) =
-                explicit.into_iter().find(|(_, budget)| matches!(budget, Some(Budget::Count(_))))
-            {
-                return Err(format!(
-                    "--unbounded lifts {flag}, so {flag} {count} contradicts it: give one of them (or {flag} any)"
-                ));
-            }
-        }
+        self.contradiction()?;
         let (crashes, lift_crashes) = budget(self.crashes, row.crashes);
         let (rebalances, lift_rebalances) = budget(self.rebalances, row.rebalances);
         let (pauses, lift_pauses) = budget(self.pauses, row.pauses);
@@ -233,6 +224,23 @@ impl Bounds {
                 .map_err(|why| format!("{strategy} takes no unbounded budget (any, --unbounded): {why}"))?;
         }
         Ok(config)
+    }
+}
+
+impl Bounds {
+    /// `--unbounded` beside a count of a budget it lifts: an error of one line whatever the
+    /// row, so that over the table it is refused rather than every row left out for it.
+    fn contradiction(&self) -> Result<(), String> {
+        if !self.unbounded {
+            return Ok(());
+        }
+        let explicit = [("--crashes", self.crashes), ("--rebalances", self.rebalances), ("--pauses", self.pauses)];
+        match explicit.into_iter().find(|(_, budget)| matches!(budget, Some(Budget::Count(_)))) {
+            Some((flag, Some(Budget::Count(count)))) => Err(format!(
+                "--unbounded lifts {flag}, so {flag} {count} contradicts it: give one of them (or {flag} any)"
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -440,6 +448,7 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         None => Strategy::ALL.to_vec(),
     };
     let table = args.strategy.is_none();
+    args.bounds.contradiction().map_err(anyhow::Error::msg)?;
     let mut configs = Vec::new();
     let mut skipped = Vec::new();
     for &strategy in &strategies {

@@ -257,6 +257,32 @@ fn bad_input_exits_2_with_an_error_line_and_no_output() {
     }
 }
 
+/// `any` and `--unbounded` where they would prove nothing or do not apply: one line naming why,
+/// exit 2, nothing on stdout, and no search run (over the table too: a contradiction of the
+/// flags is refused, not every row left out for it).
+#[test]
+fn any_is_refused_in_one_line_where_it_does_not_apply() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["--unbounded", "--crashes", "2"], "--unbounded lifts --crashes, so --crashes 2 contradicts it"),
+        (&["--strategy", "atomic", "--unbounded", "--pauses", "1"], "--unbounded lifts --pauses, so --pauses 1"),
+        (&["--crashes", "any", "--search", "simulation"], "any (or --unbounded) needs a complete search"),
+        (
+            &["--strategy", "txn-fenced", "--crashes", "any"],
+            "txn-fenced takes no unbounded budget (any, --unbounded): its output partitions keep producer epochs",
+        ),
+        (&["--retentions", "any"], "--retentions any is refused: retention is kept exact"),
+        (&["--ack-losses", "any"], "--ack-losses any is refused: every one appends a record once more"),
+    ];
+    for (args, expected) in cases {
+        let output = model_check(args);
+        let errors = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {errors}");
+        assert_eq!(stdout(&output), "", "{args:?}");
+        assert_eq!(errors.lines().count(), 1, "{args:?}: {errors}");
+        assert!(errors.starts_with(&format!("error: {expected}")), "{args:?}: '{errors}' is not '{expected}'");
+    }
+}
+
 /// `--html` writes one self-contained page: the verdict table with a colour class per cell,
 /// each violation's timeline with the failing step marked and its numbered steps, and nothing
 /// fetched from elsewhere.
