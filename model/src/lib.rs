@@ -9,6 +9,7 @@
 pub mod abstraction;
 pub mod action;
 pub mod check;
+pub mod cli;
 pub mod collections;
 pub mod config;
 pub mod expected;
