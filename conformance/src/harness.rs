@@ -557,6 +557,8 @@ impl Harness {
             Some(state) => state,
             None => self.observe()?,
         };
+        // Like the model's, a state's witness bits are what the step into it showed.
+        self.witnessed = 0;
         self.witness_before(&before, *action);
         self.perform(*action, &before)?;
         if let Some(group) = action.group() {

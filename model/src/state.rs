@@ -96,7 +96,11 @@ pub struct State {
     /// Durable: per partition, whether the log lost acknowledged records (a `lose-tail`). A
     /// log that knows its acknowledged end refuses appends from then on (`LogCheck`).
     pub damaged: Vec<bool>,
-    /// Ghost: one bit per `Witness` reached so far, for the `sometimes` properties.
+    /// Ghost: one bit per `Witness` the step into this state reached, for the `sometimes`
+    /// properties. Only the last step's, not every step's so far: a situation is reached on a
+    /// path exactly when some step of it shows it, so `sometimes` needs no history, and a
+    /// history would tell apart states that differ only in how they were reached (at two
+    /// groups with every budget lifted it tripled the states).
     pub witnessed: u32,
 }
 
@@ -393,7 +397,8 @@ pub struct Ghost {
     pub read_aborted: bool,
 }
 
-/// Situations the `sometimes` properties must see reached, one bit each in `State::witnessed`.
+/// Situations the `sometimes` properties must see reached, one bit each in `State::witnessed`
+/// (set by the step that reaches them, cleared by the next: `step::apply_concrete`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Witness {
     /// An owner crashed between two durable writes of one record (or with applied, uncommitted records).

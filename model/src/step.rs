@@ -244,6 +244,8 @@ pub fn apply(config: &Config, state: &State, action: Action, next: &mut State) {
 /// epochs, counts and totals grow without bound when a budget is lifted. Only
 /// `model/tests/abstraction.rs` calls it directly, to check that α commutes with it.
 pub fn apply_concrete(config: &Config, state: &State, action: Action, next: &mut State) {
+    // A state's witness bits are the situations the step into it reached (`State::witnessed`).
+    next.witnessed = 0;
     match action {
         Action::Append { partition, delta } => produce(config, next, Send::Acked, partition, delta),
         Action::AppendAckLost { partition, delta } => produce(config, next, Send::AckLost, partition, delta),

@@ -239,7 +239,8 @@ fn groups_partitions(state: &State) -> impl Iterator<Item = (usize, &Group, usiz
 
 /// The state as a person reads it: the log, per group the total and each partition's row, per
 /// owner its leases with in-flight records and their stages, the ghost summarised in one line,
-/// the faults spent and the situations reached. (`{:?}` of a `State` is the full form.)
+/// the faults spent and the situations the step into it reached (`State::witnessed`). (`{:?}`
+/// of a `State` is the full form.)
 pub fn compact(state: &State) -> String {
     let mut out = String::new();
     for (p, deltas) in state.log.iter().enumerate() {
@@ -277,7 +278,8 @@ pub fn compact(state: &State) -> String {
     let spent: Vec<String> = faults.iter().filter(|(_, n)| *n > 0).map(|(name, n)| format!("{name} {n}")).collect();
     let _ = writeln!(out, "faults spent: {}", if spent.is_empty() { "none".to_string() } else { spent.join(", ") });
     let reached: Vec<&str> = Witness::ALL.iter().filter(|&&w| state.has_witnessed(w)).map(|w| w.name()).collect();
-    let _ = write!(out, "reached: {}", if reached.is_empty() { "nothing yet".to_string() } else { reached.join(", ") });
+    let reached = if reached.is_empty() { "nothing".to_string() } else { reached.join(", ") };
+    let _ = write!(out, "this step reached: {reached}");
     out
 }
 

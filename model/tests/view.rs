@@ -102,8 +102,13 @@ g1: total 0 | p0 next 0 epoch 1 owner o0
   o1: alive, owns nothing
   ghost: applied p0 [0, 0, 0]
 faults spent: crashes 1
-reached: crash-mid-record, replay";
+this step reached: nothing";
     assert_eq!(text, expected);
+    // The witness bits are the step's own: the fetch before showed the replay, the crash
+    // before it a crash between two writes.
+    let reached = |index: usize| compact(&path[index].0).lines().last().expect("a line").to_string();
+    assert_eq!(reached(path.len() - 2), "this step reached: replay");
+    assert_eq!(reached(path.len() - 4), "this step reached: crash-mid-record");
     assert_eq!(format!("{:#?}", path[0].0).lines().count(), 11, "{{:#?}} is the compact form");
     assert!(format!("{:#?}", path[0].0.full()).contains("witnessed: 0"), "the full form keeps every field");
     let verdicts = judge_path(&model, &path);
