@@ -10,6 +10,8 @@ pub mod error;
 pub mod fences;
 pub mod generate;
 pub mod harness;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 pub mod killpoints;
 pub mod observe;
 pub mod output;

@@ -65,6 +65,31 @@ enum Command {
     /// `--mode protocol` without `--worker`.
     #[command(hide = true, after_help = "Example:\n  conformance serve < requests.ndjson")]
     Serve,
+    /// The Kafka-protocol lane (built with `--features kafka`): traces replayed on an
+    /// in-process broker through a real Kafka client.
+    #[cfg(feature = "kafka")]
+    #[command(subcommand)]
+    Kafka(KafkaCommand),
+}
+
+#[cfg(feature = "kafka")]
+#[derive(Subcommand)]
+enum KafkaCommand {
+    /// Replay atomic-fenced, effect-first and commit-first traces on a broker in this process,
+    /// each step through the client and the group coordinator; other rows are left out, named.
+    #[command(after_help = "Example:\n  conformance kafka replay tests/traces/kafka")]
+    Replay {
+        /// Trace files or directories of them.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Where the traces' stores go (a new temporary directory by default; kept on a
+        /// divergence).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// One owner process of the lane, driven by `kafka replay`.
+    #[command(hide = true)]
+    Owner(kafka_lane::owner::OwnerCli),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -407,6 +432,8 @@ fn main() -> ExitCode {
         Command::CrossCheck(args) => run_cross_check(args),
         Command::Worker(args) => run_worker(args),
         Command::Serve => run_serve(),
+        #[cfg(feature = "kafka")]
+        Command::Kafka(command) => run_kafka(command),
     };
     // `{}`, not `{:#}`: the library's errors, like the consumer's, already include their
     // causes in one line.
@@ -675,6 +702,57 @@ fn run_worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Exit 0 after `quit` or at the end of input, 2 when `init` could not be served.
+#[cfg(feature = "kafka")]
+fn run_kafka(command: KafkaCommand) -> anyhow::Result<ExitCode> {
+    use conformance::kafka::{LaneSession, LaneVerdict};
+    let (paths, dir) = match command {
+        KafkaCommand::Owner(cli) => {
+            kafka_lane::owner::main(cli)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        KafkaCommand::Replay { paths, dir } => (paths, dir),
+    };
+    let files = corpus::expand(&paths)?;
+    let temporary = dir.is_none();
+    let dir = dir.unwrap_or_else(|| std::env::temp_dir().join(format!("onceproof-kafka-{}", std::process::id())));
+    let mut session = LaneSession::start(&std::env::current_exe()?, &["kafka"], &dir)?;
+    outln!("broker at {} (nisshi-broker 0.6.0, in this process); client rdkafka 0.39.0", session.bootstrap())?;
+    let (mut conforming, mut fenced, mut left_out, mut diverged) = (0, 0, 0, 0);
+    for file in &files {
+        let trace = corpus::load(file)?;
+        let report = session.replay(&trace)?;
+        let what = match &report.verdict {
+            LaneVerdict::Conforms => {
+                conforming += 1;
+                "conforms".to_string()
+            }
+            LaneVerdict::BrokerFenced { step, detail } => {
+                fenced += 1;
+                format!("broker-fenced at step {step}: {detail}")
+            }
+            LaneVerdict::LeftOut { step, reason } => {
+                left_out += 1;
+                format!("left out at step {step}: {reason}")
+            }
+            LaneVerdict::Diverged { step, detail } => {
+                diverged += 1;
+                format!("DIVERGED at step {step}: {detail}")
+            }
+        };
+        let name = file.display();
+        outln!("{name}: {what} ({} steps in {:.1} s)", report.steps_run, report.seconds)?;
+    }
+    session.stop()?;
+    outln!(
+        "{conforming} conform, {fenced} broker-fenced, {left_out} left out, {diverged} diverged ({} traces)",
+        files.len()
+    )?;
+    if temporary && diverged == 0 {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(if diverged == 0 { ExitCode::SUCCESS } else { ExitCode::from(DIVERGED) })
+}
+
 fn run_serve() -> anyhow::Result<ExitCode> {
     let stdin = std::io::stdin();
     match consumer::protocol::serve(stdin.lock(), std::io::stdout().lock())
