@@ -135,6 +135,21 @@ impl Clients {
         }
     }
 
+    /// The coordinator's state of `group` as the broker names it (ListGroups/DescribeGroups),
+    /// and its members' ids.
+    pub fn group_state(&self, group: &str) -> Result<(String, Vec<String>), LaneError> {
+        let list = self
+            .producer
+            .client()
+            .fetch_group_list(Some(group), CLIENT_TIMEOUT)
+            .map_err(client_error("describe a group"))?;
+        let found = list.groups().iter().find(|g| g.name() == group);
+        Ok(found.map_or_else(
+            || ("(none)".to_string(), Vec::new()),
+            |g| (g.state().to_string(), g.members().iter().map(|m| m.id().to_string()).collect()),
+        ))
+    }
+
     /// Ends the clients without librdkafka's shutdown (see the type's comment).
     pub fn leak(self) {
         std::mem::forget(self);

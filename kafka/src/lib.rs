@@ -24,6 +24,8 @@ pub mod error;
 pub mod load;
 #[cfg(feature = "kafka")]
 pub mod owner;
+#[cfg(feature = "kafka")]
+pub mod probe;
 
 /// The lane's default topic: one partition, as the model's rows with one partition.
 pub const TOPIC: &str = "onceproof";

@@ -31,6 +31,9 @@ enum Command {
     /// The load test: owner processes of one group on the broker, killed, joining and leaving
     /// at random while records are produced; totals compared with the exact sum at the end.
     Load(kafka_lane::load::LoadArgs),
+    /// Does the broker's relaxed commit fence show through the client? A frozen member commits
+    /// with its old generation while a new member's join rebalances the group.
+    ProbeRelaxed,
 }
 
 fn main() -> ExitCode {
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
         Command::Owner(cli) => kafka_lane::owner::main(cli).map_err(anyhow::Error::from),
         Command::Broker { listen, create_topic } => serve_broker(listen, create_topic),
         Command::Load(args) => kafka_lane::load::run(&args).map_err(anyhow::Error::from),
+        Command::ProbeRelaxed => probe_relaxed(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -62,4 +66,17 @@ fn serve_broker(listen: SocketAddr, create_topic: Option<String>) -> anyhow::Res
     loop {
         std::thread::park();
     }
+}
+
+fn probe_relaxed() -> anyhow::Result<()> {
+    let program = std::env::current_exe()?;
+    let dir = std::env::temp_dir().join(format!("onceproof-kafka-probe-{}", std::process::id()));
+    let report = kafka_lane::probe::relaxed(&program, &[], &dir)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    for line in &report.timeline {
+        println!("{line}");
+    }
+    let verdict = if report.stale_commit_accepted { "accepted" } else { "refused" };
+    println!("the frozen member's commit with its old generation, in state {}: {verdict}", report.state_at_commit);
+    Ok(())
 }

@@ -6,7 +6,9 @@
 //!
 //! | request | does | reply |
 //! |---|---|---|
-//! | `join`, `claim` | subscribes and waits for the coordinator to assign partition 0; then takes its lease: store-fenced, the store's epoch (claimed: + 1) and next offset; broker-committed, the broker's committed offset | `epoch`, `position` |
+//! | `join`, `claim`, `wait` | subscribes and (unless `wait` is false) waits for the coordinator to assign partition 0; then takes its lease: store-fenced, the store's epoch (claimed: + 1) and next offset; broker-committed, the broker's committed offset | `epoch`, `position` |
+//! | `wait-assigned`, `claim` | the second half of `join` | `epoch`, `position` |
+//! | `freeze` | stops polling, its client still a member (librdkafka heartbeats on) | |
 //! | `fetch`, `offset` | the record at `offset` (earlier ones are skipped, as a seek would) | `delta` |
 //! | `effect`, `offset` | `total += delta` in the store, blind | `outcome` |
 //! | `atomic`, `offset` | effect and next offset in one transaction, fenced by the lease's epoch (atomic-fenced) or by the stored next offset (atomic-cas) | `outcome`: `applied` or `fenced` |
@@ -269,7 +271,21 @@ impl Owner {
         let op = request["op"].as_str().unwrap_or("");
         let offset = request["offset"].as_u64();
         match op {
-            "join" => self.join(request["claim"].as_bool().unwrap_or(false)),
+            "join" => {
+                let claim = request["claim"].as_bool().unwrap_or(false);
+                self.subscribe()?;
+                if request["wait"] == json!(false) {
+                    return Ok(json!({"ok": true}));
+                }
+                self.wait_assigned(claim)
+            }
+            "wait-assigned" => self.wait_assigned(request["claim"].as_bool().unwrap_or(false)),
+            "freeze" => {
+                // The application stops (a long pause, a stuck handler) while its client stays
+                // a member: librdkafka's own threads go on heartbeating.
+                self.stalled = true;
+                Ok(json!({"ok": true}))
+            }
             "fetch" => self.fetch(offset.ok_or_else(|| self.malformed(op))?),
             "effect" => self.effect(offset.ok_or_else(|| self.malformed(op))?),
             "atomic" => self.atomic(offset.ok_or_else(|| self.malformed(op))?),
@@ -325,8 +341,8 @@ impl Owner {
         LaneError::Owner { owner: self.args.owner.clone(), detail }
     }
 
-    /// Joins the group (again) and waits until the coordinator assigns partition 0.
-    fn join(&mut self, claim: bool) -> Result<Value, LaneError> {
+    /// Joins the group (again): a fresh start, its lease and what it polled dropped.
+    fn subscribe(&mut self) -> Result<(), LaneError> {
         self.stalled = false;
         self.buffer.clear();
         self.lease = None;
@@ -334,6 +350,11 @@ impl Owner {
             self.client.subscribe(&[self.args.topic.as_str()]).map_err(|e| self.fail(format!("subscribe: {e}")))?;
             self.subscribed = true;
         }
+        Ok(())
+    }
+
+    /// Waits until the coordinator assigns partition 0, then takes the lease.
+    fn wait_assigned(&mut self, claim: bool) -> Result<Value, LaneError> {
         let started = Instant::now();
         while !self.assigned() {
             if started.elapsed() > WAIT_MAX {

@@ -87,16 +87,24 @@ fn bad_input_is_one_line_and_exit_2() {
     let cases = [
         Case { args: strings(&["broker", "--listen", &taken_address]), says: "is in use by another process" },
         Case {
-            args: strings(&["load", "--bootstrap", &closed_address, "--topic", "present", "--records", "10"]),
+            args: strings(&["load", "--bootstrap", &closed_address, "--topic", "present", "--records", "12"]),
             says: "cannot connect to a Kafka broker at",
         },
         Case {
-            args: strings(&["load", "--bootstrap", &broker.bootstrap, "--topic", "absent", "--records", "10"]),
+            args: strings(&["load", "--bootstrap", &broker.bootstrap, "--topic", "absent", "--records", "12"]),
             says: "the topic 'absent' does not exist on the broker at",
         },
         Case {
-            args: strings(&["load", "--bootstrap", &broker.bootstrap, "--records", "10"]),
+            args: strings(&["load", "--bootstrap", &broker.bootstrap, "--records", "12"]),
             says: "pass --topic with --bootstrap",
+        },
+        Case {
+            args: strings(&["load", "--records", "10", "--partitions", "4"]),
+            says: "--records 10 must be a positive multiple of --partitions 4",
+        },
+        Case {
+            args: strings(&["load", "--strategy", "commit-first"]),
+            says: "the load test runs atomic-fenced or effect-first",
         },
     ];
     for case in &cases {
