@@ -208,7 +208,9 @@ pub fn serve(args: OwnerArgs) -> Result<(), LaneError> {
             }
             Err(mpsc::TryRecvError::Disconnected) => std::process::exit(0),
         };
-        let reply = match serde_json::from_str::<Value>(&request) {
+        let parsed = serde_json::from_str::<Value>(&request);
+        let quit = parsed.as_ref().is_ok_and(|r| r["op"] == json!("quit"));
+        let reply = match parsed {
             Ok(request) => {
                 owner.handle(&request).unwrap_or_else(|error| json!({"ok": false, "error": error.to_string()}))
             }
@@ -219,7 +221,7 @@ pub fn serve(args: OwnerArgs) -> Result<(), LaneError> {
         if writeln!(out, "{reply}").and_then(|()| out.flush()).is_err() {
             std::process::exit(1);
         }
-        if request.contains("\"quit\"") {
+        if quit {
             std::process::exit(0);
         }
     }
@@ -398,19 +400,21 @@ impl Owner {
                 if next > offset {
                     return Err(self.fail(format!("fetch {offset}: the client returned offset {next} first")));
                 }
+                if self.lease.is_none() {
+                    return Err(self.fail(format!("fetch {offset} without a lease")));
+                }
                 self.buffer.pop_front();
-                let lease = self.lease.as_mut().ok_or_else(|| LaneError::Owner {
-                    owner: String::new(),
-                    detail: format!("fetch {offset} without a lease"),
-                })?;
+                let lease = self.lease.as_mut().expect("checked above");
                 lease.held.insert(offset, delta);
                 lease.position = offset + 1;
                 return Ok(json!({"ok": true, "delta": delta}));
             }
             if self.stalled {
-                // A zombie has only what it polled before it stalled.
-                return Ok(json!({"ok": false, "not_buffered": true,
-                    "error": format!("fetch {offset}: a stalled owner has not got it (a poll would rejoin the group)")}));
+                // A zombie has only what it polled before its client left the group (the
+                // driver never asks it for more).
+                return Err(
+                    self.fail(format!("fetch {offset}: a stalled owner did not poll it before it left the group"))
+                );
             }
             if started.elapsed() > WAIT_MAX {
                 return Err(self.fail(format!("fetch {offset}: no record within {WAIT_MAX:?}")));
