@@ -55,15 +55,7 @@ impl OwnerProcess {
             .map_err(|error| LaneError::Io { what: format!("start {}", lane.program.display()), error })?;
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
-        let (send, replies) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if send.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let replies = lines(stdout);
         Ok(OwnerProcess { name, child, stdin, replies })
     }
 
@@ -107,6 +99,21 @@ impl Drop for OwnerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The lines of `input`, read by a thread of their own: a receiver can wait with a timeout
+/// (the driver's replies) or be polled between other work (an owner's requests).
+pub fn lines(input: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (send, receive) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(input).lines() {
+            let Ok(line) = line else { break };
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    receive
 }
 
 /// Creates onceproof's store for the lane: one partition, group `group` with its progress row

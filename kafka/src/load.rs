@@ -87,6 +87,15 @@ struct Runner {
     name: String,
 }
 
+/// An owner still running when the load test ends, or fails half-way, is killed and reaped:
+/// nothing is left running.
+impl Drop for Runner {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Which partitions each owner holds now, from its assigned and revoked events.
 fn holding(events: &Mutex<Vec<Value>>) -> BTreeMap<String, usize> {
     let mut held: BTreeMap<String, std::collections::BTreeSet<u64>> = BTreeMap::new();
@@ -166,7 +175,7 @@ pub fn load(args: &LoadArgs, program: &std::path::Path) -> Result<LoadReport, La
         None => Some(crate::broker::Broker::start("127.0.0.1:0".parse().expect("literal"))?),
     };
     let bootstrap = args.bootstrap.clone().unwrap_or_else(|| broker.as_ref().expect("started").bootstrap());
-    let clients = Clients::connect(&bootstrap)?;
+    let mut clients = Clients::connect(&bootstrap)?;
     let topic = match (&args.bootstrap, &args.topic) {
         (Some(_), Some(topic)) => {
             clients.require_topic(topic)?;
@@ -245,12 +254,9 @@ pub fn load(args: &LoadArgs, program: &std::path::Path) -> Result<LoadReport, La
             next_disruption = Instant::now() + interval(&mut seeded);
         }
     }
-    drain(&clients, &lane, partitions, u64::from(args.records))?;
+    drain(&mut clients, &lane, partitions, u64::from(args.records))?;
     let seconds = started.elapsed().as_secs_f64();
-    for mut runner in owners {
-        let _ = runner.child.kill();
-        let _ = runner.child.wait();
-    }
+    drop(owners);
     let total = consumer::store::Store::open(&store, consumer::store::StoreOptions::default())?.total("load")?;
     let events = events.lock().expect("no reader panicked").clone();
     if let Ok(path) = std::env::var("ONCEPROOF_KAFKA_EVENTS") {
@@ -301,17 +307,16 @@ fn start_runner(
 
 /// Waits until every partition's progress reaches its end: the store's next offsets
 /// (atomic-fenced) or the broker's committed offsets (effect-first).
-fn drain(clients: &Clients, lane: &Lane, partitions: u32, records: u64) -> Result<(), LaneError> {
+fn drain(clients: &mut Clients, lane: &Lane, partitions: u32, records: u64) -> Result<(), LaneError> {
     let deadline = Instant::now() + Duration::from_secs(120);
     let per_partition =
         |p: u32| records / u64::from(partitions) + u64::from(u64::from(p) < records % u64::from(partitions));
-    let mut reader = Clients::connect(clients.bootstrap())?;
     loop {
         let mut done = true;
         for p in 0..partitions {
             let end = per_partition(p);
             let next = if lane.strategy.broker_committed() {
-                reader.committed(&lane.topic, "load", i32::try_from(p).expect("few"))?.unwrap_or(0)
+                clients.committed(&lane.topic, "load", i32::try_from(p).expect("few"))?.unwrap_or(0)
             } else {
                 let store = consumer::store::Store::open(&lane.store, consumer::store::StoreOptions::default())?;
                 store.progress("load", p)?.next_offset
@@ -319,11 +324,9 @@ fn drain(clients: &Clients, lane: &Lane, partitions: u32, records: u64) -> Resul
             done &= next >= end;
         }
         if done {
-            reader.leak();
             return Ok(());
         }
         if Instant::now() > deadline {
-            reader.leak();
             return Err(LaneError::Client {
                 operation: "drain the load topic".into(),
                 detail: "not every partition reached its end within 120 s".into(),

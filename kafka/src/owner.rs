@@ -29,7 +29,7 @@ use rdkafka::message::Message;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -197,7 +197,7 @@ pub fn serve(args: OwnerArgs) -> Result<(), LaneError> {
     let store = Store::open(&args.store, StoreOptions::default())?;
     let mut owner =
         Owner { args, client, store, subscribed: false, stalled: false, buffer: VecDeque::new(), lease: None };
-    let requests = spawn_reader();
+    let requests = crate::driver::lines(std::io::stdin());
     let stdout = std::io::stdout();
     loop {
         let request = match requests.try_recv() {
@@ -225,19 +225,6 @@ pub fn serve(args: OwnerArgs) -> Result<(), LaneError> {
             std::process::exit(0);
         }
     }
-}
-
-fn spawn_reader() -> mpsc::Receiver<String> {
-    let (send, receive) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            if send.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    receive
 }
 
 impl Owner {
@@ -520,7 +507,7 @@ pub fn run(args: OwnerArgs, commit_every: u32) -> Result<(), LaneError> {
     client
         .subscribe(&[args.topic.as_str()])
         .map_err(|e| LaneError::Owner { owner: args.owner.clone(), detail: format!("subscribe: {e}") })?;
-    let closed = spawn_reader();
+    let closed = crate::driver::lines(std::io::stdin());
     // Per partition: the lease's epoch and position (atomic-fenced) or nothing (effect-first).
     let mut leases: BTreeMap<i32, (i64, u64)> = BTreeMap::new();
     loop {
