@@ -13,7 +13,7 @@
 use crate::error::ScenarioError;
 use consumer::strategy::FencedWrite;
 use model::check::Verdict;
-use model::strategy::{Guard, OutOfRangePolicy, PoisonPolicy, Sequence, StartPolicy, Write};
+use model::strategy::{CommitFence, Guard, OutOfRangePolicy, PoisonPolicy, Sequence, StartPolicy, Write};
 use model::trace::Trace;
 use model::{Action, Config, ConsumerModel, State, Strategy};
 use stateright::Model;
@@ -70,7 +70,15 @@ pub struct FencedStep {
 /// model fences exactly these (`step::is_fenced_out`) when the row's guard is `Fenced`.
 pub fn fenced_write(config: &Config, action: &Action) -> Option<FencedWrite> {
     let write = action.owner_write()?;
-    match config.strategy.rules().guard {
+    let rules = config.strategy.rules();
+    let commit_checked = match rules.commit_fence {
+        CommitFence::Generation => true,
+        CommitFence::Blind => false,
+    };
+    if commit_checked && write.write == Write::CommitOffset {
+        return Some(FencedWrite::CommitOffset);
+    }
+    match rules.guard {
         Guard::Fenced => {}
         Guard::Blind | Guard::Cas => return None,
     }
@@ -121,14 +129,19 @@ pub fn fenced_steps(config: &Config, actions: &[Action]) -> Result<Vec<FencedSte
         .collect())
 }
 
-/// The fenced writes a row performs: its guard fences them, and its rules reach them.
+/// The fenced writes a row performs: its guard (or the broker's commit check) fences them, and
+/// its rules reach them.
 pub fn writes_of(strategy: Strategy) -> Vec<FencedWrite> {
     let rules = strategy.rules();
+    let mut writes = Vec::new();
+    match rules.commit_fence {
+        CommitFence::Generation => writes.push(FencedWrite::CommitOffset),
+        CommitFence::Blind => {}
+    }
     match rules.guard {
         Guard::Fenced => {}
-        Guard::Blind | Guard::Cas => return Vec::new(),
+        Guard::Blind | Guard::Cas => return writes,
     }
-    let mut writes = Vec::new();
     match rules.sequence {
         Sequence::Atomic
         | Sequence::AtomicThenEmail
@@ -204,7 +217,8 @@ impl Target {
             | FencedWrite::Attempts
             | FencedWrite::DeadLetter
             | FencedWrite::ProduceOutput
-            | FencedWrite::CommitTxn => 0,
+            | FencedWrite::CommitTxn
+            | FencedWrite::CommitOffset => 0,
         };
         match self.stale {
             Stale::Zombie => {

@@ -24,7 +24,7 @@ use model::collections::{SortedMap, SortedSet};
 use model::state::{
     Ghost, Group, Lease, Owner, PartitionRow, ProducerState, Replicas, Stage, State, Store as ModelStore, Witness,
 };
-use model::strategy::{OutOfRangePolicy, Sequence};
+use model::strategy::{Coordinator, OutOfRangePolicy, Sequence};
 use model::{Action, Config};
 use replicated::{Answered, Replicated, Sent};
 use std::path::{Path, PathBuf};
@@ -109,6 +109,9 @@ pub struct Harness {
     owners: Vec<Vec<Option<Box<dyn OwnerHandle>>>>,
     /// Per group and paused slot, the owner that earlier incarnation runs as.
     paused_of: Vec<Vec<Option<u8>>>,
+    /// The harness is the coordinator: per group and partition, the owner a forming
+    /// rebalance moves it to until its sync (`Coordinator::Forming`; never set otherwise).
+    forming: Vec<Vec<Option<u8>>>,
     /// Ghost history as observed in the real system (never copied from the model).
     ghosts: Vec<Ghost>,
     crashes_used: u8,
@@ -289,6 +292,7 @@ pub fn step_kind(action: &Action) -> Option<StepKind> {
         | Action::Crash { .. }
         | Action::Restart { .. }
         | Action::Rebalance { .. }
+        | Action::Sync { .. }
         | Action::Pause { .. }
         | Action::LoseTail { .. }
         | Action::Retain { .. }
@@ -431,6 +435,7 @@ impl Harness {
             log_losses_used: 0,
 
             paused_of: vec![vec![None; usize::from(config.pauses)]; usize::from(config.groups)],
+            forming: vec![vec![None; usize::from(config.partitions)]; usize::from(config.groups)],
             retentions_used: 0,
             producer: vec![ProducerState { sent: 0, unacked: None }; usize::from(config.partitions)],
             sends: vec![Vec::new(); usize::from(config.partitions)],
@@ -702,7 +707,22 @@ impl Harness {
                 self.owners[usize::from(group)][usize::from(owner)] = Some(handle);
                 Ok(())
             }
-            Action::Rebalance { group, partition, to_owner } => self.rebalance(group, partition, to_owner),
+            Action::Rebalance { group, partition, to_owner } => {
+                self.rebalances_used += 1;
+                match self.config.strategy.rules().coordinator {
+                    Coordinator::Atomic => self.move_partition(group, partition, to_owner),
+                    // The group begins forming: nothing changes in the store until the sync.
+                    Coordinator::Forming => {
+                        self.forming[usize::from(group)][usize::from(partition)] = Some(to_owner);
+                        Ok(())
+                    }
+                }
+            }
+            Action::Sync { group, partition } => {
+                let forming = self.forming[usize::from(group)][usize::from(partition)].take();
+                let to_owner = forming.ok_or(Error::Unsupported("a sync of a group that is not forming"))?;
+                self.move_partition(group, partition, to_owner)
+            }
             Action::Pause { group, owner } => self.pause(group, owner),
             Action::LoseTail { partition, keep } => self.lose_tail(partition, keep),
             Action::RefuseAhead { group, owner, partition } => {
@@ -859,7 +879,9 @@ impl Harness {
 
     /// The coordinator's rebalance: the store's claim, then the assignment to the new owner
     /// if it is running (the old owner is not told).
-    fn rebalance(&mut self, group: u8, partition: u8, to_owner: u8) -> Result<(), Error> {
+    /// The coordinator's move of a partition: the store's claim (a new epoch, the new owner),
+    /// and the new owner, if running, told to take it.
+    fn move_partition(&mut self, group: u8, partition: u8, to_owner: u8) -> Result<(), Error> {
         let (name, to) = (group_name(group), owner_name(to_owner));
         match &mut self.store {
             StoreSide::Direct(store) => {
@@ -869,7 +891,6 @@ impl Harness {
                 agent.claim(&name, u32::from(partition), &to)?;
             }
         }
-        self.rebalances_used += 1;
         if let Some(handle) = &mut self.owners[usize::from(group)][usize::from(to_owner)] {
             handle.assign(u32::from(partition))?;
         }
@@ -1041,6 +1062,11 @@ impl Harness {
             }
             Outcome::OutOfRange { .. } => self.witness(Witness::OutOfRange),
             Outcome::Refused { .. } => self.witness(Witness::Refused),
+            // A commit the store took while the harness, as the coordinator, is forming the
+            // group: the old generation's, still current.
+            Outcome::Committed if self.forming[usize::from(group)][usize::from(partition)].is_some() => {
+                self.witness(Witness::CommitWhileForming);
+            }
             // What these did shows in the store, the leases, the provider's inbox and the index,
             // observed after the step (an email or an index write is no application: the
             // model's ghost counts the store's effect only).
@@ -1124,7 +1150,8 @@ impl Harness {
             }
             let ghost = self.ghosts[usize::from(group)].clone();
             let (inbox, index) = self.observe_externals(group)?;
-            groups.push(Group { store, inbox, index, owners, paused, ghost });
+            let forming = self.forming[usize::from(group)].clone();
+            groups.push(Group { store, inbox, index, owners, paused, forming, ghost });
         }
         let (leader_failures_used, isr_shrinks_used) =
             self.replicated.as_ref().map_or((0, 0), |r| (r.leader_failures_used, r.isr_shrinks_used));

@@ -87,7 +87,49 @@ pub fn all() -> Vec<(String, Trace)> {
     scenarios.extend(mechanism_cases());
     scenarios.extend(lab_cases());
     scenarios.extend(defence_cases());
+    scenarios.extend(broker_cases());
     scenarios
+}
+
+/// The broker rows' rebalance with a record applied and not committed, on both coordinators:
+/// the exact one refuses the old owner's commit and the new owner applies the record again;
+/// the forming one lands it while the group forms, and the new owner, assigned at the sync
+/// after the old one's session ended (a crash), starts past it. One group, as the Kafka lane
+/// replays them.
+fn broker_cases() -> Vec<(String, Trace)> {
+    let one_group = |c: &mut Config| c.groups = 1;
+    let commit = |owner, next_offset| Action::CommitOffset { group: 0, owner, partition: 0, next_offset };
+    let rebalance = Action::Rebalance { group: 0, partition: 0, to_owner: 1 };
+    let mut exact = Script::new(Strategy::BrokerEffectFirst, one_group);
+    exact.append(2).push(fetch(0, 0, 0)).push(apply_effect(0, 0, 0)).push(commit(0, 1));
+    exact.push(fetch(0, 0, 1)).push(apply_effect(0, 0, 1)).push(rebalance).push(commit(0, 2));
+    exact.push(fetch(0, 1, 1)).push(apply_effect(0, 1, 1)).push(commit(1, 2));
+    let mut relaxed = Script::new(Strategy::BrokerRelaxed, one_group);
+    relaxed.append(2).push(fetch(0, 0, 0)).push(apply_effect(0, 0, 0)).push(commit(0, 1));
+    relaxed.push(fetch(0, 0, 1)).push(apply_effect(0, 0, 1)).push(rebalance).push(commit(0, 2));
+    relaxed.push(crash(0, 0)).push(Action::Sync { group: 0, partition: 0 });
+    relaxed.append(1).push(fetch(0, 1, 2)).push(apply_effect(0, 1, 2)).push(commit(1, 3));
+    vec![
+        (
+            "scenario--broker-refuses-the-old-commit".to_string(),
+            exact.trace(
+                "no-duplicate",
+                Verdict::Violated,
+                "a rebalance between o0's effect of offset 1 and its commit: the broker refuses the commit \
+                 (generation) and o1 applies offset 1 again (total 15 for 10)",
+            ),
+        ),
+        (
+            "scenario--broker-relaxed-lands-the-old-commit".to_string(),
+            relaxed.trace(
+                "no-duplicate",
+                Verdict::Holds,
+                "the same rebalance on a forming coordinator: o0's commit of 2 lands while the group forms \
+                 (commit-while-forming), o0 crashes, the group forms and o1 starts at offset 2: each record \
+                 once",
+            ),
+        ),
+    ]
 }
 
 /// Issue 5's mechanisms, each across a crash or a retry: the dead-letter count survives a

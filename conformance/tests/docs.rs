@@ -306,7 +306,7 @@ fn placeholders_match_what_they_say() {
 /// offset of the poison record (the three poison rows). One record enables every step kind a
 /// row has (below); retry-forever needs two, its poison record second, because a partition
 /// never gets past a poison record there and `refuse-ahead` needs a checkpoint the log lost.
-const CLAIMABLE: [(&str, u8, Option<u8>); 30] = [
+const CLAIMABLE: [(&str, u8, Option<u8>); 33] = [
     ("commit-first", 1, None),
     ("effect-first", 1, None),
     ("periodic-commit", 1, None),
@@ -337,6 +337,9 @@ const CLAIMABLE: [(&str, u8, Option<u8>); 30] = [
     ("blind-set", 1, None),
     ("set-if-newer", 1, None),
     ("dedup-offset-only", 1, None),
+    ("broker-effect-first", 1, None),
+    ("broker-commit-first", 1, None),
+    ("broker-relaxed", 1, None),
 ];
 
 /// The rows whose effects land in onceproof's own files (the output log, the email provider,

@@ -7,7 +7,7 @@ use conformance::kafka::{lane_strategy, LaneSession, LaneVerdict};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// The lane's time cap: 51 traces take about 100 s (a rebalance through the coordinator costs
+/// The lane's time cap: 90 traces take about 185 s (a rebalance through the coordinator costs
 /// about a second).
 const LANE_CAP: Duration = Duration::from_secs(600);
 
@@ -25,12 +25,19 @@ const BROKER_FENCED: [&str; 7] = [
     "effect-first--no-silent-skip.json",
 ];
 
-/// The traces the lane leaves out, and why: its owners read one partition.
-const LEFT_OUT: [&str; 1] = ["scenario--dedup-atomic-keys-by-partition.json"];
+/// The traces the lane leaves out, and why: its owners read one partition; and broker-relaxed's
+/// group forms (its `sync`) while the member it replaces is still in it, which nisshi-broker
+/// 0.6.0 never does (it forms the group once that member's session ended).
+const LEFT_OUT: [&str; 4] = [
+    "broker-relaxed--fenced-writes.json",
+    "broker-relaxed--zombie-fenced.json",
+    "broker-relaxed--zombie-write.json",
+    "scenario--dedup-atomic-keys-by-partition.json",
+];
 
 /// How many traces of tests/traces are of the lane's rows: a regenerated corpus that loses
 /// some fails here rather than silently shrinking the lane.
-const LANE_TRACES: usize = 51;
+const LANE_TRACES: usize = 90;
 
 #[test]
 fn the_lane_rows_traces_replay_on_the_broker() {

@@ -56,7 +56,7 @@ const fn catch(file: &'static str, stale: Stale, step: usize, shows: &'static st
 use Stale::{EarlierIncarnation, Zombie};
 
 /// Every mutation, once, in `Mutation::ALL`'s order: what it removes, and the traces that catch it.
-const CASES: [(Mutation, Removes, &[Catch]); 8] = [
+const CASES: [(Mutation, Removes, &[Catch]); 9] = [
     (
         Mutation::NoFence(FencedWrite::ApplyAtomic),
         Removes::Fence(FencedWrite::ApplyAtomic),
@@ -128,6 +128,21 @@ const CASES: [(Mutation, Removes, &[Catch]); 8] = [
             // of landing.
             catch("txn-fenced--zombie-fenced--commit-txn.json", Zombie, 5, "(in: INSERT INTO txns"),
             catch("scenario--zombie-transaction-fenced.json", EarlierIncarnation, 8, "(in: INSERT INTO txns"),
+        ],
+    ),
+    (
+        Mutation::NoFence(FencedWrite::CommitOffset),
+        Removes::Fence(FencedWrite::CommitOffset),
+        &[
+            // The broker rows' stale commit lands instead of being refused: the stored next
+            // offset moves (and the stale owner keeps its lease).
+            catch("broker-effect-first--zombie-fenced.json", Zombie, 5, "+                         next_offset: 1,"),
+            catch(
+                "broker-effect-first--paused-fenced--commit-offset.json",
+                EarlierIncarnation,
+                5,
+                "+                         next_offset: 1,",
+            ),
         ],
     ),
     (
@@ -214,7 +229,7 @@ fn the_table_names_every_mutation_once_with_what_it_removes() {
         }
     }
     assert_eq!("no-fence".parse::<Mutation>(), Ok(Mutation::NoFence(FencedWrite::ApplyAtomic)), "the old name");
-    let refused = "no-fence:commit-offset".parse::<Mutation>().expect_err("commit-offset is never fenced");
+    let refused = "no-fence:apply-effect".parse::<Mutation>().expect_err("apply-effect is never fenced");
     for mutation in Mutation::ALL {
         assert!(refused.contains(mutation.name()), "the error lists {mutation}: {refused}");
     }

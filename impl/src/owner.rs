@@ -10,8 +10,8 @@ use crate::log::{decode_delta, Damage, Log, LogError, PartitionView, TailRepair}
 use crate::store::{AtomicAlso, Fact, FailurePolicy, Guard, Item, PoisonAttempt, Store, StoreError};
 pub use crate::strategy::Stage;
 use crate::strategy::{
-    BatchWrite, Checkpointing, FencedWrite, GuardKind, LogCheck, OutOfRange, ParallelCommit, PoisonPolicy, Rules,
-    Sequence, StartPolicy, Step, StepKind, Strategy,
+    BatchWrite, Checkpointing, CommitFence, FencedWrite, GuardKind, LogCheck, OutOfRange, ParallelCommit, PoisonPolicy,
+    Rules, Sequence, StartPolicy, Step, StepKind, Strategy,
 };
 use crate::txn::{OutputLog, Take, TxnError};
 use serde::{Deserialize, Serialize};
@@ -86,6 +86,7 @@ impl Mutation {
                 FencedWrite::ResetOffset => "no-fence:reset-offset",
                 FencedWrite::ProduceOutput => "no-fence:produce-output",
                 FencedWrite::CommitTxn => "no-fence:commit-txn",
+                FencedWrite::CommitOffset => "no-fence:commit-offset",
             },
             Mutation::NoCas => "no-cas",
             Mutation::NoEmailKey => "no-email-key",
@@ -101,7 +102,8 @@ impl Mutation {
                 | FencedWrite::DeadLetter
                 | FencedWrite::ResetOffset
                 | FencedWrite::ProduceOutput
-                | FencedWrite::CommitTxn => return guard,
+                | FencedWrite::CommitTxn
+                | FencedWrite::CommitOffset => return guard,
             },
             Mutation::NoCas => GuardKind::Cas,
             Mutation::NoEmailKey => return guard,
@@ -1330,8 +1332,16 @@ impl Owner {
     fn commit_offset(&mut self, partition: u32, next_offset: u64) -> Result<Outcome, OwnerError> {
         let crash = self.crash.clone();
         let mut inside = || crash.at(StepKind::CommitOffset, When::Inside, next_offset..next_offset + 1);
-        self.store.commit_offset(&self.group, partition, next_offset, &mut inside)?;
         let rules = self.settings.rules();
+        let fence = match rules.commit_fence {
+            CommitFence::Blind => None,
+            CommitFence::Fenced => self.settings.fence(FencedWrite::CommitOffset, Some(self.leases[&partition].epoch)),
+        };
+        match self.store.commit_offset(&self.group, partition, fence, next_offset, &mut inside) {
+            Ok(()) => {}
+            Err(StoreError::Fenced { held, current, .. }) => return Ok(self.fenced(partition, held, current)),
+            Err(error) => return Err(error.into()),
+        }
         let lease = self.lease_mut(partition);
         // Every other commit covers records already fetched; only the silent reset
         // (`earliest-silent`) commits past the position, with nothing in flight.

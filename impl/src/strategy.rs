@@ -105,6 +105,12 @@ named_enum! {
         /// atomic-fenced with the fact and an outbox row in the same transaction; a relay
         /// (`consumer relay`) copies outbox rows to the index idempotently.
         Outbox => "outbox",
+        /// effect-first with the offset committed as a Kafka broker stores it: the commit is
+        /// refused unless the lease's epoch (the group's generation) is the stored one; the
+        /// effect is not fenced.
+        BrokerEffectFirst => "broker-effect-first",
+        /// commit-first with the broker's fenced commit.
+        BrokerCommitFirst => "broker-commit-first",
     }
 }
 
@@ -113,6 +119,8 @@ named_enum! {
 pub struct Rules {
     pub sequence: Sequence,
     pub guard: GuardKind,
+    /// What checks a separate `commit-offset` write.
+    pub commit_fence: CommitFence,
     pub checkpoint: Checkpointing,
     pub poison: PoisonPolicy,
     /// What a record's effect does to its group's effect row.
@@ -282,6 +290,17 @@ pub enum GuardKind {
     Cas,
 }
 
+/// What a separate `commit-offset` write checks (the model's `CommitFence`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitFence {
+    /// Nothing: the consumer's own offset row, written blindly.
+    Blind,
+    /// The broker's check, emulated in the store: the lease epoch (the group's generation) must
+    /// equal the stored epoch, else the commit is refused (`Fenced`) and the owner drops the
+    /// partition. Only the offset is checked; the effect is written apart, unfenced.
+    Fenced,
+}
+
 /// When the checkpoint (`commit-offset`) is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Checkpointing {
@@ -358,13 +377,27 @@ impl Strategy {
             }
             Strategy::DualWrite => row(AtomicThenIndex, Fenced, PerBatch, NotHandled),
             Strategy::Outbox => row(AtomicWithOutbox, Fenced, PerBatch, NotHandled),
+            Strategy::BrokerEffectFirst => {
+                Rules { commit_fence: CommitFence::Fenced, ..row(EffectThenCommit, Blind, PerBatch, NotHandled) }
+            }
+            Strategy::BrokerCommitFirst => {
+                Rules { commit_fence: CommitFence::Fenced, ..row(CommitThenEffect, Blind, PerBatch, NotHandled) }
+            }
         }
     }
 }
 
 /// A row whose effect adds the delta and whose dedup ids (if any) name the record.
 const fn row(sequence: Sequence, guard: GuardKind, checkpoint: Checkpointing, poison: PoisonPolicy) -> Rules {
-    Rules { sequence, guard, checkpoint, poison, effect: EffectKind::Add, dedup_key: DedupKey::PartitionOffset }
+    Rules {
+        sequence,
+        guard,
+        commit_fence: CommitFence::Blind,
+        checkpoint,
+        poison,
+        effect: EffectKind::Add,
+        dedup_key: DedupKey::PartitionOffset,
+    }
 }
 
 /// The table's invariants hold for every row, or the crate does not compile.
@@ -387,6 +420,14 @@ impl Rules {
                 "a fence needs an apply-atomic or the transactional sequence"
             ),
             GuardKind::Cas => assert!(self.sequence.is_atomic(), "a CAS needs an apply-atomic sequence"),
+        }
+        // The broker's check is on a commit of the batch's own sequence.
+        if let CommitFence::Fenced = self.commit_fence {
+            assert!(
+                matches!(self.sequence, Sequence::EffectThenCommit | Sequence::CommitThenEffect)
+                    && matches!(self.checkpoint, Checkpointing::PerBatch),
+                "a fenced commit needs a per-batch commit-offset in the sequence"
+            );
         }
         // A poison record fails inside the plain `apply-atomic`, and its writes are fenced.
         if self.poison.is_handled() {
@@ -699,6 +740,8 @@ named_enum! {
         ProduceOutput => "produce-output",
         /// `commit-txn`'s store transaction, the commit point (txn-fenced).
         CommitTxn => "commit-txn",
+        /// `commit-offset` under the broker's check (broker-effect-first, broker-commit-first).
+        CommitOffset => "commit-offset",
     }
 }
 
@@ -869,7 +912,7 @@ mod tests {
             ApplyAtomic, ApplyDeduped, ApplyEffect, ApplyStamped, CommitOffset, CommitTxn, InsertProcessed,
             ProduceOutput, SendEmail, WriteIndex,
         };
-        let expected: [(Strategy, &[StepKind]); 24] = [
+        let expected: [(Strategy, &[StepKind]); 26] = [
             (Strategy::CommitFirst, &[CommitOffset, ApplyEffect]),
             (Strategy::EffectFirst, &[ApplyEffect, CommitOffset]),
             (Strategy::PeriodicCommit, &[ApplyEffect]),
@@ -894,6 +937,8 @@ mod tests {
             (Strategy::DedupOffsetOnly, &[ApplyDeduped, CommitOffset]),
             (Strategy::DualWrite, &[ApplyAtomic, WriteIndex]),
             (Strategy::Outbox, &[ApplyAtomic]),
+            (Strategy::BrokerEffectFirst, &[ApplyEffect, CommitOffset]),
+            (Strategy::BrokerCommitFirst, &[CommitOffset, ApplyEffect]),
         ];
         assert_eq!(expected.map(|(strategy, _)| strategy), Strategy::ALL, "one expectation per row, in order");
         for (strategy, writes) in expected {
@@ -916,6 +961,7 @@ mod tests {
             [
                 row.sequence != base.sequence,
                 row.guard != base.guard,
+                row.commit_fence != base.commit_fence,
                 row.checkpoint != base.checkpoint,
                 row.poison != base.poison,
                 row.effect != base.effect,
@@ -934,6 +980,8 @@ mod tests {
             (Strategy::DedupOffsetOnly, Strategy::DedupAtomic),
             (Strategy::DualWrite, Strategy::AtomicFenced),
             (Strategy::Outbox, Strategy::AtomicFenced),
+            (Strategy::BrokerEffectFirst, Strategy::EffectFirst),
+            (Strategy::BrokerCommitFirst, Strategy::CommitFirst),
         ] {
             assert_eq!(differs(row, base), 1, "{row} against {base}");
         }

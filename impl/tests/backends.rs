@@ -29,7 +29,8 @@ enum Op {
     ClaimOwnPartition(&'static str, u32, &'static str),
     AddEffect(&'static str, u32, &'static [(u64, i64)], bool, EffectKind),
     InsertProcessed(&'static str, u32, &'static [u64]),
-    CommitOffset(&'static str, u32, u64),
+    /// The fence (the broker rows' check of the held epoch), or none: blind.
+    CommitOffset(&'static str, u32, Option<i64>, u64),
     ApplyStamped(&'static str, u32, &'static [(u64, i64)], EffectKind),
     ApplyDeduped(&'static str, u32, &'static [(u64, i64)], DedupKey),
     ApplyAtomic(&'static str, u32, &'static [(u64, i64)], Guard, AtomicAlso),
@@ -83,7 +84,13 @@ const STEPS: &[(Op, &str)] = {
         (InsertProcessed("g", 0, &[3]), "Ok(()) inside 1"),
         (AddEffect("g", 0, &[(3, 2), (4, 2)], true, Add), "Ok([false, true]) inside 1"),
         (AddEffect("g", 0, &[(3, 2)], false, Add), "Ok([true]) inside 1"),
-        (CommitOffset("g", 0, 5), "Ok(()) inside 1"),
+        // The broker rows' commit: a stale epoch writes nothing; the current one commits.
+        (
+            CommitOffset("g", 0, Some(1), 9),
+            "Err(Fenced { group: \"g\", partition: 0, held: 1, current: 2 }) inside 0",
+        ),
+        (CommitOffset("g", 0, Some(2), 5), "Ok(()) inside 1"),
+        (CommitOffset("g", 0, None, 5), "Ok(()) inside 1"),
         // offset-stamp: only offsets above the stamp apply.
         (ApplyStamped("g", 1, &[(1, 3), (2, 3)], Add), "Ok([true, true]) inside 1"),
         (ApplyStamped("g", 1, &[(2, 3), (3, 3)], Add), "Ok([false, true]) inside 1"),
@@ -128,7 +135,7 @@ const STEPS: &[(Op, &str)] = {
         // earliest: the reset is recorded once however often it happens.
         (ResetOffset("g", 0, 2, 3), "Ok(9) inside 1"),
         (ResetOffset("g", 0, 1, 3), "Err(Fenced { group: \"g\", partition: 0, held: 1, current: 2 }) inside 0"),
-        (CommitOffset("g", 0, 9), "Ok(()) inside 1"),
+        (CommitOffset("g", 0, None, 9), "Ok(()) inside 1"),
         (ResetOffset("g", 0, 2, 3), "Ok(9) inside 1"),
         // repair: ids, attempts and the stamp at or past the end go, an offset past it moves back.
         // (dedup-atomic and offset-stamp leave partition 1's next offset at 1: they commit apart.)
@@ -210,7 +217,9 @@ fn call(store: &mut Store, op: Op, hook: &mut dyn FnMut()) -> String {
         Op::InsertProcessed(group, partition, offsets) => {
             neutral(store.insert_processed(group, partition, offsets, hook))
         }
-        Op::CommitOffset(group, partition, next) => neutral(store.commit_offset(group, partition, next, hook)),
+        Op::CommitOffset(group, partition, fence, next) => {
+            neutral(store.commit_offset(group, partition, fence, next, hook))
+        }
         Op::ApplyStamped(group, partition, pairs, effect) => {
             neutral(store.apply_stamped(group, partition, &items(pairs), effect, hook))
         }

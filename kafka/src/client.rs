@@ -16,6 +16,9 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the first contact may take before the broker is declared unreachable.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// `Clients::group_state` of a group the broker does not list.
+pub const UNLISTED: &str = "(none)";
+
 /// The harness's clients of one broker: an admin client, a producer and one offset reader per
 /// group. librdkafka's consumer can hang in its shutdown inside a test process (measured in
 /// docs/kafka-lane.md), so the readers are never dropped: `Clients::leak` ends them with the
@@ -136,7 +139,8 @@ impl Clients {
     }
 
     /// The coordinator's state of `group` as the broker names it (ListGroups/DescribeGroups),
-    /// and its members' ids.
+    /// and its members' ids; `UNLISTED` for a group the broker does not list (nisshi-broker
+    /// 0.6.0 lists only groups with a committed offset).
     pub fn group_state(&self, group: &str) -> Result<(String, Vec<String>), LaneError> {
         let list = self
             .producer
@@ -145,7 +149,7 @@ impl Clients {
             .map_err(client_error("describe a group"))?;
         let found = list.groups().iter().find(|g| g.name() == group);
         Ok(found.map_or_else(
-            || ("(none)".to_string(), Vec::new()),
+            || (UNLISTED.to_string(), Vec::new()),
             |g| (g.state().to_string(), g.members().iter().map(|m| m.id().to_string()).collect()),
         ))
     }

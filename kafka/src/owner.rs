@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `join`, `claim`, `wait` | subscribes and (unless `wait` is false) waits for the coordinator to assign partition 0; then takes its lease: store-fenced, the store's epoch (claimed: + 1) and next offset; broker-committed, the broker's committed offset | `epoch`, `position` |
 //! | `wait-assigned`, `claim` | the second half of `join` | `epoch`, `position` |
-//! | `freeze` | stops polling, its client still a member (librdkafka heartbeats on) | |
+//! | `freeze`, `log_end` (optional) | polls what the log holds below `log_end`, then stops polling, its client still a member (librdkafka heartbeats on) | |
 //! | `fetch`, `offset` | the record at `offset` (earlier ones are skipped, as a seek would) | `delta` |
 //! | `effect`, `offset` | `total += delta` in the store, blind | `outcome` |
 //! | `atomic`, `offset` | effect and next offset in one transaction, fenced by the lease's epoch (atomic-fenced) or by the stored next offset (atomic-cas) | `outcome`: `applied` or `fenced` |
@@ -272,6 +272,9 @@ impl Owner {
             "freeze" => {
                 // The application stops (a long pause, a stuck handler) while its client stays
                 // a member: librdkafka's own threads go on heartbeating.
+                if let Some(log_end) = request["log_end"].as_u64() {
+                    self.prefetch(log_end)?;
+                }
                 self.stalled = true;
                 Ok(json!({"ok": true}))
             }
@@ -292,20 +295,7 @@ impl Owner {
     /// on at once), and the owner stops polling but keeps its lease and whatever it polled: the
     /// application goes on with records its client no longer owns, a zombie.
     fn stall(&mut self, log_end: u64) -> Result<Value, LaneError> {
-        // First what the log holds now, as a client's prefetch would have it: so which records
-        // a zombie holds depends on the trace, not on timing.
-        let started = Instant::now();
-        let position = self.lease.as_ref().map(|lease| lease.position);
-        while let Some(position) = position {
-            let polled_to = self.buffer.back().map_or(position, |&(offset, _)| offset + 1);
-            if polled_to >= log_end || !self.subscribed {
-                break;
-            }
-            if started.elapsed() > WAIT_MAX {
-                return Err(self.fail(format!("records up to {log_end} not polled within {WAIT_MAX:?}")));
-            }
-            self.poll_once(POLL_SLICE);
-        }
+        self.prefetch(log_end)?;
         if self.subscribed {
             self.client.unsubscribe();
             self.subscribed = false;
@@ -320,6 +310,24 @@ impl Owner {
         }
         self.stalled = true;
         Ok(json!({"ok": true}))
+    }
+
+    /// Polls what the log holds below `log_end`, as a client's prefetch would have it: so which
+    /// records a zombie or a frozen owner holds depends on the trace, not on timing.
+    fn prefetch(&mut self, log_end: u64) -> Result<(), LaneError> {
+        let started = Instant::now();
+        let position = self.lease.as_ref().map(|lease| lease.position);
+        while let Some(position) = position {
+            let polled_to = self.buffer.back().map_or(position, |&(offset, _)| offset + 1);
+            if polled_to >= log_end || !self.subscribed {
+                break;
+            }
+            if started.elapsed() > WAIT_MAX {
+                return Err(self.fail(format!("records up to {log_end} not polled within {WAIT_MAX:?}")));
+            }
+            self.poll_once(POLL_SLICE);
+        }
+        Ok(())
     }
 
     fn malformed(&self, op: &str) -> LaneError {
@@ -466,7 +474,7 @@ impl Owner {
         if !self.args.strategy.broker_committed() {
             // dedup-atomic: the next offset in the store, blind, as the model's row writes it.
             let group = self.args.group.clone();
-            self.store.commit_offset(&group, 0, next_offset, &mut || {})?;
+            self.store.commit_offset(&group, 0, None, next_offset, &mut || {})?;
             if let Some(lease) = self.lease.as_mut() {
                 lease.held.remove(&next_offset.saturating_sub(1));
             }

@@ -55,6 +55,10 @@ pub enum Action {
     /// The coordinator moves a partition to another owner and bumps its epoch; the old owner
     /// is not told.
     Rebalance { group: u8, partition: u8, to_owner: u8 },
+    /// A forming coordinator's second step (the broker rows' `Coordinator::Forming`): the group
+    /// formed, so the partition's epoch + 1 and its owner the one the rebalance named, who (if
+    /// running) takes it at the offset committed by now.
+    Sync { group: u8, partition: u8 },
     /// Owner `owner` is started again while its current incarnation still runs (a paused
     /// process presumed dead, a supervisor's restart, an operator's second copy): the running
     /// one moves to a paused slot and keeps its leases; the new one starts as after a crash.
@@ -141,7 +145,8 @@ impl Action {
             | Action::FailOutOfRange { group, .. }
             | Action::Crash { group, .. }
             | Action::Restart { group, .. }
-            | Action::Rebalance { group, .. } => Some(group),
+            | Action::Rebalance { group, .. }
+            | Action::Sync { group, .. } => Some(group),
         }
     }
 
@@ -216,6 +221,7 @@ impl Action {
             | Action::Retain { partition, .. }
             | Action::LoseTail { partition, .. }
             | Action::Rebalance { partition, .. }
+            | Action::Sync { partition, .. }
             | Action::Fetch { partition, .. }
             | Action::RefuseAhead { partition, .. }
             | Action::FailOutOfRange { partition, .. }
@@ -240,6 +246,7 @@ impl Action {
             | Action::ReadOutput { .. } => Actor::Producer,
             Action::Retain { .. }
             | Action::Rebalance { .. }
+            | Action::Sync { .. }
             | Action::LoseTail { .. }
             | Action::Replicate { .. }
             | Action::ShrinkIsr { .. }
@@ -291,6 +298,7 @@ impl Action {
             | Action::Crash { .. }
             | Action::Restart { .. }
             | Action::Rebalance { .. }
+            | Action::Sync { .. }
             | Action::Pause { .. }
             | Action::LoseTail { .. }
             | Action::Replicate { .. }
@@ -351,6 +359,7 @@ impl Action {
             | Action::Crash { .. }
             | Action::Restart { .. }
             | Action::Rebalance { .. }
+            | Action::Sync { .. }
             | Action::Pause { .. }
             | Action::LoseTail { .. }
             | Action::RefuseAhead { .. }
@@ -471,6 +480,9 @@ impl Action {
             Action::Restart { .. } => write!(f, "{who} restarts"),
             Action::Rebalance { group, partition, to_owner } => {
                 write!(f, "rebalance g{group} p{partition} to o{to_owner}")
+            }
+            Action::Sync { group, partition } => {
+                write!(f, "g{group} forms: p{partition} goes to the owner its rebalance named")
             }
             Action::Pause { .. } => {
                 write!(f, "{who} is started again while its current incarnation still runs")

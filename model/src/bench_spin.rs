@@ -226,7 +226,10 @@ pub fn spin_peer(strategy: Strategy) -> Option<SpinPeer> {
         | Strategy::SetIfNewer
         | Strategy::DedupOffsetOnly
         | Strategy::DualWrite
-        | Strategy::Outbox => None,
+        | Strategy::Outbox
+        | Strategy::BrokerEffectFirst
+        | Strategy::BrokerCommitFirst
+        | Strategy::BrokerRelaxed => None,
     }
 }
 

@@ -215,13 +215,14 @@ fn out_entry(entry: &OutEntry) -> Value {
 }
 
 fn group(group: &Group) -> Value {
-    let Group { store, inbox, index, owners, paused, ghost } = group;
+    let Group { store, inbox, index, owners, paused, forming, ghost } = group;
     json!({
         "store": store_value(store),
         "inbox": map(inbox.iter().map(|(&key, &count)| (pair(key), int(count)))),
         "index": set(index.iter().map(|&key| pair(key)).collect()),
         "owners": list(owners, owner),
         "paused": list(paused, owner),
+        "forming": list(forming, |to| option(to.map(int))),
         "ghost": ghost_value(ghost),
     })
 }

@@ -36,7 +36,7 @@ pub use state::State;
 use action::{Actor, OwnerWrite};
 use state::Witness;
 use stateright::{Model, Property};
-use strategy::{EffectKind, Write};
+use strategy::{Coordinator, EffectKind, Write};
 
 /// The model of one configuration: the bounds and the strategy every owner runs.
 #[derive(Clone, Debug)]
@@ -146,9 +146,23 @@ impl ConsumerModel {
             }
             Action::Rebalance { group, partition, to_owner } => {
                 let (before, after) = (row(state, group, partition), row(&next, group, partition));
+                match self.config.strategy.rules().coordinator {
+                    Coordinator::Atomic => format!(
+                        "rebalance: g{group} p{partition} moves from o{} to o{to_owner}, epoch {} -> {}",
+                        before.owner, before.epoch, after.epoch
+                    ),
+                    Coordinator::Forming => format!(
+                        "rebalance begins: g{group} forms to move p{partition} from o{} to o{to_owner}; epoch {} \
+                         stays current until the sync",
+                        before.owner, before.epoch
+                    ),
+                }
+            }
+            Action::Sync { group, partition } => {
+                let (before, after) = (row(state, group, partition), row(&next, group, partition));
                 format!(
-                    "rebalance: g{group} p{partition} moves from o{} to o{to_owner}, epoch {} -> {}",
-                    before.owner, before.epoch, after.epoch
+                    "g{group} formed: p{partition} moves from o{} to o{}, epoch {} -> {}, at next offset {}",
+                    before.owner, after.owner, before.epoch, after.epoch, after.next_offset
                 )
             }
             Action::Fetch { partition, offset, .. } => {

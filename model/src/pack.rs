@@ -379,7 +379,7 @@ pack_struct!(State {
 });
 pack_struct!(Replicas { logs, leader, hw, isr, alive, in_flight, acked });
 pack_struct!(ProducerState { sent, unacked });
-pack_struct!(Group { store, inbox, index, owners, paused, ghost });
+pack_struct!(Group { store, inbox, index, owners, paused, forming, ghost });
 pack_struct!(Store { total, partitions, processed, attempts, dead_letters, resets, value, facts, outbox });
 pack_struct!(PartitionRow { next_offset, epoch, owner, stamp });
 pack_struct!(Owner { alive, leases, incarnation_of });

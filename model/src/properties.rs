@@ -4,7 +4,7 @@ use crate::action::{Action, Actor};
 use crate::config::Config;
 use crate::state::{Offset, Stage, State, Witness};
 use crate::strategy::{
-    Acks, EffectKind, Guard, LogCheck, OutOfRangePolicy, PoisonPolicy, Replication, Sequence, StartPolicy,
+    Acks, Coordinator, EffectKind, Guard, LogCheck, OutOfRangePolicy, PoisonPolicy, Replication, Sequence, StartPolicy,
 };
 use crate::ConsumerModel;
 use stateright::{Expectation, Property};
@@ -46,7 +46,7 @@ pub enum Role {
 }
 
 /// The `sometimes` properties and their role, in the order `properties_for` lists them.
-pub const SOMETIMES: [(&str, Role); 23] = [
+pub const SOMETIMES: [(&str, Role); 24] = [
     ("out-of-range", Role::FaultWitness),
     ("reset-recorded", Role::Observation),
     ("append-retried", Role::FaultWitness),
@@ -57,6 +57,7 @@ pub const SOMETIMES: [(&str, Role); 23] = [
     ("crash-after-write", Role::FaultWitness),
     ("crash-mid-record", Role::FaultWitness),
     ("zombie-write", Role::FaultWitness),
+    ("commit-while-forming", Role::FaultWitness),
     ("replay", Role::Observation),
     ("duplicate-skipped", Role::Observation),
     ("zombie-fenced", Role::Observation),
@@ -412,6 +413,11 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
     if zombies_possible {
         properties.push(Property::sometimes("zombie-write", |_, s: &State| s.has_witnessed(Witness::ZombieWrite)));
     }
+    // The forming coordinator's window struck: the old owner committed while its group formed.
+    if rules.coordinator == Coordinator::Forming && config.rebalances > 0 && config.owners > 1 {
+        let forming = |_: &ConsumerModel, s: &State| s.has_witnessed(Witness::CommitWhileForming);
+        properties.push(Property::sometimes("commit-while-forming", forming));
+    }
     if redelivery_possible {
         properties.push(Property::sometimes("replay", |_, s: &State| s.has_witnessed(Witness::Replay)));
     }
@@ -419,12 +425,12 @@ pub fn properties_for(config: &Config) -> Vec<Property<ConsumerModel>> {
         properties
             .push(Property::sometimes("duplicate-skipped", |_, s: &State| s.has_witnessed(Witness::DuplicateSkipped)));
     }
-    if rules.guard == Guard::Fenced && zombies_possible {
+    if rules.fences_stale_owners() && zombies_possible {
         properties.push(Property::sometimes("zombie-fenced", |_, s: &State| s.has_witnessed(Witness::ZombieFenced)));
     }
     if config.pauses > 0 {
         properties.push(Property::sometimes("paused-write", |_, s: &State| s.has_witnessed(Witness::PausedWrite)));
-        if rules.guard == Guard::Fenced && claims {
+        if rules.fences_stale_owners() && claims {
             let fenced = |_: &ConsumerModel, s: &State| s.has_witnessed(Witness::PausedFenced);
             properties.push(Property::sometimes("paused-fenced", fenced));
         }

@@ -47,7 +47,7 @@ clone_fields!(State {
     witnessed,
 });
 clone_fields!(Replicas { logs, leader, hw, isr, alive, in_flight, acked });
-clone_fields!(Group { store, inbox, index, owners, paused, ghost });
+clone_fields!(Group { store, inbox, index, owners, paused, forming, ghost });
 clone_fields!(Store { total, partitions, processed, attempts, dead_letters, resets, value, facts, outbox });
 clone_fields!(Owner { alive, leases, incarnation_of });
 clone_fields!(Lease { epoch, position, checkpoint, records, done });
@@ -217,6 +217,9 @@ pub struct Group {
     /// started again (`incarnation_of` names the owner), or free. Owner steps address slot `i`
     /// as owner `owners.len() + i`.
     pub paused: Vec<Owner>,
+    /// The coordinator's, per partition: the owner a rebalance is moving it to while the group
+    /// forms (`Coordinator::Forming`; always `None` under an atomic coordinator).
+    pub forming: Vec<Option<u8>>,
     pub ghost: Ghost,
 }
 
@@ -226,7 +229,7 @@ impl Group {
     /// parent's group after every successor (`search::expand_chunk`). The destructuring has no
     /// `..`: a new field fails to compile here until it is restored.
     pub fn restore_from(&mut self, source: &Group) {
-        let Group { store, inbox, index, owners, paused, ghost } = self;
+        let Group { store, inbox, index, owners, paused, forming, ghost } = self;
         if *store != source.store {
             store.clone_from(&source.store);
         }
@@ -246,6 +249,9 @@ impl Group {
                     slot.clone_from(source_slot);
                 }
             }
+        }
+        if *forming != source.forming {
+            forming.clone_from(&source.forming);
         }
         if *ghost != source.ghost {
             ghost.clone_from(&source.ghost);
@@ -442,6 +448,9 @@ pub enum Witness {
     NotEnoughReplicas = 18,
     /// Taking a partition aborted the open transaction of an earlier producer epoch.
     TxnAborted = 19,
+    /// The owner a forming rebalance moves a partition from committed while the group formed,
+    /// and the commit landed (the broker's coordinator keeps its generation current till then).
+    CommitWhileForming = 21,
     /// A leader failed holding records above the high watermark, and the election kept none
     /// of them (a clean one truncates to the high watermark; or no leader): records no
     /// consumer could read (they read below it) left the partition unread.
@@ -451,11 +460,11 @@ pub enum Witness {
 /// `State::witnessed` holds one bit per `Witness`: the last variant must fit. (With a `u16`
 /// the bits of the replication and transaction witnesses, 16 and up, overflowed: a panic in a
 /// debug build, and in a release build a shift that wraps onto the crash and replay bits.)
-const _: () = assert!((Witness::UnreadTruncated as u32) < u32::BITS);
+const _: () = assert!((Witness::CommitWhileForming as u32) < u32::BITS);
 
 impl Witness {
     /// Every witness, in bit order.
-    pub const ALL: [Witness; 21] = [
+    pub const ALL: [Witness; 22] = [
         Witness::CrashMidRecord,
         Witness::CrashAfterWrite,
         Witness::ZombieWrite,
@@ -477,6 +486,7 @@ impl Witness {
         Witness::NotEnoughReplicas,
         Witness::TxnAborted,
         Witness::UnreadTruncated,
+        Witness::CommitWhileForming,
     ];
 
     /// The name of the `sometimes` property that reads this witness.
@@ -503,12 +513,13 @@ impl Witness {
             Witness::NotEnoughReplicas => "not-enough-replicas",
             Witness::TxnAborted => "txn-aborted",
             Witness::UnreadTruncated => "unread-truncated",
+            Witness::CommitWhileForming => "commit-while-forming",
         }
     }
 }
 
 /// `Witness::ALL` lists every variant, in bit order (a new one must be added there).
-const _: () = assert!(Witness::ALL.len() == Witness::UnreadTruncated as usize + 1);
+const _: () = assert!(Witness::ALL.len() == Witness::CommitWhileForming as usize + 1);
 
 impl Stage {
     /// Whether the record's effect is still to be applied by the owner holding it.
@@ -545,6 +556,7 @@ impl State {
                 })
                 .collect(),
             paused: vec![Owner::free_slot(partitions); usize::from(config.pauses)],
+            forming: vec![None; partitions],
             ghost: Ghost {
                 applied: vec![vec![0; records]; partitions],
                 high_water: vec![0; partitions],
@@ -825,6 +837,9 @@ fn canonicalize_owners(group: &mut Group) {
     let renamed = permute(&mut group.owners, order);
     for row in &mut group.store.partitions {
         row.owner = renamed[usize::from(row.owner)];
+    }
+    for to_owner in group.forming.iter_mut().flatten() {
+        *to_owner = renamed[usize::from(*to_owner)];
     }
     // Paused slots run as a current owner: rename them alike, then sort them among
     // themselves (they are interchangeable with each other, never with current slots).

@@ -4,8 +4,8 @@ use crate::action::{Action, OwnerWrite};
 use crate::config::{Config, PARTITIONS_MAX};
 use crate::state::{Lease, Offset, Stage, State, Store, Witness};
 use crate::strategy::{
-    Checkpointing, DedupKey, EffectKind, Guard, LogCheck, OutOfRangePolicy, PoisonPolicy, ProducerRetry, Sequence,
-    StartPolicy, Write,
+    Checkpointing, CommitFence, Coordinator, DedupKey, EffectKind, Guard, LogCheck, OutOfRangePolicy, PoisonPolicy,
+    ProducerRetry, Sequence, StartPolicy, Write,
 };
 use crate::{replication, txn};
 
@@ -85,8 +85,15 @@ pub fn enabled_actions(config: &Config, state: &State, actions: &mut Vec<Action>
             actions.push(Action::Relay { group: g as u8 });
         }
     }
+    // A forming group's rebalance ends with its sync; it begins no other meanwhile.
+    for (g, group) in state.groups.iter().enumerate() {
+        for (p, _) in group.forming.iter().enumerate().filter(|(_, to)| to.is_some()) {
+            actions.push(Action::Sync { group: g as u8, partition: p as u8 });
+        }
+    }
     if config.allows_rebalance(state.rebalances_used) {
-        for (g, group) in state.groups.iter().enumerate() {
+        for (g, group) in state.groups.iter().enumerate().filter(|(_, group)| group.forming.iter().all(Option::is_none))
+        {
             for (p, row) in group.store.partitions.iter().enumerate() {
                 for to_owner in (0..config.owners).filter(|&o| o != row.owner) {
                     actions.push(Action::Rebalance { group: g as u8, partition: p as u8, to_owner });
@@ -262,6 +269,7 @@ pub fn apply_concrete(config: &Config, state: &State, action: Action, next: &mut
         Action::Crash { group, owner } => crash(config, next, group, owner),
         Action::Restart { group, owner } => restart(config, next, group, owner),
         Action::Rebalance { group, partition, to_owner } => rebalance(config, next, group, partition, to_owner),
+        Action::Sync { group, partition } => sync(config, next, group, partition),
         Action::Pause { group, owner } => pause(config, next, group, owner),
         Action::LoseTail { partition, keep } => lose_tail(config, next, partition, keep),
         Action::RefuseAhead { group, owner, partition } => refuse_ahead(next, (group, owner, partition)),
@@ -521,6 +529,23 @@ fn restart(config: &Config, state: &mut State, group: u8, owner: u8) {
 
 fn rebalance(config: &Config, state: &mut State, group: u8, partition: u8, to_owner: u8) {
     state.rebalances_used += 1;
+    match config.strategy.rules().coordinator {
+        Coordinator::Atomic => move_partition(config, state, group, partition, to_owner),
+        // The group begins forming: nothing moves until its sync.
+        Coordinator::Forming => state.groups[usize::from(group)].forming[usize::from(partition)] = Some(to_owner),
+    }
+}
+
+/// A forming group's sync: the partition moves to the owner its rebalance named.
+fn sync(config: &Config, state: &mut State, group: u8, partition: u8) {
+    let forming = &mut state.groups[usize::from(group)].forming[usize::from(partition)];
+    let to_owner = forming.take().expect("a sync is enabled only while its group forms");
+    move_partition(config, state, group, partition, to_owner);
+}
+
+/// The coordinator's move of a partition: a new epoch, the new owner recorded, and its lease
+/// at the committed offset if it runs.
+fn move_partition(config: &Config, state: &mut State, group: u8, partition: u8, to_owner: u8) {
     let group = &mut state.groups[usize::from(group)];
     let row = &mut group.store.partitions[usize::from(partition)];
     row.epoch += 1;
@@ -552,7 +577,7 @@ fn owner_write(config: &Config, store_before: &Store, state: &mut State, write: 
     match write.write {
         Write::ApplyEffect => apply_effect(config, state, lease, value),
         Write::InsertProcessed => insert_processed(state, lease, value),
-        Write::CommitOffset => commit_offset(config, state, lease, value),
+        Write::CommitOffset => commit_offset(config, state, lease, value, stale),
         Write::ApplyStamped => apply_stamped(config, state, lease, value),
         Write::ApplyDeduped => apply_deduped(config, state, lease, value),
         Write::ApplyAtomic => apply_atomic(config, state, lease, value, stale),
@@ -698,8 +723,28 @@ fn insert_processed(state: &mut State, (group, owner, partition): (u8, u8, u8), 
     lease_mut(state, group, owner, partition).records.insert(offset, Stage::Recorded);
 }
 
-fn commit_offset(config: &Config, state: &mut State, (group, owner, partition): (u8, u8, u8), next_offset: Offset) {
+/// A separate progress write. Written blindly, or (the broker rows) refused when the owner's
+/// epoch is stale: the owner, told, drops the partition, as a fenced transaction's owner does.
+fn commit_offset(
+    config: &Config,
+    state: &mut State,
+    (group, owner, partition): (u8, u8, u8),
+    next_offset: Offset,
+    stale: bool,
+) {
     let rules = config.strategy.rules();
+    match rules.commit_fence {
+        CommitFence::Generation if stale => {
+            fence(state, (group, owner, partition));
+            return;
+        }
+        CommitFence::Generation | CommitFence::Blind => {}
+    }
+    // The old generation is still current while its group forms: the commit lands, and the
+    // new owner will start from it.
+    if state.groups[usize::from(group)].forming[usize::from(partition)].is_some() {
+        state.witness(Witness::CommitWhileForming);
+    }
     store_checkpoint(state, group, partition, next_offset);
     if state.log_start[usize::from(partition)] == next_offset && rules.out_of_range == OutOfRangePolicy::Silent {
         state.witness(Witness::OutOfRange);

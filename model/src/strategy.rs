@@ -118,6 +118,14 @@ strategies! {
     DualWrite => "dual-write",
     /// atomic-fenced with an outbox row in the same transaction, relayed to the index.
     Outbox => "outbox",
+    /// effect-first with the offset committed to a Kafka broker, whose generation check refuses
+    /// a stale owner's commit; nothing fences the effect.
+    BrokerEffectFirst => "broker-effect-first",
+    /// commit-first with the offset committed to a Kafka broker, fenced by its generation check.
+    BrokerCommitFirst => "broker-commit-first",
+    /// broker-effect-first on a coordinator whose rebalance forms the group first: until the
+    /// new owner is assigned, the old generation stays current and its commits land.
+    BrokerRelaxed => "broker-relaxed",
 }
 
 /// The durable writes of one record after its fetch, in order (the checkpoint of the periodic
@@ -180,6 +188,29 @@ pub enum Guard {
     Fenced,
     /// The transaction reads the stored next offset and skips a record below it.
     Cas,
+}
+
+/// What checks a separate `commit-offset` write (the transactional writes have `Guard`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitFence {
+    /// Written blindly, whoever the owner is: the consumer's own offset table.
+    Blind,
+    /// A Kafka broker's offset commit: refused unless the owner's epoch (the group's generation)
+    /// is the current one, and the owner, told, drops the partition. The effect, written
+    /// elsewhere, is not fenced.
+    Generation,
+}
+
+/// How the group coordinator moves a partition (a `rebalance`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coordinator {
+    /// At once: the epoch moves and the new owner takes the partition in the same step.
+    Atomic,
+    /// In two steps, as a Kafka broker's coordinator: the `rebalance` begins the group's
+    /// forming (nothing changes in the offset store, and the old owner's generation stays
+    /// current, so its commits land); `sync` ends it: the epoch moves and the new owner takes
+    /// the partition at the offset committed by then.
+    Forming,
 }
 
 /// When the owner stores its checkpoint.
@@ -334,6 +365,8 @@ pub struct RowDefaults {
 pub struct Rules {
     pub sequence: Sequence,
     pub guard: Guard,
+    pub commit_fence: CommitFence,
+    pub coordinator: Coordinator,
     pub checkpoint: Checkpointing,
     pub poison: PoisonPolicy,
     pub out_of_range: OutOfRangePolicy,
@@ -395,6 +428,8 @@ const fn consumer(sequence: Sequence, guard: Guard, checkpoint: Checkpointing) -
     Rules {
         sequence,
         guard,
+        commit_fence: CommitFence::Blind,
+        coordinator: Coordinator::Atomic,
         checkpoint,
         poison: PoisonPolicy::Unhandled,
         out_of_range: OutOfRangePolicy::Fail,
@@ -491,6 +526,17 @@ impl Strategy {
             },
             Strategy::DualWrite => Rules { sequence: AtomicThenIndex, ..ATOMIC_FENCED },
             Strategy::Outbox => Rules { sequence: AtomicWithOutbox, ..ATOMIC_FENCED },
+            Strategy::BrokerEffectFirst => {
+                Rules { commit_fence: CommitFence::Generation, ..consumer(EffectThenCommit, Guard::Blind, PerRecord) }
+            }
+            Strategy::BrokerCommitFirst => {
+                Rules { commit_fence: CommitFence::Generation, ..consumer(CommitThenEffect, Guard::Blind, PerRecord) }
+            }
+            Strategy::BrokerRelaxed => Rules {
+                commit_fence: CommitFence::Generation,
+                coordinator: Coordinator::Forming,
+                ..consumer(EffectThenCommit, Guard::Blind, PerRecord)
+            },
         }
     }
 
@@ -585,6 +631,20 @@ impl Rules {
         by_sequence || self.guard == Guard::Cas
     }
 
+    /// Whether some write of the row checks the owner's epoch: a stale owner is told, and drops
+    /// the partition (the `Fenced` guard of the transactions, or the broker's commit check).
+    pub fn fences_stale_owners(&self) -> bool {
+        let guarded = match self.guard {
+            Guard::Fenced => true,
+            Guard::Blind | Guard::Cas => false,
+        };
+        let commit_checked = match self.commit_fence {
+            CommitFence::Generation => true,
+            CommitFence::Blind => false,
+        };
+        guarded || commit_checked
+    }
+
     /// Whether the owner holds several records and completes them in any order.
     pub fn is_parallel(&self) -> bool {
         match self.checkpoint {
@@ -614,7 +674,22 @@ impl Rules {
         let set_fits =
             self.effect == EffectKind::Add || matches!(self.sequence, Sequence::EffectThenCommit | Sequence::Stamped);
         let dedup_fits = self.dedup_key == DedupKey::PartitionOffset || self.sequence == Sequence::DedupedThenCommit;
-        checkpoint_fits && guard_fits && poison_fits && reset_fits && set_fits && dedup_fits
+        // The broker's check is on a commit of the record's own sequence, per record.
+        let commit_fence_fits = self.commit_fence == CommitFence::Blind
+            || (self.checkpoint == Checkpointing::PerRecord
+                && self.sequence.table().iter().any(|&(_, write)| write == Write::CommitOffset));
+        // The forming coordinator is the broker's: its rows commit to the broker, and take no
+        // transactional partition (a take is the txn rows').
+        let coordinator_fits = self.coordinator == Coordinator::Atomic
+            || (self.commit_fence == CommitFence::Generation && self.sequence != Sequence::Transactional);
+        checkpoint_fits
+            && guard_fits
+            && poison_fits
+            && reset_fits
+            && set_fits
+            && dedup_fits
+            && commit_fence_fits
+            && coordinator_fits
     }
 }
 

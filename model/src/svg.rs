@@ -112,6 +112,7 @@ pub fn timeline(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> Stri
             | Action::RetryAppend { .. }
             | Action::Retain { .. }
             | Action::Rebalance { .. }
+            | Action::Sync { .. }
             | Action::Restart { .. }
             | Action::Fetch { .. }
             | Action::FailOutOfRange { .. }

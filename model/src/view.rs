@@ -256,7 +256,8 @@ pub fn compact(state: &State) -> String {
         let rows: Vec<String> = (group.store.partitions.iter().enumerate())
             .map(|(p, row)| {
                 let stamp = row.stamp.map_or(String::new(), |s| format!(" stamp {s}"));
-                format!("p{p} next {} epoch {} owner o{}{stamp}", row.next_offset, row.epoch, row.owner)
+                let forming = group.forming[p].map_or(String::new(), |to| format!(" (forming: to o{to})"));
+                format!("p{p} next {} epoch {} owner o{}{stamp}{forming}", row.next_offset, row.epoch, row.owner)
             })
             .collect();
         let _ = writeln!(out, "g{g}: total {} | {}", group.store.total, rows.join(" | "));

@@ -95,6 +95,7 @@ struct Group {
     index: BTreeSet<(u8, u8)>,
     owners: Vec<Owner>,
     paused: Vec<Owner>,
+    forming: Vec<Opt<u8>>,
     ghost: Ghost,
 }
 
@@ -235,6 +236,7 @@ fn expected_group(group: &model::state::Group) -> Group {
         index: group.index.iter().copied().collect(),
         owners: group.owners.iter().map(expected_owner).collect(),
         paused: group.paused.iter().map(expected_owner).collect(),
+        forming: group.forming.iter().map(|&to| opt(to)).collect(),
         ghost: Ghost {
             applied: group.ghost.applied.clone(),
             high_water: group.ghost.high_water.clone(),

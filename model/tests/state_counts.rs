@@ -56,6 +56,9 @@ const SMALL_COUNTS: [(Strategy, usize); Strategy::ALL.len()] = [
     (Strategy::DedupOffsetOnly, 896),
     (Strategy::DualWrite, 413),
     (Strategy::Outbox, 393),
+    (Strategy::BrokerEffectFirst, 988),
+    (Strategy::BrokerCommitFirst, 476),
+    (Strategy::BrokerRelaxed, 1055),
 ];
 
 /// BFS unique states of `small_config(strategy)` with two partitions. Only the cheapest

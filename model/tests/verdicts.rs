@@ -280,6 +280,27 @@ const SMALL_VERDICTS: [(Strategy, [&str; SAFETY.len()]); Strategy::ALL.len()] = 
             "n/a", "n/a", "n/a", "n/a", "holds",
         ],
     ),
+    (
+        Strategy::BrokerEffectFirst,
+        [
+            "violated", "holds", "violated", "holds", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a",
+        ],
+    ),
+    (
+        Strategy::BrokerCommitFirst,
+        [
+            "holds", "violated", "violated", "holds", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a",
+        ],
+    ),
+    (
+        Strategy::BrokerRelaxed,
+        [
+            "violated", "holds", "violated", "holds", "holds", "violated", "violated", "n/a", "n/a", "n/a", "n/a",
+            "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a",
+        ],
+    ),
 ];
 
 /// Every strategy's BFS report on its small configuration, computed once and shared by the

@@ -65,7 +65,10 @@ const REASONS: [(&str, &str, &str); 6] = [
 fn violations_are_explained_in_words() {
     let corpus = corpus();
     for (name, property, words) in REASONS {
-        let (_, trace) = corpus.iter().find(|(file, _)| file.ends_with(name)).unwrap_or_else(|| panic!("no {name}"));
+        let (_, trace) = corpus
+            .iter()
+            .find(|(file, _)| Path::new(file).file_name() == Some(name.as_ref()))
+            .unwrap_or_else(|| panic!("no {name}"));
         let model = ConsumerModel::new(trace.config.clone());
         let verdicts = judge_path(&model, &path_of(&model, &trace.actions));
         let outcome = &verdicts.iter().find(|v| v.name == property).expect("the trace's property").outcome;
@@ -179,7 +182,10 @@ fn contrast(a: &str, b: &str) -> f64 {
 fn the_timeline_is_readable_and_marks_the_violation() {
     let corpus = corpus();
     for name in ["effect-first--monotonic-checkpoint.json", "effect-first--crash-mid-record.json"] {
-        let (_, trace) = corpus.iter().find(|(file, _)| file.ends_with(name)).unwrap_or_else(|| panic!("no {name}"));
+        let (_, trace) = corpus
+            .iter()
+            .find(|(file, _)| Path::new(file).file_name() == Some(name.as_ref()))
+            .unwrap_or_else(|| panic!("no {name}"));
         let model = ConsumerModel::new(trace.config.clone());
         let svg = model::svg::timeline(&model, &path_of(&model, &trace.actions));
         let background = attribute_values(&svg, "fill='").next().expect("the background rect comes first");

@@ -116,6 +116,11 @@ pub fn real_row(strategy: Strategy) -> RealRow {
         Model::DedupOffsetOnly => row(Real::DedupOffsetOnly, Fail, SameSequence),
         Model::DualWrite => row(Real::DualWrite, Fail, SameSequence),
         Model::Outbox => row(Real::Outbox, Fail, SameSequence),
+        Model::BrokerEffectFirst => row(Real::BrokerEffectFirst, Fail, SameSequence),
+        Model::BrokerCommitFirst => row(Real::BrokerCommitFirst, Fail, SameSequence),
+        // The relaxed rule is the coordinator's, which the harness is: the consumer is
+        // broker-effect-first's.
+        Model::BrokerRelaxed => row(Real::BrokerEffectFirst, Fail, SameSequence),
     }
 }
 
@@ -129,7 +134,7 @@ mod tests {
 
     /// The consumer rules a row's owners follow: what a real consumer strategy must match.
     fn consumer_rules(rules: &Rules) -> impl PartialEq + std::fmt::Debug {
-        (rules.sequence, rules.guard, rules.checkpoint, rules.poison, rules.effect, rules.dedup_key)
+        (rules.sequence, rules.guard, rules.commit_fence, rules.checkpoint, rules.poison, rules.effect, rules.dedup_key)
     }
 
     /// Every model row's real system follows the model's own rules for that row (the crates
@@ -197,7 +202,7 @@ mod tests {
     /// consumer's own table (`consumer::strategy::Strategy::rules`): the same sequence of durable
     /// writes (the email before or after the store's commit, with or without a key; the index
     /// written apart or through the outbox), the same guard, the same effect (an add or issue
-    /// 14's set) and the same dedup scope. Each enum is matched whole, so a new sequence, guard,
+    /// 14's set), the same check of a separate commit and the same dedup scope. Each enum is matched whole, so a new sequence, guard,
     /// effect or scope on either side does not compile until it is mapped here.
     #[test]
     fn every_row_runs_a_consumer_with_the_models_writes_effect_and_dedup_scope() {
@@ -224,6 +229,10 @@ mod tests {
                 spec::Guard::Fenced => real::GuardKind::Fenced,
                 spec::Guard::Cas => real::GuardKind::Cas,
             };
+            let commit_fence = match model_rules.commit_fence {
+                spec::CommitFence::Blind => real::CommitFence::Blind,
+                spec::CommitFence::Generation => real::CommitFence::Fenced,
+            };
             let effect = match model_rules.effect {
                 spec::EffectKind::Add => real::EffectKind::Add,
                 spec::EffectKind::Set => real::EffectKind::Set,
@@ -234,6 +243,7 @@ mod tests {
             };
             assert_eq!(real_rules.sequence, sequence, "{strategy}");
             assert_eq!(real_rules.guard, guard, "{strategy}");
+            assert_eq!(real_rules.commit_fence, commit_fence, "{strategy}");
             assert_eq!(real_rules.effect, effect, "{strategy}");
             assert_eq!(real_rules.dedup_key, dedup_key, "{strategy}");
         }

@@ -227,14 +227,17 @@ impl Store {
         dispatch!(self, s => s.insert_processed(group, partition, offsets, inside))
     }
 
+    /// `commit-offset`: `next_offset` written blindly, or, with `fence` (the broker rows' check),
+    /// only when the stored epoch is the one held (`StoreError::Fenced`, nothing written, else).
     pub fn commit_offset(
         &mut self,
         group: &str,
         partition: u32,
+        fence: Option<i64>,
         next_offset: u64,
         inside: InsideHook<'_>,
     ) -> Result<(), StoreError> {
-        dispatch!(self, s => s.commit_offset(group, partition, next_offset, inside))
+        dispatch!(self, s => s.commit_offset(group, partition, fence, next_offset, inside))
     }
 
     pub fn apply_stamped(

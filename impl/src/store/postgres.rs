@@ -650,10 +650,14 @@ impl PgStore {
         &mut self,
         group: &str,
         partition: u32,
+        fence: Option<i64>,
         next_offset: u64,
         inside: InsideHook<'_>,
     ) -> Result<(), StoreError> {
         self.write(inside, |write| {
+            if let Some(held) = fence {
+                lock_and_check_epoch(write, group, partition, held)?;
+            }
             write.exec(SET_NEXT_SQL, &[&group, &i64::from(partition), &(next_offset as i64)])?;
             Ok(())
         })

@@ -399,10 +399,14 @@ impl SqliteStore {
         &mut self,
         group: &str,
         partition: u32,
+        fence: Option<i64>,
         next_offset: u64,
         inside: InsideHook<'_>,
     ) -> Result<(), StoreError> {
-        self.write(inside, |write| write.exec(SET_NEXT_SQL, params![group, partition, next_offset]).map(|_| ()))
+        self.write(inside, |write| {
+            check_fence(write, group, partition, fence)?;
+            write.exec(SET_NEXT_SQL, params![group, partition, next_offset]).map(|_| ())
+        })
     }
 
     /// `apply-stamped`: for each item, set-if-newer: the delta is added (`EffectKind::Set`: the
