@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Re-runs the witnesses behind MUTANTS.md's killed survivors (issue 15): for every `killed`
+# Re-runs the witnesses behind MUTANTS.md's killed survivors: for every `killed`
 # row of mutants/GROUP/verdicts.tsv, applies its patch (the mutant, as a diff against this
 # tree) to impl/src, builds the named tests, runs them (they must fail), and restores impl/src.
 #

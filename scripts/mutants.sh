@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One shard of the mutation run of issue 15 (MUTANTS.md): `scripts/mutants.sh GROUP K/N`.
+# One shard of the mutation run (MUTANTS.md): `scripts/mutants.sh GROUP K/N`.
 #
 #   GROUP  owner (owner.rs, owner/, strategy.rs) | store (store/) | log (log/, replication/)
 #   K/N    shard K of N, K counted from 0 (cargo-mutants' `--shard`, slice sharding: shard K

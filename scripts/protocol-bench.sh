@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The open protocol's cost (issue 19): the whole corpus replayed against this consumer as
+# The open protocol's cost: the whole corpus replayed against this consumer as
 # worker processes (the internal line protocol) and over the open JSON protocol (`--mode
 # protocol`: this consumer's `serve`, plus the store-role process), alternately, ROUNDS times
 # each (default 5), in a release build. Prints each run's wall and CPU seconds (children

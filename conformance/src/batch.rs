@@ -10,7 +10,7 @@ use crate::replay::{replay_counted, Inside};
 use model::trace::Trace;
 use model::{Action, Config, ConsumerModel};
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Generated model paths and how they are made. Each is generated, replayed and dropped in
@@ -68,6 +68,19 @@ impl fmt::Display for Summary {
     }
 }
 
+/// `DIR/STEM.json`, or, when an earlier run left a file there, the first of `STEM-2.json`,
+/// `STEM-3.json`, ... that is free: a divergence never replaces an earlier run's.
+fn unused_path(dir: &Path, stem: &str) -> PathBuf {
+    let first = dir.join(format!("{stem}.json"));
+    if std::fs::symlink_metadata(&first).is_err() {
+        return first;
+    }
+    (2u64..)
+        .map(|n| dir.join(format!("{stem}-{n}.json")))
+        .find(|path| std::fs::symlink_metadata(path).is_err())
+        .expect("some numbered name is free")
+}
+
 /// Replays every generated path of `config`; a divergent one is saved in `out` and reported
 /// through `report` with its reproduce commands. `Err` only when a file cannot be written.
 pub fn replay_generated(
@@ -85,22 +98,27 @@ pub fn replay_generated(
     let mut replay_one = |actions: &[Action]| -> Result<(), Error> {
         let index = summary.traces;
         summary.traces += 1;
-        summary.steps += actions.len();
         let description = format!("generated path {index}: {what}");
         // A path generated with a lifted budget (`any`) is a path of the abstraction, whose
         // states rename epochs and drop counts: it replays in the ordinary configuration of the
         // faults it uses (spec.md §7.1), as `model check` writes its counterexamples.
         let path_config = if config.lifted.any() { config.concretised(actions) } else { config.clone() };
         let trace = Trace::new(path_config, None, None, description, actions.to_vec());
-        let Err(failure) = replay_counted(&trace, options, &mut summary.inside) else { return Ok(()) };
+        let Err(failure) = replay_counted(&trace, options, &mut summary.inside) else {
+            summary.steps += actions.len();
+            return Ok(());
+        };
+        // The steps the real system ran: a divergence at step 6 of 9 ran 6.
+        summary.steps += failure.steps_run(actions.len());
         summary.divergences += 1;
         let given = format!("--out {}", out.display());
         crate::output::prepare_dir(&given, out)?;
-        let path = out.join(format!("{}--path-{index}.json", config.strategy));
+        let path = unused_path(out, &format!("{}--path-{index}", config.strategy));
         crate::output::write_file(&given, &path, &trace.to_json())?;
         let regenerate = match generated {
             Generated::Walks { seed, steps_max, .. } => format!(
-                "\nregenerate: cargo run -p conformance -- test {} {} --walks 1 --seed {} --steps-max {steps_max}",
+                "\nregenerate: {} test {} {} --walks 1 --seed {} --steps-max {steps_max}",
+                crate::corpus::invocation(),
                 config.flags(),
                 run_flags(options),
                 seed.wrapping_add(index as u64)

@@ -42,6 +42,77 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     Ok(files)
 }
 
+/// How a printed command starts: the way this binary was run. Under cargo (`cargo run`,
+/// `cargo test`, which set `CARGO_PKG_NAME` for what they run) `cargo run -p conformance --`;
+/// otherwise the program as it was invoked (`conformance` from the PATH, or its path), so that
+/// a line printed by an installed binary runs that binary.
+pub fn invocation() -> String {
+    if std::env::var_os("CARGO_PKG_NAME").is_some() {
+        return "cargo run -p conformance --".to_string();
+    }
+    let program = std::env::args_os().next().map(|arg| arg.to_string_lossy().into_owned());
+    crate::protocol::shell_quote(program.as_deref().unwrap_or("conformance"))
+}
+
+/// The subdirectory of a corpus directory with the traces its users keep (`keep`): replayed
+/// with the corpus (`expand_with_kept`), never touched by `regenerate`.
+pub const KEPT: &str = "kept";
+
+/// `expand`, and for each directory given the trace files of its `kept/` subdirectory too.
+pub fn expand_with_kept(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+    let mut with = Vec::with_capacity(paths.len());
+    for path in paths {
+        with.push(path.clone());
+        let kept = path.join(KEPT);
+        if path.is_dir() && kept.is_dir() {
+            with.push(kept);
+        }
+    }
+    expand(&with)
+}
+
+/// How `keep` ended for one file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kept {
+    /// Copied to this path.
+    Copied(PathBuf),
+    /// A kept trace of that name has the same contents already.
+    Already(PathBuf),
+}
+
+/// Keeps the trace `file` in `dir` (made if missing) as `name` (`NAME.json`; the file's own
+/// name when none): it must load and be a run of the model, as every replayed trace must. A
+/// kept trace of that name with other contents is never replaced.
+pub fn keep(file: &Path, dir: &Path, name: Option<&str>) -> Result<Kept, Error> {
+    load(file)?;
+    let name = match name {
+        Some(name) if name.ends_with(".json") => name.to_string(),
+        Some(name) => format!("{name}.json"),
+        None => file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+    };
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if name.starts_with('.') || !name.chars().all(plain) {
+        let why = "a kept trace's name has letters, digits, '-', '_' and '.' only, and no leading '.'";
+        return Err(Error::KeepName { name, why });
+    }
+    if name.ends_with(".itf.json") {
+        return Err(Error::KeepName { name, why: "an ITF trace's name (.itf.json); keep the onceproof trace" });
+    }
+    let bytes = std::fs::read(file).map_err(Error::io(file, "read"))?;
+    let path = dir.join(&name);
+    match std::fs::read(&path) {
+        Ok(existing) if existing == bytes => return Ok(Kept::Already(path)),
+        Ok(_) => return Err(Error::KeptDiffers { path }),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(Error::Io { path, doing: "read", source: error }),
+    }
+    let given = format!("keep --dir {}", dir.display());
+    std::fs::create_dir_all(dir).map_err(Error::io(dir, "create"))?;
+    let text = String::from_utf8(bytes).map_err(|_| Error::KeepName { name: name.clone(), why: "not UTF-8" })?;
+    crate::output::write_file(&given, &path, &text)?;
+    Ok(Kept::Copied(path))
+}
+
 /// The command that reproduces a replay of `path` with `options`.
 pub fn reproduce_command(path: &Path, options: &Options) -> String {
     let (mode, rest) = run_flag_parts(options);
@@ -50,7 +121,7 @@ pub fn reproduce_command(path: &Path, options: &Options) -> String {
         (Some(_), Ok(trace)) => format!(" --strategy {}", trace.config.strategy),
         (Some(_) | None, _) => String::new(),
     };
-    format!("cargo run -p conformance -- replay {mode}{row}{rest} {}", path.display())
+    format!("{} replay {mode}{row}{rest} {}", invocation(), path.display())
 }
 
 /// The flags that start the real system as `options` do (mode or worker, the store it uses,

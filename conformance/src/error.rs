@@ -87,6 +87,10 @@ pub enum Error {
     /// An output path that exists and is not what would be written (`kind`: "regular file" or
     /// "directory"): refused, never replaced.
     NotReplaced { given: String, path: PathBuf, kind: &'static str },
+    /// `keep`: a name that is not a plain trace file name (`why` says what it has).
+    KeepName { name: String, why: &'static str },
+    /// `keep`: a kept trace of that name exists with other contents.
+    KeptDiffers { path: PathBuf },
 }
 
 impl Error {
@@ -137,6 +141,10 @@ impl fmt::Display for Error {
             Error::NotReplaced { given, path, kind } => {
                 write!(f, "`{given}`: {} exists and is not a {kind}; refused", path.display())
             }
+            Error::KeepName { name, why } => write!(f, "cannot keep a trace as '{name}': {why}"),
+            Error::KeptDiffers { path } => {
+                write!(f, "{} is kept already, with other contents: give the trace another --name", path.display())
+            }
             Error::NothingToRetry { partition } => {
                 write!(f, "no unacknowledged send to partition {partition} to retry")
             }
@@ -178,7 +186,9 @@ impl StdError for Error {
             | Error::NothingInFlight { .. }
             | Error::Reader { .. }
             | Error::Unsupported(_)
-            | Error::NotReplaced { .. } => None,
+            | Error::NotReplaced { .. }
+            | Error::KeepName { .. }
+            | Error::KeptDiffers { .. } => None,
         }
     }
 }

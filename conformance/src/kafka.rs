@@ -1,7 +1,7 @@
 //! The Kafka-protocol lane's replay (feature `kafka`): a model trace of an atomic-fenced,
-//! atomic-cas, dedup-atomic, effect-first, commit-first or broker row replayed step by step against owner processes that read an
-//! in-process nisshi-broker through rdkafka, with the broker's group coordinator making every
-//! assignment. After every step the store (and, for the broker-committed rows, the broker's
+//! atomic-cas, dedup-atomic, effect-first, commit-first or broker row replayed step by step
+//! against owner processes that read an in-process nisshi-broker through rdkafka, with the
+//! broker's group coordinator making every assignment. After every step the store (and, for the broker-committed rows, the broker's
 //! committed offset) is compared with the model's state.
 //!
 //! How model steps become broker steps (docs/kafka-lane.md says why):

@@ -5,7 +5,7 @@
 mod out;
 
 use anyhow::bail;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use conformance::batch::{self, Generated};
 use conformance::corpus;
 use conformance::driver::{self, Mode};
@@ -20,6 +20,7 @@ use model::cli::{budget_in, count_not_any, count_of, GROWS_THE_LOG, MOVES_THE_ST
 use model::config::{defaults, Budget, Lifted};
 use model::trace::Trace;
 use model::{Config, Strategy};
+use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -51,6 +52,11 @@ enum Command {
     /// Rewrite a corpus directory: the default check's counterexamples and the scenarios.
     #[command(after_help = "Example:\n  conformance regenerate /tmp/traces")]
     Regenerate(RegenerateArgs),
+    /// Keep traces as regression tests in the corpus's kept traces (tests/traces/kept/), which
+    /// `replay tests/traces` and `cargo test` replay in every mode and `regenerate` never
+    /// touches.
+    #[command(after_help = "Example:\n  conformance keep /tmp/found/atomic-fenced--path-0.json --name zombie-lands")]
+    Keep(KeepArgs),
     /// Serve one owner over stdin/stdout (the consumer's worker mode), for process replays.
     #[command(
         hide = true,
@@ -65,6 +71,14 @@ enum Command {
     /// `--mode protocol` without `--worker`.
     #[command(hide = true, after_help = "Example:\n  conformance serve < requests.ndjson")]
     Serve,
+    /// Print the shell completion script of `conformance` (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "Example:\n  conformance completions bash > ~/.local/share/bash-completion/completions/conformance"
+    )]
+    Completions(clidocs::CompletionsArgs),
+    /// Write the man pages of `conformance` and of each of its commands into a directory.
+    #[command(after_help = "Example:\n  conformance man ~/.local/share/man/man1")]
+    Man(clidocs::ManArgs),
     /// The Kafka-protocol lane (built with `--features kafka`): traces replayed on an
     /// in-process broker through a real Kafka client.
     #[cfg(feature = "kafka")]
@@ -201,12 +215,16 @@ struct ReplayArgs {
     /// with --worker; the summary says whether the claim holds on every trace).
     #[arg(long, value_name = "ROW")]
     strategy: Option<Strategy>,
+    /// Print one JSON document (spec.md §11, "JSON output") instead of the lines.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     run: RunArgs,
 }
 
 #[derive(Args)]
 struct TestArgs {
+    /// The model row whose paths are generated and replayed (`model check --help` lists them).
     #[arg(long)]
     strategy: Strategy,
     /// Consumer groups (default: the row's, as in `model check`; so are the bounds below
@@ -229,15 +247,19 @@ struct TestArgs {
     /// Rebalances in a run (default: the row's), or `any`.
     #[arg(long, allow_hyphen_values = true, value_parser = budget_in())]
     rebalances: Option<Budget>,
+    /// Checkpoint interval of periodic-commit and offset-stamp, in records.
     #[arg(long, allow_hyphen_values = true, default_value_t = defaults::COMMIT_EVERY, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     commit_every: u8,
+    /// Records one owner may hold at once (parallel strategies).
     #[arg(long, allow_hyphen_values = true, default_value_t = defaults::INFLIGHT, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     inflight: u8,
+    /// The value each record adds to a group's total.
     #[arg(long, default_value_t = defaults::DELTA, allow_hyphen_values = true)]
     delta: i64,
     /// Offset of the poison record, or `none` (default: the row's, as in `model check`).
     #[arg(long, allow_hyphen_values = true)]
     poison: Option<String>,
+    /// Failed attempts after which atomic-dlq dead-letters a poison record.
     #[arg(long, allow_hyphen_values = true, default_value_t = defaults::MAX_ATTEMPTS, value_parser = count_in::<u8>(0, u64::from(u8::MAX)))]
     max_attempts: u8,
     /// Lost acknowledgements (default: the row's).
@@ -265,6 +287,7 @@ struct TestArgs {
     /// Replay this many seeded random walks, 1..=1000000 (each generated and replayed in turn).
     #[arg(long, allow_hyphen_values = true, requires = "seed", value_parser = count_in::<usize>(1, WALKS_MAX))]
     walks: Option<usize>,
+    /// Seed of the first walk (walk i uses seed + i): the same seed, the same walks.
     #[arg(long, allow_hyphen_values = true, value_parser = count_in::<u64>(0, u64::MAX))]
     seed: Option<u64>,
     /// Longest walk, 1..=10000 steps.
@@ -343,6 +366,19 @@ struct CrossCheckArgs {
 }
 
 #[derive(Args)]
+struct KeepArgs {
+    /// The trace files to keep (each must be a run of the model).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// The name to keep the one trace under (`.json` is added); without it, each file's own.
+    #[arg(long)]
+    name: Option<String>,
+    /// The directory of kept traces.
+    #[arg(long, default_value = "tests/traces/kept")]
+    dir: PathBuf,
+}
+
+#[derive(Args)]
 struct RegenerateArgs {
     /// The corpus directory, normally tests/traces.
     dir: PathBuf,
@@ -350,29 +386,40 @@ struct RegenerateArgs {
 
 #[derive(Args)]
 struct WorkerArgs {
+    /// The data directory: the log and, without --store, the SQLite store.
     #[arg(long)]
     dir: PathBuf,
     /// A PostgreSQL store's URL (default: the SQLite file in --dir).
     #[arg(long)]
     store: Option<String>,
+    /// The consumer group the owner belongs to.
     #[arg(long)]
     group: String,
+    /// The owner's name (`o0`, `o1`, ...).
     #[arg(long)]
     owner: String,
+    /// The consumer strategy the owner runs.
     #[arg(long)]
     strategy: consumer::strategy::Strategy,
+    /// Checkpoint interval of the periodic strategies, in records.
     #[arg(long, allow_hyphen_values = true, default_value_t = 2, value_parser = count_in::<u64>(0, u64::MAX))]
     commit_every: u64,
+    /// Records the owner may hold at once (parallel strategies).
     #[arg(long, allow_hyphen_values = true, default_value_t = 2, value_parser = count_in::<usize>(0, u64::MAX))]
     inflight: usize,
+    /// Failed attempts after which atomic-dlq dead-letters a poison record.
     #[arg(long, allow_hyphen_values = true, default_value_t = 2, value_parser = count_in::<u64>(0, u64::MAX))]
     max_attempts: u64,
+    /// What the owner does when retention removed its next record.
     #[arg(long, default_value = "fail")]
     on_out_of_range: consumer::strategy::OutOfRange,
+    /// The epoch a start takes: a new one it claims, or (the trap) the stored one.
     #[arg(long, default_value = "claim")]
     start_epoch: consumer::strategy::StartPolicy,
+    /// When the owner refuses a log that lost records.
     #[arg(long, default_value = "refuse-ahead")]
     log_check: consumer::strategy::LogCheck,
+    /// Test only: a deliberately broken consumer (`no-fence:WRITE`, `no-cas`, `no-email-key`).
     #[arg(long)]
     mutation: Option<Mutation>,
 }
@@ -390,6 +437,18 @@ const STEPS_MAX: u64 = 10_000;
 const PATHS_MAX: u64 = 10_000_000;
 
 /// Parses the command line; a usage error is one line on stderr and exit 2.
+/// `conformance completions SHELL`: the script on stdout; `conformance man DIR`: a page per command.
+fn run_completions(args: clidocs::CompletionsArgs) -> anyhow::Result<ExitCode> {
+    let script = clidocs::completions(Cli::command(), "conformance", args.shell);
+    outln!("{}", script.trim_end())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_man(args: clidocs::ManArgs) -> anyhow::Result<ExitCode> {
+    outln!("{}", clidocs::man(Cli::command(), &args.dir)?)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn parse_cli() -> Cli {
     Cli::try_parse().unwrap_or_else(|error| {
         if !error.use_stderr() {
@@ -429,9 +488,12 @@ fn main() -> ExitCode {
         Command::Replay(args) => run_replay(args),
         Command::Test(args) => run_test(args),
         Command::Regenerate(args) => run_regenerate(args),
+        Command::Keep(args) => run_keep(args),
         Command::CrossCheck(args) => run_cross_check(args),
         Command::Worker(args) => run_worker(args),
         Command::Serve => run_serve(),
+        Command::Completions(args) => run_completions(args),
+        Command::Man(args) => run_man(args),
         #[cfg(feature = "kafka")]
         Command::Kafka(command) => run_kafka(command),
     };
@@ -460,6 +522,10 @@ fn exit_code(error: &anyhow::Error) -> u8 {
     error.chain().find_map(code).unwrap_or(BAD_INPUT)
 }
 
+/// The format version of `replay --json`'s document (spec.md §11): a new field keeps it, a
+/// changed or removed one moves it.
+const CONFORMANCE_JSON_VERSION: u32 = 1;
+
 /// Exit 0 when every trace conforms, 1 on any divergence, 2 when a file cannot be read (or
 /// `--strategy` selects none).
 fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
@@ -467,7 +533,7 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     if args.run.worker.is_some() && args.strategy.is_none() {
         bail!("--worker needs --strategy ROW: the model row your consumer claims (its traces are replayed)");
     }
-    let files = corpus::expand(&args.paths)?;
+    let files = corpus::expand_with_kept(&args.paths)?;
     let traces: Vec<(PathBuf, Trace)> =
         files.into_iter().map(|path| corpus::load(&path).map(|t| (path, t))).collect::<Result<_, _>>()?;
     let found = traces.len();
@@ -478,17 +544,31 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     }
     preflight(&options)?;
     check_observations(traces.iter().map(|(_, trace)| &trace.config), &options)?;
-    outln!("{TOOL} (model: {})", model::TOOL)?;
-    if let Some(row) = args.strategy {
+    // With --json nothing but the one document goes to stdout.
+    let text = !args.json;
+    if text {
+        outln!("{TOOL} (model: {})", model::TOOL)?;
+    }
+    if let Some(row) = args.strategy.filter(|_| text) {
         outln!("replaying the {} traces of {row} ({} of other rows left out)", traces.len(), found - traces.len())?;
     }
     let started = Instant::now();
     let (mut failures, mut steps, mut inside) = (Vec::new(), 0, Inside::default());
+    let mut records = Vec::with_capacity(traces.len());
     for (path, trace) in &traces {
         match replay_counted(trace, &options, &mut inside) {
             Ok(report) => {
                 steps += report.steps;
                 let violated: Vec<&str> = report.violated.iter().filter(|(_, v)| *v).map(|(n, _)| n.as_str()).collect();
+                records.push(json!({
+                    "path": path.display().to_string(),
+                    "verdict": "conforms",
+                    "steps": report.steps,
+                    "violated_in_both": violated,
+                }));
+                if !text {
+                    continue;
+                }
                 let violated = if violated.is_empty() { "none".to_string() } else { violated.join(", ") };
                 outln!("conforms  {} ({} steps; violated in both: {violated})", path.display(), report.steps)?;
                 if let Some(evidence) = report.evidence {
@@ -502,16 +582,46 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             Err(failure) => {
-                outln!(
-                    "DIVERGES  {}\n{failure}\nreproduce: {}",
-                    path.display(),
-                    corpus::reproduce_command(path, &options)
-                )?;
+                let run = failure.steps_run(trace.actions.len());
+                steps += run;
+                let reproduce = corpus::reproduce_command(path, &options);
+                records.push(json!({
+                    "path": path.display().to_string(),
+                    "verdict": "diverges",
+                    "steps": run,
+                    "at": failure.place(),
+                    "detail": failure.to_string(),
+                    "reproduce": reproduce,
+                }));
+                if text {
+                    outln!("DIVERGES  {}\n{failure}\nreproduce: {reproduce}", path.display())?;
+                }
                 failures.push(format!("{} ({})", path.display(), failure.place()));
             }
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    let code = if failures.is_empty() { 0 } else { DIVERGED };
+    let tried = tried_summary(&options, &inside);
+    let claim = args.strategy.map(|row| claim_summary(row, traces.len(), &failures));
+    if !text {
+        let document = json!({
+            "format": "onceproof-conformance",
+            "version": CONFORMANCE_JSON_VERSION,
+            "tool": TOOL,
+            "command": "replay",
+            "traces": records,
+            "passed": traces.len() - failures.len(),
+            "failed": failures.len(),
+            "steps": steps,
+            "seconds": seconds,
+            "claim": claim,
+            "tried": tried,
+            "exit_code": code,
+        });
+        outln!("{document}")?;
+        return Ok(ExitCode::from(code));
+    }
     outln!(
         "{} passed, {} failed ({steps} steps in {seconds:.2} s: {:.1} traces/s, {:.0} steps/s)",
         traces.len() - failures.len(),
@@ -519,12 +629,11 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         traces.len() as f64 / seconds.max(1e-9),
         steps as f64 / seconds.max(1e-9)
     )?;
-    let tried = tried_summary(&options, &inside);
-    match args.strategy {
-        Some(row) => outln!("{}; {tried}", claim_summary(row, traces.len(), &failures))?,
+    match claim {
+        Some(claim) => outln!("{claim}; {tried}")?,
         None => outln!("summary: {tried}")?,
     }
-    Ok(ExitCode::from(if failures.is_empty() { 0 } else { DIVERGED }))
+    Ok(ExitCode::from(code))
 }
 
 /// What a replay tried besides the model's steps, and what it trusted: the kill points inside
@@ -666,6 +775,23 @@ fn run_cross_check(args: CrossCheckArgs) -> anyhow::Result<ExitCode> {
         started.elapsed().as_secs_f64()
     )?;
     Ok(ExitCode::from(if checked.findings.is_empty() { 0 } else { DIVERGED }))
+}
+
+/// `keep`: every file is checked before any is copied, so a bad one keeps none.
+fn run_keep(args: KeepArgs) -> anyhow::Result<ExitCode> {
+    if args.name.is_some() && args.files.len() > 1 {
+        bail!("--name names one trace, and {} are given", args.files.len());
+    }
+    for file in &args.files {
+        corpus::load(file)?;
+    }
+    for file in &args.files {
+        match corpus::keep(file, &args.dir, args.name.as_deref())? {
+            corpus::Kept::Copied(path) => outln!("kept {} as {}", file.display(), path.display())?,
+            corpus::Kept::Already(path) => outln!("{} is kept already as {}", file.display(), path.display())?,
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_regenerate(args: RegenerateArgs) -> anyhow::Result<ExitCode> {

@@ -127,6 +127,20 @@ pub enum ReplayFailure {
 impl ReplayFailure {
     /// Where the replay failed, for a summary line: `step 3`, `the initial state`, `the verdict
     /// of no-duplicate`.
+    /// How many of a trace's `steps` steps the real system ran before this failure: up to and
+    /// including the failing one, none past a step the model refused, all of them for a verdict
+    /// compared at the end.
+    pub fn steps_run(&self, steps: usize) -> usize {
+        match self {
+            ReplayFailure::ModelUnreachable { step, .. } => step.saturating_sub(1),
+            ReplayFailure::RealFailed { step, .. }
+            | ReplayFailure::Divergence { step, .. }
+            | ReplayFailure::Misreported { step, .. }
+            | ReplayFailure::NotAtomic { step, .. } => *step,
+            ReplayFailure::VerdictMismatch { .. } | ReplayFailure::NotReached { .. } => steps,
+        }
+    }
+
     pub fn place(&self) -> String {
         match self {
             ReplayFailure::ModelUnreachable { step, .. } => format!("step {step} (in the model)"),

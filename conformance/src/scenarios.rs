@@ -1,6 +1,6 @@
 //! The mission's scenarios written as traces: the four SQLite crash outcomes, two independent
 //! groups, the periodic-commit replay of 49/39 (110 vs 100), and the zombie owner; the
-//! delivery lab's schedules (issue 13): the acks=1 loss after failover and its acks=all
+//! delivery lab's schedules: the acks=1 loss after failover and its acks=all
 //! counterpart, the exact retry after `NotEnoughReplicasAfterAppend`, and a zombie
 //! transactional producer fenced or, without producer identity, duplicating output; and the
 //! counterexamples of spec.md §3.4's traps run against the rows that defend against them.
@@ -132,7 +132,7 @@ fn broker_cases() -> Vec<(String, Trace)> {
     ]
 }
 
-/// Issue 5's mechanisms, each across a crash or a retry: the dead-letter count survives a
+/// The poison, producer and retention mechanisms, each across a crash or a retry: the dead-letter count survives a
 /// crash, an idempotent retry appends nothing, and a reset after retention is recorded.
 fn mechanism_cases() -> Vec<(String, Trace)> {
     let one_owner = |c: &mut Config| {
@@ -368,7 +368,7 @@ fn two_groups() -> Trace {
     )
 }
 
-/// The delivery lab's schedules (seed 001, issue 13), each on the row it is about.
+/// The delivery lab's schedules (seed 001), each on the row it is about.
 fn lab_cases() -> Vec<(String, Trace)> {
     use Action::{Acknowledge, FailLeader, Replicate, RetryAppend, ShrinkIsr};
     let p0 = 0;

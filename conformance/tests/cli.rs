@@ -24,6 +24,22 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// A reproduce line names the binary that ran: `cargo run -p conformance --` under cargo, the
+/// program as invoked otherwise (an installed `conformance`).
+#[test]
+fn a_reproduce_line_runs_the_binary_that_printed_it() {
+    let fenced = corpus("scenario--zombie-atomic-fenced.json");
+    let binary = env!("CARGO_BIN_EXE_conformance");
+    let output = Command::new(binary)
+        .args(["replay", "--mutation", "no-fence", &fenced])
+        .env_remove("CARGO_PKG_NAME")
+        .output()
+        .expect("the conformance binary runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let expected = format!("reproduce: {binary} replay --mode process --mutation no-fence:apply-atomic {fenced}");
+    assert!(text.contains(&expected), "expected '{expected}' in:\n{text}");
+}
+
 #[test]
 fn replay_exit_codes() {
     let fenced = corpus("scenario--zombie-atomic-fenced.json");
@@ -34,8 +50,13 @@ fn replay_exit_codes() {
     std::fs::write(&not_json, "{ nope").expect("write");
     let (wrong_version, not_json) = (wrong_version.display().to_string(), not_json.display().to_string());
     let (duplicate, older_set) = (corpus("atomic--no-duplicate.json"), corpus("blind-set--latest-wins.json"));
+    // The ITF of a corpus trace, as `model check --traces DIR --format itf` writes it.
+    let trace = conformance::corpus::load(Path::new(&duplicate)).expect("a corpus trace");
+    let itf = dir.join("atomic--no-duplicate.itf.json");
+    std::fs::write(&itf, model::itf::to_json(&trace).expect("the trace replays")).expect("write");
+    let itf = itf.display().to_string();
     // (case, arguments, exit code, a line the output must contain)
-    let table: [(&str, Vec<&str>, i32, &str); 7] = [
+    let table: [(&str, Vec<&str>, i32, &str); 9] = [
         ("conforms", vec!["replay", &fenced], 0, "1 passed, 0 failed"),
         // The real store's evidence in its own terms: a total, or a set row's value.
         ("evidence, total", vec!["replay", &duplicate], 0, "g0: total 10 (each applied record once would be 5)"),
@@ -45,6 +66,15 @@ fn replay_exit_codes() {
             vec!["replay", "--mutation", "no-fence", &fenced],
             1,
             "reproduce: cargo run -p conformance -- replay --mode process --mutation no-fence",
+        ),
+        // The summary counts the steps that ran, the divergent one included (step 6).
+        ("diverges, steps run", vec!["replay", "--mutation", "no-fence", &fenced], 1, "0 passed, 1 failed (6 steps in"),
+        (
+            "an ITF trace",
+            vec!["replay", &itf],
+            2,
+            "an ITF trace (the Informal Trace Format, written for Apalache and Quint), not a onceproof-trace: \
+             replay the trace written beside it, atomic--no-duplicate.json",
         ),
         ("wrong version", vec!["replay", &wrong_version], 2, "trace format version 2 is not supported"),
         ("not json", vec!["replay", &not_json], 2, "not a valid trace"),
@@ -97,6 +127,56 @@ fn generated_walks_and_depths_conform() {
         let text = String::from_utf8_lossy(&output.stdout);
         assert_eq!(output.status.code(), Some(0), "{args:?}:\n{text}{}", String::from_utf8_lossy(&output.stderr));
         assert!(text.contains(" 0 failed"), "{args:?}:\n{text}");
+    }
+}
+
+/// `replay --json`: one document, its schema's fields (spec.md §11), for a conforming and a
+/// divergent replay, and the exit code in it the process's.
+#[test]
+fn replay_json_is_one_document_with_the_schema_fields() {
+    let fenced = corpus("scenario--zombie-atomic-fenced.json");
+    for (mutation, code, verdict, steps) in [(None, 0, "conforms", 6), (Some("no-fence"), 1, "diverges", 6)] {
+        let mut args = vec!["replay", "--json"];
+        args.extend(mutation.map(|m| ["--mutation", m]).iter().flatten());
+        args.push(&fenced);
+        let output = conformance(&args);
+        let document: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+            panic!("{args:?}: not one JSON document ({e}): {}", String::from_utf8_lossy(&output.stdout))
+        });
+        assert_eq!(output.status.code(), Some(code), "{args:?}");
+        assert_eq!(document["format"], json!("onceproof-conformance"));
+        assert_eq!(document["version"], json!(1));
+        assert_eq!(document["exit_code"], json!(code));
+        assert_eq!(document["traces"][0]["verdict"], json!(verdict), "{document}");
+        assert_eq!(document["traces"][0]["steps"], json!(steps), "{document}");
+        assert_eq!(document["steps"], json!(steps));
+        if code == 1 {
+            assert_eq!(document["traces"][0]["at"], json!("step 6"));
+            assert!(document["traces"][0]["reproduce"].as_str().is_some_and(|r| r.contains("--mutation no-fence")));
+        }
+    }
+}
+
+/// A divergent generated path is saved under a name no earlier run's file has: the same
+/// divergent walk twice into one directory leaves two files, each a trace that replays.
+#[test]
+fn a_saved_divergence_never_replaces_an_earlier_one() {
+    let out = scratch("cli-saved-divergences");
+    let dir = out.display().to_string();
+    let args =
+        ["test", "--strategy", "atomic-fenced", "--walks", "1", "--seed", "3", "--mutation", "no-fence", "--out", &dir];
+    let mut saved = Vec::new();
+    for run in 0..2 {
+        let output = conformance(&args);
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(1), "run {run}: {text}");
+        let line =
+            text.lines().find(|line| line.contains(", saved as ")).unwrap_or_else(|| panic!("run {run}: {text}"));
+        saved.push(line.split(", saved as ").nth(1).expect("a path").to_string());
+    }
+    assert_ne!(saved[0], saved[1], "the second run replaced the first's file");
+    for path in &saved {
+        conformance::corpus::load(Path::new(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
     }
 }
 

@@ -1,4 +1,4 @@
-//! Every `sh` block of README.md runs as written (issue 18): each block in one bash session, in
+//! Every `sh` block of README.md runs as written: each block in one bash session, in
 //! a fresh temporary directory, with the workspace's three binaries (`model`, `consumer`,
 //! `conformance`, built for these tests) first on `PATH`. After each command the block shows
 //! what it prints (stdout and stderr together) on `#> ` lines and, when not 0, its exit code on

@@ -14,3 +14,10 @@ fn every_help_matches_its_snapshot_and_has_one_example() {
         &["worker", "serve", "cross-check"],
     );
 }
+
+/// The man pages in `docs/man/` are what `conformance man` writes, and `conformance completions SHELL`
+/// names every command (`tests/support/help_snapshots.rs`).
+#[test]
+fn the_man_pages_and_completions_cover_every_command() {
+    help_snapshots::check_man_pages_and_completions("conformance", "conformance", env!("CARGO_BIN_EXE_conformance"));
+}

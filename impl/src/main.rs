@@ -12,7 +12,7 @@ mod load;
 mod replicas;
 
 use anyhow::{bail, Context};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use consumer::crash::CrashPlan;
 use consumer::external::{ExternalDir, Relay};
 use consumer::log::{
@@ -122,6 +122,14 @@ enum Command {
     /// or the partition has no leader.
     #[command(after_help = "Example:\n  consumer fail-leader --dir /tmp/lab --partition 0")]
     FailLeader(replicas::FailLeaderArgs),
+    /// Print the shell completion script of `consumer` (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "Example:\n  consumer completions bash > ~/.local/share/bash-completion/completions/consumer"
+    )]
+    Completions(clidocs::CompletionsArgs),
+    /// Write the man pages of `consumer` and of each of its commands into a directory.
+    #[command(after_help = "Example:\n  consumer man ~/.local/share/man/man1")]
+    Man(clidocs::ManArgs),
 }
 
 #[derive(Args, Clone)]
@@ -203,6 +211,7 @@ struct InitArgs {
 struct AppendArgs {
     #[command(flatten)]
     dir: DirArgs,
+    /// The partition (0 up to the log's partitions - 1).
     #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = count_in::<u32>(0, u64::from(u32::MAX)))]
     partition: u32,
     /// The value each record adds to a group's total.
@@ -243,6 +252,7 @@ struct OwnerArgs {
     /// The owner's name; `o0` owns every partition of a new group at epoch 1.
     #[arg(long, default_value = FIRST_OWNER, value_parser = parse_name)]
     owner: String,
+    /// The consumer strategy (spec.md §5).
     #[arg(long)]
     strategy: Strategy,
     /// Checkpoint interval of periodic-commit and offset-stamp, in records (1..=1000000).
@@ -330,10 +340,13 @@ struct StatusArgs {
 struct ClaimArgs {
     #[command(flatten)]
     dir: DirArgs,
+    /// The consumer group.
     #[arg(long, value_parser = parse_name)]
     group: String,
+    /// The partition (0 up to the log's partitions - 1).
     #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = count_in::<u32>(0, u64::from(u32::MAX)))]
     partition: u32,
+    /// The owner's name (`o0`, `o1`, ...).
     #[arg(long, value_parser = parse_name)]
     owner: String,
 }
@@ -342,6 +355,7 @@ struct ClaimArgs {
 struct RetainArgs {
     #[command(flatten)]
     dir: DirArgs,
+    /// The partition (0 up to the log's partitions - 1).
     #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = count_in::<u32>(0, u64::from(u32::MAX)))]
     partition: u32,
     /// The new log start: offsets below it are no longer readable.
@@ -353,6 +367,7 @@ struct RetainArgs {
 struct AppendPoisonArgs {
     #[command(flatten)]
     dir: DirArgs,
+    /// The partition (0 up to the log's partitions - 1).
     #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = count_in::<u32>(0, u64::from(u32::MAX)))]
     partition: u32,
 }
@@ -373,8 +388,10 @@ struct DeadLettersArgs {
 struct RedriveArgs {
     #[command(flatten)]
     dir: DirArgs,
+    /// The consumer group.
     #[arg(long, value_parser = parse_name)]
     group: String,
+    /// The partition (0 up to the log's partitions - 1).
     #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = count_in::<u32>(0, u64::from(u32::MAX)))]
     partition: u32,
     /// The dead-lettered record's offset (a store keeps offsets as signed 64-bit integers).
@@ -434,6 +451,7 @@ struct PowerCutsArgs {
 struct ReadOutputArgs {
     #[command(flatten)]
     dir: DirArgs,
+    /// The partition (0 up to the log's partitions - 1).
     #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = count_in::<u32>(0, u64::from(u32::MAX)))]
     partition: u32,
     /// read-committed (up to the last stable offset, aborted records skipped) or
@@ -723,6 +741,8 @@ fn main() -> ExitCode {
         Command::Replicate(args) => replicas::replicate(args),
         Command::ShrinkIsr(args) => replicas::shrink_isr(args),
         Command::FailLeader(args) => replicas::fail_leader(args),
+        Command::Completions(args) => run_completions(args),
+        Command::Man(args) => run_man(args),
     };
     // Whatever is still buffered is written before the exit status is chosen.
     match result.and_then(|code| Ok(out::flush().map(|()| code)?)) {
@@ -770,6 +790,18 @@ fn exit_code(error: &anyhow::Error) -> u8 {
     } else {
         FAILED_EXIT_CODE
     }
+}
+
+/// `consumer completions SHELL`: the script on stdout; `consumer man DIR`: a page per command.
+fn run_completions(args: clidocs::CompletionsArgs) -> anyhow::Result<ExitCode> {
+    let script = clidocs::completions(Cli::command(), "consumer", args.shell);
+    out!("{script}")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_man(args: clidocs::ManArgs) -> anyhow::Result<ExitCode> {
+    outln!("{}", clidocs::man(Cli::command(), &args.dir)?)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn init(args: InitArgs) -> anyhow::Result<ExitCode> {

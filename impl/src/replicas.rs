@@ -39,6 +39,7 @@ pub struct ReplicateArgs {
 pub struct ShrinkIsrArgs {
     #[command(flatten)]
     pub dir: crate::DirArgs,
+    /// The replicated partition.
     #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = crate::count_in::<u32>(0, u64::from(u32::MAX)))]
     pub partition: u32,
 }
@@ -47,6 +48,7 @@ pub struct ShrinkIsrArgs {
 pub struct FailLeaderArgs {
     #[command(flatten)]
     pub dir: crate::DirArgs,
+    /// The replicated partition.
     #[arg(long, allow_hyphen_values = true, default_value_t = 0, value_parser = crate::count_in::<u32>(0, u64::from(u32::MAX)))]
     pub partition: u32,
     /// With no alive in-sync replica, promote the out-of-sync follower as it is (losing the

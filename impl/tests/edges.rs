@@ -1,4 +1,4 @@
-//! The seeds' edge cases (issue 14, spec.md §3.4 and §10 "External effects and dual writes"):
+//! The seeds' edge cases (spec.md §3.4 and §10 "External effects and dual writes"):
 //! each trap the model refutes, reproduced with real child processes, next to the defence the
 //! model verifies. Every scenario is data, run by one helper (`run`) on SQLite and on
 //! PostgreSQL.

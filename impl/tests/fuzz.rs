@@ -1,4 +1,4 @@
-//! Issue 12's fuzzing of the parsers that face input, with proptest inside `cargo test`
+//! Fuzzing of the parsers that face input, with proptest inside `cargo test`
 //! (seeded, no persistence, a few seconds each in a debug build): the worker protocol's line
 //! parser and the crash-point parser (`--crash-at`, the worker's `arm`). Whatever the input,
 //! neither panics; an error is one line (every control character escaped, so a newline in the

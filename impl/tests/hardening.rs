@@ -1,4 +1,4 @@
-//! Issue 12's hardening of the consumer, as child processes: an overflowing total refused in its
+//! The consumer's hardening against bad input, as child processes: an overflowing total refused in its
 //! transaction with the store still readable, `init` killed at seeded random moments (no store,
 //! or a whole one, and `init` finishes it), concurrent `init`s (the loser: one line), concurrent
 //! appenders waiting for the log's writer lock, and names refused. The exact lines of bad input

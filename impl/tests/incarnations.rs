@@ -1,4 +1,4 @@
-//! Incarnations of one owner (issue 11): every start of an owner claims a new epoch for the
+//! Incarnations of one owner: every start of an owner claims a new epoch for the
 //! partitions the store assigns to it, so an earlier incarnation still running is a zombie
 //! whose next fenced write is `Fenced`; `--start-epoch stored` keeps the trap (the model's
 //! fenced-stored-epoch row), where two live incarnations share an epoch and both apply.

@@ -1,4 +1,4 @@
-//! Read-process-write transactions (issue 13, spec.md §3.3 and §10 "Transactions"): the
+//! Read-process-write transactions (spec.md §3.3 and §10 "Transactions"): the
 //! strategies txn-fenced and txn-unfenced produce one output record per input record to the
 //! output log in a transaction of the transactional id (group, partition) and commit it with
 //! the input's next offset; a downstream reader reads the output `read_committed` or

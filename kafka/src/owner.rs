@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `join`, `claim`, `wait` | subscribes and (unless `wait` is false) waits for the coordinator to assign partition 0; then takes its lease: store-fenced, the store's epoch (claimed: + 1) and next offset; broker-committed, the broker's committed offset | `epoch`, `position` |
 //! | `wait-assigned`, `claim` | the second half of `join` | `epoch`, `position` |
-//! | `freeze`, `log_end` (optional) | polls what the log holds below `log_end`, then stops polling, its client still a member (librdkafka heartbeats on) | |
+//! | `freeze`, `log_end` (optional) | polls what the log holds below `log_end`, then stops polling, its client still a member | |
 //! | `fetch`, `offset` | the record at `offset` (earlier ones are skipped, as a seek would) | `delta` |
 //! | `effect`, `offset` | `total += delta` in the store, blind | `outcome` |
 //! | `atomic`, `offset` | effect and next offset in one transaction, fenced by the lease's epoch (atomic-fenced) or by the stored next offset (atomic-cas) | `outcome`: `applied` or `fenced` |

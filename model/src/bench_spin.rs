@@ -1,4 +1,4 @@
-//! `model bench --vs-spin` (issue 16): SPIN's verifier on the peer's Promela model
+//! `model bench --vs-spin`: SPIN's verifier on the peer's Promela model
 //! (model/bench/spin), then our `model check`, on the same protocol and bounds, one right after
 //! the other on one machine; both unique-state counts, wall times and peak memories, and the
 //! ratios ours / SPIN.
@@ -31,7 +31,7 @@ const HASH_BITS_MAX: u8 = 29;
 
 #[derive(Args)]
 pub struct SpinArgs {
-    /// One of issue 16's configurations (default fenced-3g); --strategy and the bounds below
+    /// One of the SPIN comparison's configurations (default fenced-3g); --strategy and the bounds below
     /// override its values.
     #[arg(long, value_enum, requires = "vs_spin")]
     preset: Option<Preset>,
@@ -81,7 +81,7 @@ fn hash_bits_parser() -> crate::NonNegative<u8> {
     crate::count_in::<u8>(u64::from(HASH_BITS_MIN), u64::from(HASH_BITS_MAX))
 }
 
-/// Issue 16's three target configurations, and one without fault budgets.
+/// The SPIN comparison's three target configurations, and one without fault budgets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
     /// atomic-fenced, 3 groups x 2 owners, 4 records, 2 crashes, 2 rebalances (SPIN: 2.42 M
@@ -172,7 +172,7 @@ pub struct SpinPeer {
 
 /// consumer.pml's model of a row, `None` for the rows it does not have. Both fenced rows map
 /// to its atomic-fenced: its restart keeps the stored epoch, as fenced-stored-epoch's does,
-/// while our atomic-fenced claims a new epoch at every restart (issue 11).
+/// while our atomic-fenced claims a new epoch at every restart (so that a second live incarnation is fenced).
 pub fn spin_peer(strategy: Strategy) -> Option<SpinPeer> {
     let plain = |strat| Some(SpinPeer { strat, stored_epoch: false, note: None });
     match strategy {
@@ -183,7 +183,8 @@ pub fn spin_peer(strategy: Strategy) -> Option<SpinPeer> {
             strat: 4,
             stored_epoch: false,
             note: Some(
-                "note: our atomic-fenced claims a new epoch at every restart (issue 11); SPIN's restart keeps the \
+                "note: our atomic-fenced claims a new epoch at every restart (so that a second live incarnation is \
+                 fenced); SPIN's restart keeps the \
                  stored epoch, as our fenced-stored-epoch does (--strategy fenced-stored-epoch compares those)",
             ),
         }),

@@ -9,11 +9,12 @@ mod explore;
 mod report;
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use model::check::{self, CheckOptions, CheckReport, Search};
 use model::cli::{budget_in, count_not_any, count_of, GROWS_THE_LOG, MOVES_THE_START, NOT_LIFTED};
 pub(crate) use model::cli::{count_in, NonNegative};
 use model::config::{defaults, Budget, Lifted};
+use model::strategy::Family;
 use model::{Config, ConsumerModel, Strategy};
 use stateright::Model;
 use std::path::PathBuf;
@@ -35,9 +36,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Check one strategy, or every strategy against spec.md's expected verdict table.
-    #[command(
-        after_help = "Example:\n  model check --strategy effect-first --groups 1 --records 2 --html /tmp/report.html"
-    )]
+    #[command(after_help = CHECK_EXAMPLE, after_long_help = check_long_help())]
     Check(CheckArgs),
     /// Serve stateright's web explorer for one strategy.
     #[command(after_help = "Example:\n  model explore --strategy effect-first --addr 127.0.0.1:3000")]
@@ -45,6 +44,48 @@ enum Command {
     /// Measure states, states per second and peak memory per strategy and search mode.
     #[command(after_help = "Example:\n  model bench --strategy atomic-fenced")]
     Bench(bench::BenchArgs),
+    /// Print the shell completion script of `model` (bash, zsh, fish, elvish, powershell).
+    #[command(after_help = "Example:\n  model completions bash > ~/.local/share/bash-completion/completions/model")]
+    Completions(clidocs::CompletionsArgs),
+    /// Write the man pages of `model` and of each of its commands into a directory.
+    #[command(after_help = "Example:\n  model man ~/.local/share/man/man1")]
+    Man(clidocs::ManArgs),
+}
+
+const CHECK_EXAMPLE: &str =
+    "Example:\n  model check --strategy effect-first --groups 1 --records 2 --html /tmp/report.html";
+
+/// `check --help`'s closing text: the rows by family, the exit codes, the example.
+fn check_long_help() -> String {
+    let mut text = String::from("Strategies (--strategy), by family (spec.md §5):\n");
+    for family in Family::ALL {
+        let names: Vec<&str> = Strategy::ALL.iter().filter(|s| s.family() == family).map(|s| s.name()).collect();
+        let mut line = format!("  {}:", family.name());
+        for name in names {
+            // Lines of at most 100 columns; a continuation lines up under the first name.
+            if line.len() + 1 + name.len() > 100 {
+                text.push_str(&line);
+                text.push('\n');
+                line = " ".repeat(family.name().len() + 3);
+            }
+            line.push(' ');
+            line.push_str(name);
+        }
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text.push_str(
+        "\nExit codes:\n  \
+         0  every verdict as expected (the whole table), or no safety property violated (one strategy),\n     \
+         and every fault witness reached\n  \
+         1  a verdict other than spec.md's, a fault witness not reached (a vacuous check), or a\n     \
+         safety property violated (with --strategy)\n  \
+         2  bad input (one line on stderr)\n  \
+         3  the search did not finish (--timeout) and found no violation\n  \
+         5  the output could not be written (a closed pipe); the work before it is done\n\n",
+    );
+    text.push_str(CHECK_EXAMPLE);
+    text
 }
 
 /// The bounds of the model; every default is spec.md's default configuration.
@@ -211,6 +252,9 @@ struct CheckArgs {
     strategy: Option<Strategy>,
     #[command(flatten)]
     bounds: Bounds,
+    /// How the states are searched: `bfs` (breadth first) or `dfs` (depth first), both
+    /// complete, or `simulation` (seeded random walks, `--seed`: incomplete, for bounds too
+    /// large to search).
     #[arg(long, value_enum, default_value = "bfs")]
     search: SearchArg,
     /// Seed of the simulation's random walks.
@@ -263,6 +307,7 @@ pub enum TraceFormat {
 
 #[derive(Args)]
 struct ExploreArgs {
+    /// The strategy to explore (`model check --help` lists them).
     #[arg(long, value_parser = parse_strategy)]
     strategy: Strategy,
     #[command(flatten)]
@@ -295,6 +340,18 @@ pub fn parse_seconds(text: &str) -> Result<Duration, String> {
 
 /// Parses the command line; a usage error is one line on stderr and exit 2 (help and version
 /// print as usual).
+/// `model completions SHELL`: the script on stdout; `model man DIR`: a page per command.
+fn run_completions(args: clidocs::CompletionsArgs) -> anyhow::Result<ExitCode> {
+    let script = clidocs::completions(Cli::command(), "model", args.shell);
+    out!("{script}")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_man(args: clidocs::ManArgs) -> anyhow::Result<ExitCode> {
+    outln!("{}", clidocs::man(Cli::command(), &args.dir)?)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn parse_cli() -> Cli {
     Cli::try_parse().unwrap_or_else(|error| {
         if !error.use_stderr() {
@@ -325,6 +382,8 @@ fn main() -> ExitCode {
         Command::Check(args) => run_check(args),
         Command::Explore(args) => run_explore(args),
         Command::Bench(args) => bench::run(args),
+        Command::Completions(args) => run_completions(args),
+        Command::Man(args) => run_man(args),
     };
     // Whatever is still buffered is written before the exit status is chosen.
     match result.and_then(|code| Ok(out::flush().map(|()| code)?)) {

@@ -309,7 +309,7 @@ impl Table {
 
     /// Past three quarters full, linear probes lengthen quickly (an unsuccessful search
     /// probes about 8.5 slots at 3/4, 50 at 9/10). The 32-bit tags keep the probes cheap. Growing
-    /// at half full instead, issue 16's fenced-3g with symmetry peaked at 153 MB instead of
+    /// at half full instead, the SPIN comparison's fenced-3g with symmetry peaked at 153 MB instead of
     /// 92 MB, in the same time (one run each, 2 threads).
     fn is_crowded(&self) -> bool {
         self.filled * 4 > self.slots.len() * 3

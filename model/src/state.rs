@@ -783,7 +783,7 @@ impl State {
 /// is only ever compared with the row's for equality (a write is stale when its lease's
 /// differs) and a new one is the row's plus one, above every lease's: a lease gets its epoch
 /// from the row, whose epoch only grows. So states differing only by how many takes led to
-/// them are one state (issue 16: fenced-3g's states fell from 2.12 M to 0.48 M). The caller
+/// them are one state (fenced-3g's states fell from 2.12 M to 0.48 M). The caller
 /// leaves the transactional rows alone: their output partitions keep producer epochs and
 /// `txn::take_partition` orders them across takes.
 fn rename_epochs_densely(group: &mut Group) {

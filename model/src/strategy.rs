@@ -693,6 +693,96 @@ impl Rules {
     }
 }
 
+/// The families of rows, by what they are about: the order README and `check --help` list them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Family {
+    /// How a consumer orders its effect and its progress, and guards them.
+    Core,
+    /// A record whose effect fails every time.
+    Poison,
+    /// The producer's retry of a lost acknowledgement.
+    Producer,
+    /// Retention past a group's checkpoint.
+    Retention,
+    /// A log that lost acknowledged records.
+    LogLoss,
+    /// A replicated partition's acknowledgements and elections.
+    Replication,
+    /// Read-process-write transactions.
+    Transactions,
+    /// Effects outside the store: emails, sets, dedup scope, a second store.
+    External,
+    /// The offset committed to a Kafka broker, with its generation check.
+    Broker,
+}
+
+impl Family {
+    /// Every family, in listing order.
+    pub const ALL: [Family; 9] = [
+        Family::Core,
+        Family::Poison,
+        Family::Producer,
+        Family::Retention,
+        Family::LogLoss,
+        Family::Replication,
+        Family::Transactions,
+        Family::External,
+        Family::Broker,
+    ];
+
+    /// The family's name in a listing.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Core => "core",
+            Family::Poison => "poison records",
+            Family::Producer => "producer",
+            Family::Retention => "retention",
+            Family::LogLoss => "log loss",
+            Family::Replication => "replication",
+            Family::Transactions => "transactions",
+            Family::External => "external effects",
+            Family::Broker => "Kafka broker",
+        }
+    }
+}
+
+impl Strategy {
+    /// The family a row belongs to.
+    pub fn family(self) -> Family {
+        match self {
+            Strategy::CommitFirst
+            | Strategy::EffectFirst
+            | Strategy::PeriodicCommit
+            | Strategy::OffsetStamp
+            | Strategy::DedupSeparate
+            | Strategy::DedupAtomic
+            | Strategy::Atomic
+            | Strategy::AtomicFenced
+            | Strategy::AtomicCas
+            | Strategy::ParallelMax
+            | Strategy::ParallelWatermark
+            | Strategy::FencedStoredEpoch => Family::Core,
+            Strategy::AtomicDlq | Strategy::SkipPoison | Strategy::RetryForever => Family::Poison,
+            Strategy::ProducerIdempotent | Strategy::ProducerNewSequence => Family::Producer,
+            Strategy::ResetEarliest | Strategy::ResetSilent | Strategy::ResetFail => Family::Retention,
+            Strategy::LogLossRefuse | Strategy::LogLossUnchecked | Strategy::LogLossRefuseAll => Family::LogLoss,
+            Strategy::AcksLeader | Strategy::AcksAll | Strategy::AcksAllMinIsr1 | Strategy::AcksAllMinIsr1Clean => {
+                Family::Replication
+            }
+            Strategy::TxnFenced | Strategy::TxnUnfenced | Strategy::TxnReadUncommitted => Family::Transactions,
+            Strategy::AtomicPlusEmail
+            | Strategy::EmailIdempotencyKey
+            | Strategy::EmailNoKey
+            | Strategy::BlindSet
+            | Strategy::SetIfNewer
+            | Strategy::DedupOffsetOnly
+            | Strategy::DualWrite
+            | Strategy::Outbox => Family::External,
+            Strategy::BrokerEffectFirst | Strategy::BrokerCommitFirst | Strategy::BrokerRelaxed => Family::Broker,
+        }
+    }
+}
+
 impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -732,6 +822,18 @@ mod tests {
     fn every_entry_of_the_table_is_a_combination_the_model_implements() {
         for strategy in Strategy::ALL {
             assert!(strategy.rules().is_coherent(), "{strategy}: {:?}", strategy.rules());
+        }
+    }
+
+    /// Every family has a row, and listing the rows by family (`check --help`) names each row
+    /// once: `family` is an exhaustive match, so a new row has one.
+    #[test]
+    fn every_family_has_rows_and_every_row_one_family() {
+        let listed: Vec<Strategy> =
+            Family::ALL.iter().flat_map(|&f| Strategy::ALL.into_iter().filter(move |s| s.family() == f)).collect();
+        assert_eq!(listed.len(), Strategy::ALL.len());
+        for family in Family::ALL {
+            assert!(Strategy::ALL.iter().any(|s| s.family() == family), "{family:?} has no row");
         }
     }
 

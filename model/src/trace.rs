@@ -61,6 +61,11 @@ pub enum TraceError {
         source: serde_json::Error,
     },
     WrongFormat(String),
+    /// An ITF trace (`--format itf`), written for other tools beside the onceproof trace it was
+    /// made from: `source` is that trace's file name, as its `#meta` says.
+    Itf {
+        source: Option<String>,
+    },
     MissingVersion,
     /// Another format version; `tool` is the tool the file says wrote it.
     WrongVersion {
@@ -109,6 +114,13 @@ impl TraceError {
             TraceError::Json(error) => format!("not a valid trace: {error}"),
             TraceError::Part { part, source } => format!("not a valid trace: {part}: {source}"),
             TraceError::WrongFormat(found) => format!("format is '{found}', expected '{TRACE_FORMAT}'"),
+            TraceError::Itf { source } => {
+                let beside = source.as_ref().map_or("the .json trace of the same name".to_string(), |s| s.clone());
+                format!(
+                    "an ITF trace (the Informal Trace Format, written for Apalache and Quint), not a {TRACE_FORMAT}: \
+                     replay the trace written beside it, {beside}"
+                )
+            }
             TraceError::MissingVersion => "the trace has no format version".to_string(),
             TraceError::WrongVersion { found, tool } => {
                 let written_by = tool.as_ref().map_or(String::new(), |tool| format!(" (written by {tool})"));
@@ -132,6 +144,7 @@ impl std::error::Error for TraceError {
         match self {
             TraceError::Json(source) | TraceError::Part { source, .. } => Some(source),
             TraceError::WrongFormat(_)
+            | TraceError::Itf { .. }
             | TraceError::MissingVersion
             | TraceError::WrongVersion { .. }
             | TraceError::BadConfig(_)
@@ -191,6 +204,11 @@ impl Trace {
     /// form a run of the model is `check::replay`'s question.
     pub fn from_slice(bytes: &[u8]) -> Result<Trace, TraceError> {
         let value: Value = serde_json::from_slice(bytes).map_err(TraceError::Json)?;
+        let meta = value.get("#meta");
+        if meta.and_then(|m| m.get("format")).and_then(Value::as_str) == Some("ITF") {
+            let source = meta.and_then(|m| m.get("source")).and_then(Value::as_str).map(str::to_string);
+            return Err(TraceError::Itf { source });
+        }
         let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("<missing>");
         if format != TRACE_FORMAT {
             return Err(TraceError::WrongFormat(format.to_string()));

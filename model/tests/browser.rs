@@ -1,4 +1,4 @@
-//! The explorer in a real browser (issue 17): `model explore` as a child process, a headless
+//! The explorer in a real browser: `model explore` as a child process, a headless
 //! Chromium driven through chromedriver (W3C WebDriver, `common/webdriver.rs`), clicked through
 //! the way a new user would. Needs `chromium` and `chromedriver` (Debian's `chromium` and
 //! `chromium-driver`; .ci/run installs them): without them it skips with a printed reason, and

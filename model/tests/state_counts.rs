@@ -9,7 +9,7 @@ use model::{Config, ConsumerModel, Strategy};
 /// BFS unique states of `small_config(strategy)`, one row per strategy in `Strategy::ALL` order.
 /// Any change to the transition relation or to what a state holds moves these numbers, so a
 /// change here must be explained by a deliberate change to the model, never just re-pinned.
-/// (Last moved by issue 11: every start of an owner claims a new epoch, so a crash and restart
+/// (Moved when every start of an owner claims a new epoch, so a crash and restart
 /// no longer leave the epoch where it was, and the state gained paused slots and log losses.
 /// The acks and txn rows' counts moved once more when `State::witnessed` grew from 16 to 32
 /// bits: their witnesses (bits 16 to 19) had wrapped onto the crash, zombie and replay bits,

@@ -643,7 +643,7 @@ fn check_paused(strategy: Strategy) -> CheckReport {
     check::run(&ConsumerModel::new(common::paused_config(strategy)), &CheckOptions::default(), &mut |_| {})
 }
 
-/// The fix of issue 11 and its trap: under a second live incarnation, atomic-fenced (every
+/// Claiming an epoch at every start, and its trap: under a second live incarnation, atomic-fenced (every
 /// start claims a new epoch) keeps every guarantee, and the same consumer resuming at the
 /// stored epoch applies a record twice, with no stale write for `fenced-writes` to see.
 #[test]

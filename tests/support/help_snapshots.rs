@@ -37,6 +37,9 @@ pub fn check_help_snapshots(package: &str, bin: &str, exe: &str, hidden: &[&str]
         if let Err(problem) = one_example(bin, text) {
             failures.push(format!("`{command}`: {problem}"));
         }
+        for option in undescribed(text) {
+            failures.push(format!("`{command}`: {option} has no description"));
+        }
         let path = dir.join(format!("{name}.txt"));
         let shown = format!("tests/help/{bin}/{name}.txt");
         if overwrite {
@@ -110,6 +113,44 @@ fn subcommands(top: &str) -> Vec<String> {
         .collect()
 }
 
+/// The options and arguments of a help text that have no description: an entry (`--flag
+/// <VALUE>`, `-h, --help`, `<ARG>`) whose text after it, on its line or the next, is nothing
+/// but a default or possible values.
+fn undescribed(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (index, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let entry = (trimmed.starts_with("--") || trimmed.starts_with("-h,") || trimmed.starts_with('<'))
+            && (2..=6).contains(&indent);
+        if !entry {
+            continue;
+        }
+        // The entry's own description: after two spaces on its line (the short help's
+        // layout), or the next line, indented further (the long help's).
+        let (name, same_line) = match trimmed.split_once("  ") {
+            Some((name, rest)) => (name, rest.trim()),
+            None => (trimmed.trim_end(), ""),
+        };
+        let next = lines.get(index + 1).map_or("", |next| next.trim());
+        let next_indent = lines.get(index + 1).map_or(0, |next| next.len() - next.trim_start().len());
+        let description = if same_line.is_empty() {
+            if next_indent > indent {
+                next
+            } else {
+                ""
+            }
+        } else {
+            same_line
+        };
+        if description.is_empty() || description.starts_with('[') {
+            found.push(name.trim().to_string());
+        }
+    }
+    found
+}
+
 /// The help has exactly one `Example:` section, and its command starts with the binary's name.
 fn one_example(bin: &str, text: &str) -> Result<(), String> {
     let sections = text.lines().filter(|line| *line == "Example:").count();
@@ -151,4 +192,68 @@ fn first_difference(snapshot: &str, actual: &str) -> String {
         lines.push(" (the two differ in the final newline)".to_string());
     }
     format!("first difference at line {}:\n{}", at + 1, lines.join("\n"))
+}
+
+/// `BIN man DIR`'s pages against the committed ones in `docs/man/` (`BIN.1`, `BIN-SUB.1`), and
+/// `BIN completions SHELL` for every shell: a script that names every subcommand the pages
+/// document. `HELP_SNAPSHOTS=overwrite` rewrites the pages (and removes those of `BIN` that are
+/// gone) instead of comparing.
+pub fn check_man_pages_and_completions(package: &str, bin: &str, exe: &str) {
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/man");
+    let made = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("man-{bin}"));
+    let _ = std::fs::remove_dir_all(&made);
+    let output = Command::new(exe).arg("man").arg(&made).output().unwrap_or_else(|e| panic!("{exe} runs: {e}"));
+    assert!(
+        output.status.success(),
+        "`{bin} man` exits {}: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let overwrite = std::env::var(OVERWRITE.0).is_ok_and(|value| value == OVERWRITE.1);
+    let page_of_bin = |name: &str| name == format!("{bin}.1") || name.starts_with(&format!("{bin}-"));
+    let mut names: Vec<String> = std::fs::read_dir(&made)
+        .expect("the pages were written")
+        .map(|entry| entry.expect("an entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.contains(&format!("{bin}.1")), "`{bin} man` wrote no {bin}.1: {names:?}");
+    let mut failures = Vec::new();
+    for name in &names {
+        let page = std::fs::read(made.join(name)).expect("a written page");
+        if overwrite {
+            std::fs::create_dir_all(&committed).expect("docs/man can be made");
+            std::fs::write(committed.join(name), &page).expect("a page can be written");
+        } else if std::fs::read(committed.join(name)).ok().as_deref() != Some(page.as_slice()) {
+            failures.push(format!("docs/man/{name} is not what `{bin} man` writes"));
+        }
+    }
+    for entry in std::fs::read_dir(&committed).into_iter().flatten() {
+        let name = entry.expect("an entry").file_name().to_string_lossy().into_owned();
+        if page_of_bin(&name) && !names.contains(&name) {
+            if overwrite {
+                std::fs::remove_file(committed.join(&name)).expect("a stale page can be removed");
+            } else {
+                failures.push(format!("docs/man/{name} is the page of no command of `{bin}`"));
+            }
+        }
+    }
+    let subcommands: Vec<&str> =
+        names.iter().filter_map(|n| n.strip_prefix(&format!("{bin}-"))).map(|n| n.trim_end_matches(".1")).collect();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let output = Command::new(exe).args(["completions", shell]).output().expect("it runs");
+        let script = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "`{bin} completions {shell}` exits {}", output.status);
+        for sub in &subcommands {
+            if !script.contains(sub) {
+                failures.push(format!("`{bin} completions {shell}` does not name `{sub}`"));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\n\nIf the new pages are right: {}={} cargo test -p {package} --test help",
+        failures.join("\n"),
+        OVERWRITE.0,
+        OVERWRITE.1
+    );
 }

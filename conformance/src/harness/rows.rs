@@ -51,7 +51,8 @@ pub struct RealRow {
 /// model strategy does not compile until it is mapped here. The crates spell the strategies
 /// independently; the producer, retention and acks rows run atomic-fenced consumers and differ
 /// in the producer, the out-of-range policy or the log; txn-read-uncommitted is txn-fenced
-/// read by a read_uncommitted reader; issue 14's rows (spec.md §3.4) run their own consumer
+/// read by a read_uncommitted reader; the rows of external effects, sets and dedup scope
+/// (spec.md §3.4) run their own consumer
 /// strategies, whose external systems every harness creates (`external.db`, `index.db`).
 /// (Only the producer rows lose acks by default; every other row's producer is idempotent, as
 /// the model's rules say.)
@@ -201,9 +202,10 @@ mod tests {
     /// The consumer strategy each row runs writes what the model's row writes, spelled by the
     /// consumer's own table (`consumer::strategy::Strategy::rules`): the same sequence of durable
     /// writes (the email before or after the store's commit, with or without a key; the index
-    /// written apart or through the outbox), the same guard, the same effect (an add or issue
-    /// 14's set), the same check of a separate commit and the same dedup scope. Each enum is matched whole, so a new sequence, guard,
-    /// effect or scope on either side does not compile until it is mapped here.
+    /// written apart or through the outbox), the same guard, the same effect (an add or a
+    /// set), the same check of a separate commit and the same dedup scope. Each enum is
+    /// matched whole, so a new sequence, guard, effect or scope on either side does not compile
+    /// until it is mapped here.
     #[test]
     fn every_row_runs_a_consumer_with_the_models_writes_effect_and_dedup_scope() {
         use consumer::strategy as real;
