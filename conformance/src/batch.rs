@@ -81,6 +81,42 @@ fn unused_path(dir: &Path, stem: &str) -> PathBuf {
         .expect("some numbered name is free")
 }
 
+/// How one generated path replayed (`replay_generated_each` hands each to its caller).
+#[derive(Clone, Debug)]
+pub struct PathOutcome {
+    /// The path's place in the batch, from 0.
+    pub index: usize,
+    /// The walk's own seed (`seed + index`); `None` for a path to a depth.
+    pub seed: Option<u64>,
+    /// The steps the real system ran: a divergence at step 6 of 9 ran 6.
+    pub steps: usize,
+    pub verdict: PathVerdict,
+}
+
+/// Whether a generated path conformed, and what a divergence left behind.
+#[derive(Clone, Debug)]
+pub enum PathVerdict {
+    /// The safety properties the model and the real system both violate on it.
+    Conforms {
+        violated_in_both: Vec<String>,
+    },
+    Diverges(Box<Divergence>),
+}
+
+/// A divergent generated path: where it diverged, the failure as printed, the file it was
+/// saved to and the commands that bring it back.
+#[derive(Clone, Debug)]
+pub struct Divergence {
+    /// `step N`, `the initial state` or `the verdict of P` (`ReplayFailure::place`).
+    pub at: String,
+    pub detail: String,
+    pub saved: PathBuf,
+    /// The command that replays the saved trace.
+    pub reproduce: String,
+    /// The `test` command that generates this walk alone; `None` for a path to a depth.
+    pub regenerate: Option<String>,
+}
+
 /// Replays every generated path of `config`; a divergent one is saved in `out` and reported
 /// through `report` with its reproduce commands. `Err` only when a file cannot be written.
 pub fn replay_generated(
@@ -89,6 +125,19 @@ pub fn replay_generated(
     options: &Options,
     out: &Path,
     report: &mut dyn FnMut(&str),
+) -> Result<Summary, Error> {
+    replay_generated_each(config, generated, options, out, report, &mut |_| {})
+}
+
+/// `replay_generated`, handing each path's outcome to `each` as soon as it is known, so a
+/// caller can write it out without holding every path (a batch may have millions).
+pub fn replay_generated_each(
+    config: &Config,
+    generated: Generated,
+    options: &Options,
+    out: &Path,
+    report: &mut dyn FnMut(&str),
+    each: &mut dyn FnMut(&PathOutcome),
 ) -> Result<Summary, Error> {
     let what = generated.what();
     report(&format!("{}: {what}", config.strategy));
@@ -104,32 +153,29 @@ pub fn replay_generated(
         // faults it uses (spec.md §7.1), as `model check` writes its counterexamples.
         let path_config = if config.lifted.any() { config.concretised(actions) } else { config.clone() };
         let trace = Trace::new(path_config, None, None, description, actions.to_vec());
-        let Err(failure) = replay_counted(&trace, options, &mut summary.inside) else {
-            summary.steps += actions.len();
-            return Ok(());
+        let seed = match generated {
+            Generated::Walks { seed, .. } => Some(seed.wrapping_add(index as u64)),
+            Generated::Paths { .. } => None,
         };
-        // The steps the real system ran: a divergence at step 6 of 9 ran 6.
-        summary.steps += failure.steps_run(actions.len());
-        summary.divergences += 1;
-        let given = format!("--out {}", out.display());
-        crate::output::prepare_dir(&given, out)?;
-        let path = unused_path(out, &format!("{}--path-{index}", config.strategy));
-        crate::output::write_file(&given, &path, &trace.to_json())?;
-        let regenerate = match generated {
-            Generated::Walks { seed, steps_max, .. } => format!(
-                "\nregenerate: {} test {} {} --walks 1 --seed {} --steps-max {steps_max}",
-                crate::corpus::invocation(),
-                config.flags(),
-                run_flags(options),
-                seed.wrapping_add(index as u64)
-            ),
-            Generated::Paths { .. } => String::new(),
+        let (steps, verdict) = match replay_counted(&trace, options, &mut summary.inside) {
+            Ok(replayed) => {
+                let violated_in_both = replayed.violated.into_iter().filter(|(_, v)| *v).map(|(n, _)| n).collect();
+                (actions.len(), PathVerdict::Conforms { violated_in_both })
+            }
+            Err(failure) => {
+                summary.divergences += 1;
+                let divergence = save_divergence(config, generated, options, out, &trace, index, &failure)?;
+                report(&format!(
+                    "DIVERGES  path {index}, saved as {}\n{failure}\nreproduce: {}{}",
+                    divergence.saved.display(),
+                    divergence.reproduce,
+                    divergence.regenerate.as_deref().map(|line| format!("\nregenerate: {line}")).unwrap_or_default()
+                ));
+                (failure.steps_run(actions.len()), PathVerdict::Diverges(Box::new(divergence)))
+            }
         };
-        report(&format!(
-            "DIVERGES  path {index}, saved as {}\n{failure}\nreproduce: {}{regenerate}",
-            path.display(),
-            reproduce_command(&path, options)
-        ));
+        summary.steps += steps;
+        each(&PathOutcome { index, seed, steps, verdict });
         Ok(())
     };
     let model = ConsumerModel::new(config.clone());
@@ -155,4 +201,38 @@ pub fn replay_generated(
     }
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+/// Saves the divergent path `index` under `out` (never over an earlier run's file) and names
+/// the commands that bring it back.
+fn save_divergence(
+    config: &Config,
+    generated: Generated,
+    options: &Options,
+    out: &Path,
+    trace: &Trace,
+    index: usize,
+    failure: &crate::replay::ReplayFailure,
+) -> Result<Divergence, Error> {
+    let given = format!("--out {}", out.display());
+    crate::output::prepare_dir(&given, out)?;
+    let saved = unused_path(out, &format!("{}--path-{index}", config.strategy));
+    crate::output::write_file(&given, &saved, &trace.to_json())?;
+    let regenerate = match generated {
+        Generated::Walks { seed, steps_max, .. } => Some(format!(
+            "{} test {} {} --walks 1 --seed {} --steps-max {steps_max}",
+            crate::corpus::invocation(),
+            config.flags(),
+            run_flags(options),
+            seed.wrapping_add(index as u64)
+        )),
+        Generated::Paths { .. } => None,
+    };
+    Ok(Divergence {
+        at: failure.place(),
+        detail: failure.to_string(),
+        reproduce: reproduce_command(&saved, options),
+        saved,
+        regenerate,
+    })
 }

@@ -3,6 +3,7 @@
 
 #[macro_use]
 mod out;
+mod document;
 
 use anyhow::bail;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
@@ -299,6 +300,10 @@ struct TestArgs {
     /// Where divergent traces are saved.
     #[arg(long, default_value = "conformance-divergences")]
     out: PathBuf,
+    /// Print one JSON document (spec.md §11, "JSON output") instead of the lines; what is
+    /// generated and each divergence go to stderr as lines.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -473,7 +478,7 @@ fn one_line(text: &str) -> String {
     format!("{first} {}", listed.join(", "))
 }
 
-/// Exit codes (README "Exit codes"): 0 every trace conforms; 1 a divergence, or a scenario
+/// Exit codes (docs/errors.md "Exit codes"): 0 every trace conforms; 1 a divergence, or a scenario
 /// that does not hold in the model; 2 bad input (one line); 3 a test whose paths were cut at
 /// `--paths-max`. The hidden `worker` serves the consumer, and exits as it does: 4 when the
 /// owner refuses to start to protect data; 5 the output could not be written
@@ -522,7 +527,7 @@ fn exit_code(error: &anyhow::Error) -> u8 {
     error.chain().find_map(code).unwrap_or(BAD_INPUT)
 }
 
-/// The format version of `replay --json`'s document (spec.md §11): a new field keeps it, a
+/// The format version of the `replay --json` and `test --json` document (spec.md §11): a new field keeps it, a
 /// changed or removed one moves it.
 const CONFORMANCE_JSON_VERSION: u32 = 1;
 
@@ -727,18 +732,154 @@ fn run_test(args: TestArgs) -> anyhow::Result<ExitCode> {
     };
     preflight(&options)?;
     check_observations(std::iter::once(&config), &options)?;
+    if args.json {
+        return run_test_json(&config, generated, &options, &args.out);
+    }
     outln!("{TOOL} (model: {})", model::TOOL)?;
     let mut lines = out::Lines::default();
     let summary = batch::replay_generated(&config, generated, &options, &args.out, &mut |line| lines.print(line))?;
     lines.finish()?;
     outln!("{summary}")?;
     outln!("summary: {}", tried_summary(&options, &summary.inside))?;
-    let code = match (summary.divergences, summary.cut) {
+    Ok(ExitCode::from(test_exit_code(&summary)))
+}
+
+/// 0 when every path conforms, 1 on a divergence, 3 when none diverged but the paths were cut.
+fn test_exit_code(summary: &batch::Summary) -> u8 {
+    match (summary.divergences, summary.cut) {
         (0, None) => 0,
         (0, Some(_)) => INCOMPLETE,
         _ => DIVERGED,
-    };
-    Ok(ExitCode::from(code))
+    }
+}
+
+/// `test --json`: the document is written path by path (`document::Stream`), and the lines
+/// the batch reports (what it generates, each divergence) go to stderr, so that stdout holds
+/// the one document. A divergence that cannot be saved under `--out` still ends the document,
+/// with the totals so far and the error, before the error's line and exit 2.
+fn run_test_json(
+    config: &Config,
+    generated: Generated,
+    options: &Options,
+    out: &std::path::Path,
+) -> anyhow::Result<ExitCode> {
+    let head = json!({
+        "format": "onceproof-conformance",
+        "version": CONFORMANCE_JSON_VERSION,
+        "tool": TOOL,
+        "command": "test",
+        "strategy": config.strategy.name(),
+        "generated": generated_json(generated),
+    });
+    let mut document = document::Stream::start(&head)?;
+    let started = Instant::now();
+    let mut totals = Totals::default();
+    let result = batch::replay_generated_each(
+        config,
+        generated,
+        options,
+        out,
+        // Progress is best effort: a stderr that cannot be written does not stop the run.
+        &mut |line| {
+            let _ = errln!("{line}");
+        },
+        &mut |outcome| {
+            totals.add(outcome);
+            document.trace(&path_record(outcome));
+        },
+    );
+    let seconds = started.elapsed().as_secs_f64();
+    match result {
+        Ok(summary) => {
+            let code = test_exit_code(&summary);
+            let tried = tried_summary(options, &summary.inside);
+            document.finish(&totals.tail(seconds, summary.cut, Some(tried), None, code))?;
+            Ok(ExitCode::from(code))
+        }
+        Err(error) => {
+            let error = anyhow::Error::from(error);
+            let tail = totals.tail(seconds, None, None, Some(error.to_string()), exit_code(&error));
+            document.finish(&tail)?;
+            Err(error)
+        }
+    }
+}
+
+/// The counts of the paths replayed so far, as the document's totals.
+#[derive(Default)]
+struct Totals {
+    passed: usize,
+    failed: usize,
+    steps: usize,
+}
+
+impl Totals {
+    fn add(&mut self, outcome: &batch::PathOutcome) {
+        match outcome.verdict {
+            batch::PathVerdict::Conforms { .. } => self.passed += 1,
+            batch::PathVerdict::Diverges(_) => self.failed += 1,
+        }
+        self.steps += outcome.steps;
+    }
+
+    /// The fields after `traces`: `tried` is `None` when the run stopped on `error`.
+    fn tail(
+        &self,
+        seconds: f64,
+        cut: Option<usize>,
+        tried: Option<String>,
+        error: Option<String>,
+        code: u8,
+    ) -> serde_json::Value {
+        let mut tail = json!({
+            "passed": self.passed,
+            "failed": self.failed,
+            "steps": self.steps,
+            "seconds": seconds,
+            "cut": cut,
+            "tried": tried,
+            "exit_code": code,
+        });
+        if let Some(error) = error {
+            tail["error"] = json!(error);
+        }
+        tail
+    }
+}
+
+/// How `test` generates its paths, as the flags that chose it.
+fn generated_json(generated: Generated) -> serde_json::Value {
+    match generated {
+        Generated::Paths { depth, paths_max } => json!({"depth": depth, "paths_max": paths_max}),
+        Generated::Walks { count, seed, steps_max } => json!({"walks": count, "seed": seed, "steps_max": steps_max}),
+    }
+}
+
+/// One generated path in `test --json`'s `traces`: `path` is the file a divergence was saved
+/// to (a conforming path is saved nowhere), `seed` the walk's own (`null` at a depth).
+fn path_record(outcome: &batch::PathOutcome) -> serde_json::Value {
+    let (index, seed, steps) = (outcome.index, outcome.seed, outcome.steps);
+    match &outcome.verdict {
+        batch::PathVerdict::Conforms { violated_in_both } => json!({
+            "index": index,
+            "seed": seed,
+            "path": null,
+            "verdict": "conforms",
+            "steps": steps,
+            "violated_in_both": violated_in_both,
+        }),
+        batch::PathVerdict::Diverges(divergence) => json!({
+            "index": index,
+            "seed": seed,
+            "path": divergence.saved.display().to_string(),
+            "verdict": "diverges",
+            "steps": steps,
+            "at": divergence.at,
+            "detail": divergence.detail,
+            "reproduce": divergence.reproduce,
+            "regenerate": divergence.regenerate,
+        }),
+    }
 }
 
 /// Exit 0 when no kill point shows a store its named crash points do not, 1 on a finding.

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::io::{self, Write};
 
-/// The exit status of a command whose output could not be written (README "Exit codes"): the
+/// The exit status of a command whose output could not be written (docs/errors.md "Exit codes"): the
 /// work before the failed write is done, none after it.
 pub const OUTPUT_EXIT_CODE: u8 = 5;
 
@@ -37,6 +37,11 @@ pub fn line(args: fmt::Arguments<'_>) -> Result<(), OutputError> {
         .write_fmt(args)
         .and_then(|()| stdout.write_all(b"\n"))
         .map_err(|source| OutputError { stream: STDOUT, source })
+}
+
+/// `args` on stdout, no newline: a part of a document written as it is made (`document`).
+pub fn part(args: fmt::Arguments<'_>) -> Result<(), OutputError> {
+    io::stdout().lock().write_fmt(args).map_err(|source| OutputError { stream: STDOUT, source })
 }
 
 /// `args` and a newline on stderr (`errln!`).

@@ -157,6 +157,58 @@ fn replay_json_is_one_document_with_the_schema_fields() {
     }
 }
 
+/// `test --json` (spec.md §11): stdout is exactly one JSON document, one line, while what is
+/// generated and each divergence go to stderr; its totals are the ones the lines print, its
+/// exit code the process's (0, 3 for paths cut at `--paths-max`, 1 under a planted bug), and a
+/// divergence names its step, its saved trace and the commands that bring it back.
+#[test]
+fn test_json_is_one_document_with_the_totals_of_the_lines() {
+    let out = scratch("cli-test-json");
+    let out = out.display().to_string();
+    // The first path's verdict, steps and, for a divergence, its step.
+    type First = (&'static str, u64, Option<&'static str>);
+    let cases: [(&[&str], i32, First); 3] = [
+        (&["--strategy", "atomic-fenced", "--walks", "3", "--seed", "3"], 0, ("conforms", 15, None)),
+        (&["--strategy", "atomic", "--depth", "3", "--paths-max", "2"], 3, ("conforms", 3, None)),
+        (
+            &["--strategy", "atomic-fenced", "--walks", "1", "--seed", "3", "--mutation", "no-fence"],
+            1,
+            ("diverges", 9, Some("step 9")),
+        ),
+    ];
+    for (flags, code, (verdict, steps, at)) in cases {
+        let args = [&["test"][..], flags, &["--mode", "in-process", "--out", &out]].concat();
+        let lines = conformance(&args);
+        let lines_out = String::from_utf8_lossy(&lines.stdout);
+        let output = conformance(&[&args[..], &["--json"]].concat());
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(stdout.lines().count(), 1, "{args:?}: not one line:\n{stdout}");
+        let document: Value = serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not one JSON document ({e}):\n{stdout}"));
+        assert_eq!((lines.status.code(), output.status.code()), (Some(code), Some(code)), "{args:?}:\n{lines_out}");
+        assert!(String::from_utf8_lossy(&output.stderr).contains(flags[1]), "{args:?}: no progress on stderr");
+        assert_eq!(document["format"], json!("onceproof-conformance"));
+        assert_eq!(document["version"], json!(1));
+        assert_eq!(document["command"], json!("test"));
+        assert_eq!(document["exit_code"], json!(code));
+        let totals = lines_out.lines().find(|line| line.contains(" passed, ")).expect("the summary line");
+        // `P passed, F failed (S steps in ...`: its first three numbers.
+        let numbers: Vec<&str> = totals.split(|c: char| !c.is_ascii_digit()).filter(|n| !n.is_empty()).collect();
+        for (field, number) in [("passed", 0), ("failed", 1), ("steps", 2)] {
+            assert_eq!(document[field].to_string(), numbers[number], "{args:?}: {field} in {document} vs {totals}");
+        }
+        let first = &document["traces"][0];
+        assert_eq!((&first["verdict"], &first["steps"]), (&json!(verdict), &json!(steps)), "{document}");
+        let Some(at) = at else { continue };
+        assert_eq!(first["at"], json!(at), "{document}");
+        assert!(first["detail"].as_str().is_some_and(|d| d.contains("| consumer")), "{document}");
+        assert!(first["reproduce"].as_str().is_some_and(|r| r.contains("--mutation no-fence")), "{document}");
+        assert!(first["regenerate"].as_str().is_some_and(|r| r.contains("--walks 1 --seed 3")), "{document}");
+        let saved = first["path"].as_str().expect("the saved trace");
+        conformance::corpus::load(Path::new(saved)).unwrap_or_else(|e| panic!("{saved}: {e}"));
+    }
+}
+
 /// A divergent generated path is saved under a name no earlier run's file has: the same
 /// divergent walk twice into one directory leaves two files, each a trace that replays.
 #[test]
@@ -263,7 +315,7 @@ fn a_worker_refusing_a_lost_log_exits_4() {
     assert_eq!(errors.lines().count(), 1, "{errors}");
 }
 
-/// The trace files README's bad-input table names: one valid trace (atomic, one group, two
+/// The trace files the bad-input table of docs/errors.md names: one valid trace (atomic, one group, two
 /// owners, two records; an append and a fetch), each with the one change its name says.
 fn bad_trace_files() -> Vec<(&'static str, Vec<u8>)> {
     let base = json!({
@@ -307,7 +359,7 @@ fn bad_trace_files() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
-/// Every `conformance` row of README's bad-input table, as a child process in a directory
+/// Every `conformance` row of the bad-input table of docs/errors.md, as a child process in a directory
 /// holding the trace files it names: the row's exit code, the row's line and nothing else on
 /// stderr, nothing on stdout. Every file is named by a row, and the unedited one conforms.
 #[test]
@@ -318,9 +370,12 @@ fn every_bad_input_row_of_the_readme_gets_its_one_line() {
         std::fs::write(dir.join(name), bytes).expect("write a trace file");
     }
     let rows = readme_bad_input_rows("conformance");
-    assert!(rows.len() >= files.len() + 5, "README's bad-input table has {} conformance rows", rows.len());
+    assert!(rows.len() >= files.len() + 5, "the bad-input table of docs/errors.md has {} conformance rows", rows.len());
     for (name, _) in files.iter().filter(|(name, _)| *name != "valid.json") {
-        assert!(rows.iter().any(|row| row.command.iter().any(|arg| arg == name)), "no README row replays {name}");
+        assert!(
+            rows.iter().any(|row| row.command.iter().any(|arg| arg == name)),
+            "no row of docs/errors.md replays {name}"
+        );
     }
     for row in rows {
         let output = Command::new(env!("CARGO_BIN_EXE_conformance"))
@@ -342,7 +397,7 @@ fn every_bad_input_row_of_the_readme_gets_its_one_line() {
     assert_eq!(valid.status.code(), Some(0), "{}", String::from_utf8_lossy(&valid.stdout));
 }
 
-/// An empty `--worker` (which README's table, split on blanks, cannot spell) is refused before
+/// An empty `--worker` (which the table of docs/errors.md, split on blanks, cannot spell) is refused before
 /// anything starts.
 #[test]
 fn an_empty_worker_command_is_refused() {

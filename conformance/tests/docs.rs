@@ -1,4 +1,5 @@
-//! Every `sh` block of README.md runs as written: each block in one bash session, in
+//! Every `sh` block of the user's documents (`DOCUMENTS`: README.md and the pages of docs/ it
+//! leads to) runs as written: each block in one bash session, in
 //! a fresh temporary directory, with the workspace's three binaries (`model`, `consumer`,
 //! `conformance`, built for these tests) first on `PATH`. After each command the block shows
 //! what it prints (stdout and stderr together) on `#> ` lines and, when not 0, its exit code on
@@ -10,7 +11,7 @@
 //! what came out, and the command that reproduces it.
 //!
 //! `DOCS=overwrite cargo test -p conformance --test docs` rewrites the `#>`/`#?` lines of
-//! README.md from what the commands print (then put `[..]` back where output varies).
+//! those documents from what the commands print (then put `[..]` back where output varies).
 //!
 //! PROTOCOL.md's row sections are checked against the model: every step kind the model can ask
 //! of a row a consumer of your own may claim is named in that row's section, and no section
@@ -22,7 +23,10 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const REPRO: &str = "cargo test -p conformance --test docs";
-/// The whole README's blocks together (CI's cap for the docs family). Their debug builds took
+/// The documents whose blocks run, README first (what a user meets first).
+const DOCUMENTS: [&str; 4] = ["README.md", "docs/checking.md", "docs/real-consumer.md", "docs/conformance.md"];
+/// Every document's blocks together (CI's cap for the docs family; the blocks were README's
+/// alone until its reference material moved to docs/). Their debug builds took
 /// 226 s and 318 s on the 2-core machine while other builds ran beside them (and 301 s once
 /// over the old cap of 300 s), so the cap leaves room for a loaded machine.
 const DOCS_TIMEOUT: Duration = Duration::from_secs(480);
@@ -31,14 +35,14 @@ const SKIP: &str = "# not run by the doc tests: ";
 /// One command of a block and what the block says it prints.
 #[derive(Debug)]
 struct Step {
-    /// The 1-based line of README.md the command starts on.
+    /// The 1-based line of its document the command starts on.
     line: usize,
     command: String,
     expected: Vec<String>,
     /// `None`: stderr is not compared.
     errors: Option<Vec<String>>,
     code: i32,
-    /// Lines of README.md (0-based) holding this step's `#>`/`#?` lines.
+    /// Lines of its document (0-based) holding this step's `#>`/`#?` lines.
     shown: std::ops::Range<usize>,
 }
 
@@ -64,26 +68,29 @@ fn sh_blocks(text: &str) -> Vec<(usize, Vec<&str>)> {
 }
 
 /// A block's commands with their shown output (`start`: the block's first line index).
-fn steps(start: usize, lines: &[&str]) -> Vec<Step> {
+fn steps(document: &str, start: usize, lines: &[&str]) -> Vec<Step> {
     let mut steps: Vec<Step> = Vec::new();
     let mut i = 0;
     while i < lines.len() {
         let line = lines[i];
         if let Some(shown) = line.strip_prefix("#>").map(|s| s.strip_prefix(' ').unwrap_or(s)) {
             let step =
-                steps.last_mut().unwrap_or_else(|| panic!("README.md:{}: output before any command", start + i + 1));
+                steps.last_mut().unwrap_or_else(|| panic!("{document}:{}: output before any command", start + i + 1));
             step.expected.push(shown.to_string());
             step.shown.end = start + i + 1;
         } else if let Some(shown) = line.strip_prefix("#!").map(|s| s.strip_prefix(' ').unwrap_or(s)) {
             let step =
-                steps.last_mut().unwrap_or_else(|| panic!("README.md:{}: stderr before any command", start + i + 1));
+                steps.last_mut().unwrap_or_else(|| panic!("{document}:{}: stderr before any command", start + i + 1));
             step.errors.get_or_insert_with(Vec::new).push(shown.to_string());
             step.shown.end = start + i + 1;
         } else if let Some(code) = line.strip_prefix("#? ") {
-            let step =
-                steps.last_mut().unwrap_or_else(|| panic!("README.md:{}: exit code before any command", start + i + 1));
-            step.code =
-                code.trim().parse().unwrap_or_else(|_| panic!("README.md:{}: '{code}' is no exit code", start + i + 1));
+            let step = steps
+                .last_mut()
+                .unwrap_or_else(|| panic!("{document}:{}: exit code before any command", start + i + 1));
+            step.code = code
+                .trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{document}:{}: '{code}' is no exit code", start + i + 1));
             step.shown.end = start + i + 1;
         } else if !line.trim().is_empty() && !line.trim_start().starts_with('#') {
             let mut command = line.to_string();
@@ -214,60 +221,69 @@ fn binaries() -> PathBuf {
 }
 
 #[test]
-fn every_sh_block_of_the_readme_runs_as_written() {
-    let readme_path = repo_root().join("README.md");
-    let readme = std::fs::read_to_string(&readme_path).expect("README.md");
+fn every_sh_block_of_the_documents_runs_as_written() {
     let bin = binaries();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     let overwrite = std::env::var("DOCS").is_ok_and(|v| v == "overwrite");
     let deadline = Instant::now() + DOCS_TIMEOUT;
     let (mut failures, mut run, mut skipped) = (Vec::new(), 0, Vec::new());
-    let mut rewrites: Vec<(std::ops::Range<usize>, Vec<String>)> = Vec::new();
-    for (start, lines) in sh_blocks(&readme) {
-        if let Some(reason) = lines.first().and_then(|l| l.strip_prefix(SKIP)) {
-            skipped.push(format!("README.md:{}: {reason}", start));
-            continue;
-        }
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let tmp = format!("{}/", dir.path().display());
-        let mut session = Session::start(&repo_root(), &path, dir.path().join(".stderr"));
-        for step in steps(start, &lines) {
-            assert!(Instant::now() < deadline, "the docs' commands passed {DOCS_TIMEOUT:?}: {REPRO}");
-            let (output, errors, code) = session.run(&step.command.replace("/tmp/", &tmp));
-            let output: Vec<String> = output.iter().map(|l| l.replace(&tmp, "/tmp/")).collect();
-            let errors: Vec<String> = errors.iter().map(|l| l.replace(&tmp, "/tmp/")).collect();
-            run += 1;
-            if overwrite {
-                let mut shown: Vec<String> = output.iter().map(|l| format!("#> {l}").trim_end().to_string()).collect();
-                if code != 0 {
-                    shown.extend(errors.iter().map(|l| format!("#! {l}").trim_end().to_string()));
-                    shown.push(format!("#? {code}"));
-                }
-                rewrites.push((step.shown.clone(), shown));
-            } else if code != step.code
-                || !matches(&step.expected, &output)
-                || step.errors.as_ref().is_some_and(|shown| !matches(shown, &errors))
-            {
-                failures.push(format!(
-                    "README.md:{}: {}\n  expected (exit {}):\n{}\n{}\n  got (exit {code}):\n{}\n{}",
-                    step.line,
-                    step.command,
-                    step.code,
-                    indent(&step.expected),
-                    indent(step.errors.as_deref().unwrap_or_default()),
-                    indent(&output),
-                    indent(&errors)
-                ));
+    for document in DOCUMENTS {
+        let file = repo_root().join(document);
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{document}: {e}"));
+        let mut rewrites: Vec<(std::ops::Range<usize>, Vec<String>)> = Vec::new();
+        for (start, lines) in sh_blocks(&text) {
+            if let Some(reason) = lines.first().and_then(|l| l.strip_prefix(SKIP)) {
+                skipped.push(format!("{document}:{}: {reason}", start));
+                continue;
             }
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let tmp = format!("{}/", dir.path().display());
+            let mut session = Session::start(&repo_root(), &path, dir.path().join(".stderr"));
+            for step in steps(document, start, &lines) {
+                assert!(Instant::now() < deadline, "the docs' commands passed {DOCS_TIMEOUT:?}: {REPRO}");
+                let (output, errors, code) = session.run(&step.command.replace("/tmp/", &tmp));
+                let output: Vec<String> = output.iter().map(|l| l.replace(&tmp, "/tmp/")).collect();
+                let errors: Vec<String> = errors.iter().map(|l| l.replace(&tmp, "/tmp/")).collect();
+                run += 1;
+                if overwrite {
+                    rewrites.push((step.shown.clone(), shown_lines(&output, &errors, code)));
+                } else if code != step.code
+                    || !matches(&step.expected, &output)
+                    || step.errors.as_ref().is_some_and(|shown| !matches(shown, &errors))
+                {
+                    failures.push(format!(
+                        "{document}:{}: {}\n  expected (exit {}):\n{}\n{}\n  got (exit {code}):\n{}\n{}",
+                        step.line,
+                        step.command,
+                        step.code,
+                        indent(&step.expected),
+                        indent(step.errors.as_deref().unwrap_or_default()),
+                        indent(&output),
+                        indent(&errors)
+                    ));
+                }
+            }
+        }
+        if overwrite {
+            rewrite(&file, &text, rewrites);
         }
     }
     if overwrite {
-        rewrite(&readme_path, &readme, rewrites);
         return;
     }
     println!("docs: {run} commands run; not run: {skipped:#?}");
     assert!(run > 40, "only {run} documented commands ran");
     assert!(failures.is_empty(), "{} documented commands differ ({REPRO}):\n{}", failures.len(), failures.join("\n"));
+}
+
+/// What a step printed, as the `#>`, `#!` and `#?` lines a document shows.
+fn shown_lines(output: &[String], errors: &[String], code: i32) -> Vec<String> {
+    let mut shown: Vec<String> = output.iter().map(|l| format!("#> {l}").trim_end().to_string()).collect();
+    if code != 0 {
+        shown.extend(errors.iter().map(|l| format!("#! {l}").trim_end().to_string()));
+        shown.push(format!("#? {code}"));
+    }
+    shown
 }
 
 fn indent(lines: &[String]) -> String {
@@ -281,7 +297,7 @@ fn rewrite(path: &Path, text: &str, mut rewrites: Vec<(std::ops::Range<usize>, V
     for (range, shown) in rewrites {
         lines.splice(range, shown);
     }
-    std::fs::write(path, lines.join("\n") + "\n").expect("README.md is writable");
+    std::fs::write(path, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
 #[test]
@@ -601,4 +617,48 @@ fn every_step_the_model_asks_of_a_row_is_in_its_protocol_section() {
     }
     println!("protocol sections: {} rows explored in {:?}", CLAIMABLE.len(), started.elapsed());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// README is a user's guide: it fits in 400 lines, and its glossary and strategy list are the
+/// model's own, so that a new row or property cannot be left out of them.
+const README_LINES_MAX: usize = 400;
+
+/// The lines of README's section `## heading`, up to the next `## `.
+fn readme_section(readme: &str, heading: &str) -> Vec<String> {
+    let start = readme.find(&format!("\n## {heading}\n")).unwrap_or_else(|| panic!("README has no '## {heading}'"));
+    let rest = &readme[start + heading.len() + 5..];
+    let end = rest.find("\n## ").unwrap_or(rest.len());
+    rest[..end].lines().map(String::from).collect()
+}
+
+#[test]
+fn readme_is_a_short_guide_whose_lists_are_the_models() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
+    let lines = readme.lines().count();
+    assert!(lines <= README_LINES_MAX, "README.md has {lines} lines, more than {README_LINES_MAX}");
+
+    // The strategies: one line each, under a bold heading naming its family.
+    let mut listed: Vec<(String, String)> = Vec::new();
+    let mut family = String::new();
+    for line in readme_section(&readme, "Strategies") {
+        if let Some(name) = line.strip_prefix("**").and_then(|l| l.strip_suffix("**")) {
+            family = name.to_lowercase();
+        } else if let Some(item) = line.strip_prefix("- `") {
+            let name = item.split('`').next().expect("a closed code span");
+            listed.push((family.clone(), name.to_string()));
+        }
+    }
+    let expected: Vec<(String, String)> = (model::strategy::Family::ALL.iter())
+        .flat_map(|&f| {
+            let rows = model::Strategy::ALL.iter().filter(move |s| s.family() == f);
+            rows.map(move |s| (f.name().to_lowercase(), s.to_string()))
+        })
+        .collect();
+    assert_eq!(listed, expected, "README's strategies differ from the model's rows by family");
+
+    // The glossary: every safety property in one row, in the model's order.
+    let glossary: Vec<String> = (readme_section(&readme, "Glossary").iter())
+        .filter_map(|l| l.strip_prefix("| `").and_then(|l| l.split('`').next()).map(String::from))
+        .collect();
+    assert_eq!(glossary, model::properties::SAFETY.to_vec(), "README's glossary differs from the safety properties");
 }

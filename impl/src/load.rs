@@ -129,7 +129,7 @@ impl Stop {
     }
 }
 
-/// `load` stopped by a signal; it exits 128 + the signal's number (README.md, `load`).
+/// `load` stopped by a signal; it exits 128 + the signal's number (docs/real-consumer.md, `load`).
 #[derive(Debug)]
 struct Interrupted(i32);
 

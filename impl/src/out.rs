@@ -8,7 +8,7 @@
 use std::fmt;
 use std::io::{self, Write};
 
-/// The exit status of a command whose output could not be written (README "Exit codes"): the
+/// The exit status of a command whose output could not be written (docs/errors.md "Exit codes"): the
 /// work before the failed write is done, none after it.
 pub const OUTPUT_EXIT_CODE: u8 = 5;
 

@@ -236,7 +236,7 @@ fn write_version_2_identity(path: &Path) {
     std::fs::write(path, bytes).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
-/// The data directories README's consumer rows name (SQLite), made in `root` as the README
+/// The data directories the consumer rows of docs/errors.md name (SQLite), made in `root` as that page
 /// says; returns their names.
 fn prepare_readme_dirs(root: &Path) -> Vec<&'static str> {
     let dirs = ["data", "overflow", "killed-init", "locked-log", "old-schema", "old-log", "old-partition"];
@@ -266,7 +266,7 @@ fn prepare_readme_dirs(root: &Path) -> Vec<&'static str> {
     dirs.to_vec()
 }
 
-/// Every `consumer` row of README's bad-input table but the PostgreSQL ones (`$PG`: in
+/// Every `consumer` row of the bad-input table of docs/errors.md but the PostgreSQL ones (`$PG`: in
 /// `hardening_pg.rs`), as a child process in a directory holding the data directories it
 /// names: the row's exit code, the row's line and nothing else on stderr, nothing on stdout.
 #[test]
@@ -275,9 +275,9 @@ fn every_bad_input_row_of_the_readme_gets_its_one_line() {
     let root = scratch.path();
     let dirs = prepare_readme_dirs(root);
     let rows: Vec<_> = readme_bad_input_rows("consumer").into_iter().filter(|row| !row.is_postgres()).collect();
-    assert!(rows.len() >= 30, "README's bad-input table has {} consumer rows", rows.len());
+    assert!(rows.len() >= 30, "the bad-input table of docs/errors.md has {} consumer rows", rows.len());
     for dir in dirs {
-        assert!(rows.iter().any(|row| row.dir() == Some(dir)), "no README row runs on {dir}");
+        assert!(rows.iter().any(|row| row.dir() == Some(dir)), "no row of docs/errors.md runs on {dir}");
     }
     // The log's writer lock, held by another "writer" while the rows run.
     let lock = std::fs::File::create(root.join("locked-log/log/writer.lock")).expect("open the writer lock");

@@ -291,7 +291,7 @@ fn two_groups_on_one_log_never_touch_each_other() {
 }
 
 /// The journal mode `init --journal` names is the one the store runs in: its COMMITs' crash
-/// behaviour (a rollback journal or a WAL) depends on it, and README's figures are per mode.
+/// behaviour (a rollback journal or a WAL) depends on it, and the documented figures are per mode.
 /// WAL is recorded in the database file itself, so a fresh connection reads the mode the store
 /// set, after `init` and after a `consume` reopened the store.
 #[test]

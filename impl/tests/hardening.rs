@@ -2,7 +2,7 @@
 //! transaction with the store still readable, `init` killed at seeded random moments (no store,
 //! or a whole one, and `init` finishes it), concurrent `init`s (the loser: one line), concurrent
 //! appenders waiting for the log's writer lock, and names refused. The exact lines of bad input
-//! are README's table (`cli.rs`); PostgreSQL's rows are `hardening_pg.rs`.
+//! are the table of docs/errors.md (`cli.rs`); PostgreSQL's rows are `hardening_pg.rs`.
 
 mod common;
 

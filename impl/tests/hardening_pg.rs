@@ -1,4 +1,4 @@
-//! README's PostgreSQL rows of "Bad input and the one line it gets" (`$PG` in their command),
+//! The PostgreSQL rows of docs/errors.md's "Bad input and the one line it gets" (`$PG` in their command),
 //! as child processes against this test binary's private cluster: an overflowing total, `init`
 //! of an initialised database, damaged metadata (`meta.partitions = -1`) and a server that
 //! accepts connections and never answers (its postmaster stopped with SIGSTOP). Skips, printing
@@ -37,7 +37,7 @@ fn target(url: &str) -> String {
     format!("postgres://postgres@{host}/{name}")
 }
 
-/// Makes `dir` in `root` on a fresh database as README says; returns its URL.
+/// Makes `dir` in `root` on a fresh database as docs/errors.md says; returns its URL.
 fn prepare(root: &Path, dir: &str) -> String {
     let url = pg::database().expect("the cluster runs");
     run_in(root, &url, &["init", "--dir", dir]);
@@ -53,7 +53,7 @@ fn prepare(root: &Path, dir: &str) -> String {
             assert_eq!(changed, 1, "meta has a partitions row");
         }
         "pg-stopped" => {}
-        other => panic!("README names no PostgreSQL directory {other}"),
+        other => panic!("docs/errors.md names no PostgreSQL directory {other}"),
     }
     url
 }
@@ -98,7 +98,7 @@ fn every_postgres_bad_input_row_of_the_readme_gets_its_one_line() {
     let urls: Vec<(&str, String)> = DIRS.iter().map(|&dir| (dir, prepare(root, dir))).collect();
     let rows: Vec<_> = readme_bad_input_rows("consumer").into_iter().filter(BadInputRow::is_postgres).collect();
     for dir in DIRS {
-        assert!(rows.iter().any(|row| row.dir() == Some(dir)), "no README row runs on {dir}");
+        assert!(rows.iter().any(|row| row.dir() == Some(dir)), "no row of docs/errors.md runs on {dir}");
     }
     for row in &rows {
         run_row(row, root, &urls, server);

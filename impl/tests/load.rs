@@ -1,6 +1,6 @@
 //! The load test in small: owner processes under rebalances and SIGKILLs keep the fenced and
 //! serialised strategies exact, and the plain ones show their duplicates. The full-size run
-//! (100,000 records) is `consumer load` itself, documented in README.md.
+//! (100,000 records) is `consumer load` itself, documented in docs/real-consumer.md.
 
 use std::process::Command;
 

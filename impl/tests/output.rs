@@ -1,5 +1,5 @@
 //! A failed write to stdout (a closed pipe, a full disk) never panics: the command exits 5
-//! with one line on stderr, and the work before the write is done (README "Exit codes").
+//! with one line on stderr, and the work before the write is done (docs/errors.md "Exit codes").
 //! Data-driven: every row runs into `/dev/full` and into a pipe whose reader is closed.
 
 mod common;

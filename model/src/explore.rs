@@ -1,8 +1,10 @@
 //! `model explore`: stateright's web explorer behind a server of ours that adds a page at
-//! `/onceproof`. Stateright's page stays as it is (we cannot patch its bundled UI: its
-//! "Current state" panel reads the checker's global discoveries, not the state shown); ours
-//! judges every property on the path being viewed, shows the compact state and our timeline,
-//! and links the shortest counterexample of every property, found by `check` first.
+//! `/onceproof` and a script to stateright's page. Stateright's "Current state" panel reads the
+//! checker's global discoveries, not the state shown; we cannot patch its bundled UI, so the
+//! forwarded index gets `explore_verdicts.js`, which rewrites that panel's lines with our
+//! judgement of the path shown and shows the timeline at a readable size. Our page judges every
+//! property on the path being viewed, shows the compact state and our timeline, and links the
+//! shortest counterexample of every property, found by `check` first.
 //!
 //! One address serves both: ours answers `/onceproof...` and forwards every other request to
 //! stateright's server, which listens on a loopback port of its own.
@@ -83,8 +85,8 @@ fn print_urls(model: &ConsumerModel, addr: &str, shortest: &[Shortest]) -> Resul
     outln!("explorer for {strategy}:")?;
     outln!("  ours:        http://{addr}/onceproof   (verdicts judged on the path you view: trust this one)")?;
     outln!(
-        "  stateright:  http://{addr}/   (its \"Current state\" property panel reads the search's global \
-         discoveries, not the state shown; the timeline in it is ours and judges the path)"
+        "  stateright:  http://{addr}/   (tick \"Current state?\": our script judges its property lines \
+         on the path shown; the timeline in it is ours and judges the path too)"
     )?;
     outln!("shortest paths found by check (ours / stateright's):")?;
     for s in shortest {
@@ -114,14 +116,66 @@ fn respond(model: &ConsumerModel, shortest: &[Shortest], inner: SocketAddr, requ
                 .collect();
             with_type(json!({"strategy": model.config.strategy.to_string(), "shortest": list}).to_string(), JSON)
         }
+        (tiny_http::Method::Get, "/onceproof/verdicts.js") => {
+            with_type(VERDICTS_SCRIPT.to_string(), "text/javascript; charset=utf-8")
+        }
         (tiny_http::Method::Get, _) if path.starts_with("/onceproof/.path") => {
             match path_view(model, path.trim_start_matches("/onceproof/.path")) {
                 Ok(view) => with_type(view.to_string(), JSON),
                 Err(problem) => with_type(problem, "text/plain; charset=utf-8").with_status_code(404),
             }
         }
+        (tiny_http::Method::Get, "/") => forward_index(inner, request),
         _ => forward(inner, request),
     }
+}
+
+/// Rewrites stateright's "Current state" panel with our judgement (`explore_verdicts.js`).
+const VERDICTS_SCRIPT: &str = include_str!("explore_verdicts.js");
+/// How stateright's index loads it: last, after stateright's own script defined `window.app`.
+const VERDICTS_TAG: &str = "<script src='/onceproof/verdicts.js'></script>";
+
+/// Stateright's index page no longer ends its body where the script is to go (a stateright
+/// upgrade that changed `ui/index.htm`): serving it without the script would bring back the
+/// panel's wrong verdicts unannounced.
+#[derive(Debug, PartialEq, Eq)]
+pub struct NoBodyEnd;
+
+impl std::fmt::Display for NoBodyEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stateright's page has no </body> to add onceproof's verdicts script before")
+    }
+}
+
+/// `page` with `tag` before its last `</body>`.
+fn with_script(page: &[u8], tag: &str) -> Result<Vec<u8>, NoBodyEnd> {
+    let end = page.windows(b"</body>".len()).rposition(|w| w.eq_ignore_ascii_case(b"</body>")).ok_or(NoBodyEnd)?;
+    Ok([&page[..end], tag.as_bytes(), b"\n", &page[end..]].concat())
+}
+
+/// Stateright's index with our verdicts script; its errors pass through as they are.
+fn forward_index(inner: SocketAddr, request: &tiny_http::Request) -> Response {
+    let (status, content_type, body) = match forward_raw(inner, request) {
+        Ok(answer) => answer,
+        Err(error) => return unreachable_inner(&error),
+    };
+    if status != 200 {
+        return with_type(String::from_utf8_lossy(&body).to_string(), "text/plain").with_status_code(status);
+    }
+    match with_script(&body, VERDICTS_TAG) {
+        Ok(page) => tiny_http::Response::from_data(page).with_header(
+            tiny_http::Header::from_bytes(
+                "Content-Type",
+                content_type.as_deref().unwrap_or("text/html; charset=utf-8"),
+            )
+            .expect("a valid header"),
+        ),
+        Err(missing) => with_type(missing.to_string(), "text/plain").with_status_code(502),
+    }
+}
+
+fn unreachable_inner(error: &anyhow::Error) -> Response {
+    with_type(format!("stateright's explorer did not answer: {error:#}"), "text/plain").with_status_code(502)
 }
 
 const JSON: &str = "application/json";
@@ -188,9 +242,7 @@ fn forward(inner: SocketAddr, request: &tiny_http::Request) -> Response {
                 None => response,
             }
         }
-        Err(error) => {
-            with_type(format!("stateright's explorer did not answer: {error:#}"), "text/plain").with_status_code(502)
-        }
+        Err(error) => unreachable_inner(&error),
     }
 }
 
@@ -233,3 +285,15 @@ fn page(model: &ConsumerModel) -> String {
 }
 
 const PAGE: &str = include_str!("explore.html");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_goes_before_the_last_body_end_or_is_refused() {
+        let page = with_script(b"<body><p>x</p></BODY>\n</html>", "<s>").expect("a body end");
+        assert_eq!(String::from_utf8_lossy(&page), "<body><p>x</p><s>\n</BODY>\n</html>");
+        assert_eq!(with_script(b"<html>no end", "<s>"), Err(NoBodyEnd));
+    }
+}

@@ -276,13 +276,21 @@ struct CheckArgs {
     /// lengths and witnesses, in half the time); off by default with it.
     #[arg(long, conflicts_with = "no_symmetry")]
     symmetry: bool,
-    /// Explore the whole state space, not one state per class (the table's states and unique
+    /// Explore the whole state space, not one state per class (`--wide`'s states and unique
     /// columns then count every state).
     #[arg(long)]
     no_symmetry: bool,
-    /// Print one JSON document instead of the table.
+    /// Print one JSON document instead of the text report.
     #[arg(long)]
     json: bool,
+    /// Print the verdict matrix, a column per safety property with the state counts and
+    /// seconds of each row, instead of a summary line per row (wider than a terminal).
+    #[arg(long, conflicts_with = "json")]
+    wide: bool,
+    /// Print the summary only: the bounds, a line per row, and the judgement; no
+    /// counterexamples (`--traces` and `--html` still write them).
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
     /// Write every counterexample as a trace file into this directory.
     #[arg(long)]
     traces: Option<PathBuf>,
@@ -465,9 +473,30 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         outln!("{}", report::json(&reports, &outcome))?;
     } else {
-        out!("{}", report::text(&reports, &outcome))?;
+        let layout = report::Layout { width_chars: output_width_chars(), wide: args.wide, quiet: args.quiet };
+        out!("{}", report::text(&reports, &outcome, layout))?;
     }
     Ok(ExitCode::from(outcome.exit_code))
+}
+
+/// The width of the text report. On a terminal: `COLUMNS` when it is a number (the user's
+/// override), else the terminal's own width; else `report::WIDTH_DEFAULT_CHARS`, so that files,
+/// pipes and tests see the same output whatever the terminal.
+fn output_width_chars() -> usize {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return report::WIDTH_DEFAULT_CHARS;
+    }
+    let columns = std::env::var("COLUMNS").ok().and_then(|text| text.trim().parse::<usize>().ok());
+    columns.filter(|&columns| columns > 0).or_else(terminal_columns).unwrap_or(report::WIDTH_DEFAULT_CHARS)
+}
+
+/// The width of the terminal on stdout, as the kernel knows it (shells seldom export `COLUMNS`).
+fn terminal_columns() -> Option<usize> {
+    let mut size = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: TIOCGWINSZ writes one `winsize` into `size`, which lives across the call.
+    let answered = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    (answered && size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
 
 /// Checks each configuration, `jobs` of them at once; reports come back in input order, and

@@ -102,57 +102,74 @@ pub fn judge(reports: &[CheckReport], expected: Option<&Expected>, skipped: Vec<
     Outcome { exit_code, problems, compared_with, skipped }
 }
 
-/// The verdict table, then each counterexample as numbered steps, then the judgement.
-pub fn text(reports: &[CheckReport], outcome: &Outcome) -> String {
+/// How `text` lays a report out.
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    /// The widest line, in characters: the terminal's, or `WIDTH_DEFAULT` off a terminal.
+    /// Only `--wide`'s matrix is wider.
+    pub width_chars: usize,
+    /// `--wide`: the verdict matrix, a column per safety property, instead of a line per row.
+    pub wide: bool,
+    /// `--quiet`: the summary only, no counterexample and no hint.
+    pub quiet: bool,
+}
+
+/// The width off a terminal, and on one whose `COLUMNS` is unset or not a number: stable
+/// output for files, pipes and the doc tests.
+pub const WIDTH_DEFAULT_CHARS: usize = 120;
+/// The narrowest layout: below it a property name and its count no longer fit beside the
+/// indentation.
+pub const WIDTH_MIN_CHARS: usize = 40;
+
+/// The column where a row's verdicts start: the longest strategy name among the rows (the
+/// header's "strategy" at least) and two spaces.
+fn name_column_chars(reports: &[CheckReport]) -> usize {
+    reports.iter().map(|r| r.config.strategy.name().len()).chain(["strategy".len()]).max().unwrap_or(0) + 2
+}
+
+/// The bounds, a summary line per row (or `--wide`'s matrix), each counterexample as numbered
+/// steps and the reason it fails, then the judgement, its last line OK, FAILED or INCONCLUSIVE.
+pub fn text(reports: &[CheckReport], outcome: &Outcome, layout: Layout) -> String {
+    let width = layout.width_chars.max(WIDTH_MIN_CHARS);
     let mut out = String::new();
-    if let Some(first) = reports.first() {
-        let _ = writeln!(out, "bounds: {}", shared_bounds(&first.config));
-        // Rows whose shared bounds differ (fewer groups where a second adds nothing, say).
-        for report in reports.iter().filter(|r| shared_bounds(&r.config) != shared_bounds(&first.config)) {
-            let _ = writeln!(out, "  {}: {}", report.config.strategy, shared_bounds(&report.config));
+    match layout.wide {
+        true => {
+            out.push_str(&matrix_bounds(reports));
+            out.push_str(&table(reports));
         }
-        let _ = writeln!(
-            out,
-            "search: {:?}, {} thread(s){}\n",
-            first.search,
-            first.threads,
-            if first.symmetry { ", symmetry" } else { "" }
-        );
+        false => {
+            out.push_str(&summary_bounds(reports, width));
+            out.push_str(&summary(reports, width));
+        }
     }
-    out.push_str(&table(reports));
-    for report in reports {
-        for property in report.properties.iter().filter(|p| p.verdict == Verdict::Violated) {
-            // With a lifted budget, the path is shown in the configuration it replays in.
-            let model = ConsumerModel::new(property.path_config(&report.config).clone());
-            let _ = writeln!(
-                out,
-                "\n{} violates {} in {} steps{}:",
-                report.config.strategy,
-                property.name,
-                property.actions.len(),
-                if property.shortest { String::new() } else { not_shortest() }
-            );
-            out.push_str(&numbered_steps(&model, &property.actions));
-        }
+    if !layout.quiet {
+        out.push_str(&counterexamples(reports, width));
     }
     for report in reports.iter().filter(|r| r.complete && !r.not_observed().is_empty()) {
-        let names = report.not_observed().join(", ");
-        let _ = writeln!(
-            out,
-            "\n{}: not observed: {names} (an observation is reported, never a failure)",
-            report.config.strategy
+        let line = format!(
+            "{}: not observed: {} (an observation is reported, never a failure)",
+            report.config.strategy,
+            report.not_observed().join(", ")
         );
+        out.push('\n');
+        out.push_str(&wrap(&line, 4, width));
     }
     if !outcome.skipped.is_empty() {
         out.push('\n');
     }
     for (strategy, why) in &outcome.skipped {
-        let _ = writeln!(out, "{strategy}: not checked: {why}");
+        out.push_str(&wrap(&format!("{strategy}: not checked: {why}"), 4, width));
     }
-    let _ = writeln!(out, "\ncompared with {}", outcome.compared_with);
+    if !layout.quiet {
+        out.push('\n');
+        out.push_str(&wrap(HINT, 4, width));
+    }
+    out.push('\n');
+    out.push_str(&wrap(&format!("compared with {}", outcome.compared_with), 4, width));
     for problem in &outcome.problems {
-        let _ = writeln!(out, "MISMATCH {problem}");
+        out.push_str(&wrap(&format!("MISMATCH {problem}"), 4, width));
     }
+    // The last line, whole whatever the width: scripts look for it.
     let summary = match outcome.exit_code {
         0 => "OK: every verdict as expected, every fault witness reached",
         1 if outcome.problems.is_empty() => "FAILED: a safety property is violated",
@@ -160,6 +177,210 @@ pub fn text(reports: &[CheckReport], outcome: &Outcome) -> String {
         _ => "INCONCLUSIVE: the search did not finish and found no violation",
     };
     let _ = writeln!(out, "{summary}");
+    out
+}
+
+/// Where the rest of a check is: said once, before the judgement, so that the judgement's two
+/// lines stay the last two.
+const HINT: &str = "every counterexample as a replayable trace: --traces DIR; as a page with timelines: \
+                    --html FILE; the full matrix: --wide";
+
+/// `--wide`'s bounds: the first row's, then every row whose bounds differ with its own.
+fn matrix_bounds(reports: &[CheckReport]) -> String {
+    let mut out = String::new();
+    if let Some(first) = reports.first() {
+        let _ = writeln!(out, "bounds: {}", shared_bounds(&first.config));
+        // Rows whose shared bounds differ (fewer groups where a second adds nothing, say).
+        for report in reports.iter().filter(|r| shared_bounds(&r.config) != shared_bounds(&first.config)) {
+            let _ = writeln!(out, "  {}: {}", report.config.strategy, shared_bounds(&report.config));
+        }
+        out.push_str(&search_line(first));
+    }
+    out
+}
+
+/// The summary's bounds: the first row's, all of them, then the rows that differ, grouped by
+/// what differs (29 of the default table's 38 rows differ in a budget or two).
+fn summary_bounds(reports: &[CheckReport], width: usize) -> String {
+    let mut out = String::new();
+    let Some(first) = reports.first() else { return out };
+    let base = bounds(&first.config);
+    out.push_str(&flow("bounds: ", &base, 8, width));
+    let mut groups: Vec<(Vec<String>, Vec<String>)> = Vec::new();
+    for report in reports {
+        let differs: Vec<String> = bounds(&report.config)
+            .into_iter()
+            .zip(&base)
+            .filter(|(own, base)| own != *base)
+            .map(|(own, _)| own)
+            .collect();
+        if differs.is_empty() {
+            continue;
+        }
+        let strategy = report.config.strategy.to_string();
+        match groups.iter_mut().find(|(bounds, _)| *bounds == differs) {
+            Some((_, rows)) => rows.push(strategy),
+            None => groups.push((differs, vec![strategy])),
+        }
+    }
+    for (differs, rows) in groups {
+        let mut tokens = differs;
+        if let Some(last) = tokens.last_mut() {
+            last.push(':');
+        }
+        tokens.extend(with_commas(rows));
+        out.push_str(&flow("  with ", &tokens, 6, width));
+    }
+    out.push_str(&search_line(first));
+    out
+}
+
+fn search_line(first: &CheckReport) -> String {
+    format!(
+        "search: {:?}, {} thread(s){}\n\n",
+        first.search,
+        first.threads,
+        if first.symmetry { ", symmetry" } else { "" }
+    )
+}
+
+/// One line per row (wrapped onto indented lines): the safety properties that fail, each with
+/// its shortest counterexample's steps, those that hold, and the witnesses and observations
+/// reached. Only the properties checked for the row are named.
+fn summary(reports: &[CheckReport], width: usize) -> String {
+    let column = name_column_chars(reports);
+    let header = "safety properties (n: steps of the shortest counterexample) | witnesses, observations reached";
+    let words: Vec<String> = header.split(' ').map(String::from).collect();
+    let mut out = flow(&format!("{:<column$}", "strategy"), &words, column + 2, width);
+    for report in reports {
+        let mut tokens: Vec<String> = Vec::new();
+        for verdict in [Verdict::Violated, Verdict::Unknown, Verdict::Holds, Verdict::Reached, Verdict::Unreached] {
+            let names: Vec<String> = SAFETY
+                .iter()
+                .filter_map(|&name| report.outcome(name).filter(|o| o.verdict == verdict))
+                .map(|o| match o.verdict {
+                    Verdict::Violated => format!("{} ({})", o.name, o.actions.len()),
+                    Verdict::Holds | Verdict::Reached | Verdict::Unreached | Verdict::Unknown => o.name.clone(),
+                })
+                .collect();
+            if names.is_empty() {
+                continue;
+            }
+            if let Some(last) = tokens.last_mut() {
+                last.push_str(" |");
+            }
+            tokens.push(format!("{}:", verdict_heading(&verdict)));
+            tokens.extend(with_commas(names));
+        }
+        if let Some(last) = tokens.last_mut() {
+            last.push_str(" |");
+        }
+        for (role, label) in [(Role::FaultWitness, "witnesses"), (Role::Observation, "observed")] {
+            let of_role: Vec<_> = report.properties.iter().filter(|p| p.role == role).collect();
+            let reached = of_role.iter().filter(|p| p.verdict == Verdict::Reached).count();
+            tokens.push(format!("{label} {reached}/{}", of_role.len()));
+        }
+        let count = tokens.len();
+        tokens[count - 2].push(',');
+        let name = format!("{:<column$}", report.config.strategy.to_string());
+        out.push_str(&flow(&name, &tokens, column + 2, width));
+    }
+    out
+}
+
+/// How the summary names the safety properties of one verdict.
+fn verdict_heading(verdict: &Verdict) -> &'static str {
+    match verdict {
+        Verdict::Violated => "VIOLATED",
+        Verdict::Holds => "holds",
+        Verdict::Unknown => "unknown (search unfinished)",
+        Verdict::Reached => "reached",
+        Verdict::Unreached => "unreached",
+    }
+}
+
+/// Every counterexample: its heading, its numbered steps, and where and why it fails.
+fn counterexamples(reports: &[CheckReport], width: usize) -> String {
+    let mut out = String::new();
+    for report in reports {
+        for property in report.properties.iter().filter(|p| p.verdict == Verdict::Violated) {
+            // With a lifted budget, the path is shown in the configuration it replays in.
+            let model = ConsumerModel::new(property.path_config(&report.config).clone());
+            let heading = format!(
+                "{} violates {} in {} steps{}:",
+                report.config.strategy,
+                property.name,
+                property.actions.len(),
+                if property.shortest { String::new() } else { not_shortest() }
+            );
+            out.push('\n');
+            out.push_str(&wrap(&heading, 4, width));
+            out.push_str(&numbered_steps(&model, &property.actions, width));
+            out.push_str(&wrap(&violation_line(&model, &property.name, &property.actions), 4, width));
+        }
+    }
+    out
+}
+
+/// "violated at step N: REASON", the explanation the HTML report's timelines and the explorer
+/// give (`view::first_violation`).
+fn violation_line(model: &ConsumerModel, name: &str, actions: &[model::Action]) -> String {
+    let path = path_of(model, actions);
+    match model::view::first_violation(model, &path, name) {
+        Some((step, reason)) => format!("  violated at step {step}: {reason}"),
+        // A counterexample always fails its property; should the judgement and the checker
+        // ever disagree, say so rather than print nothing.
+        None => format!("  {name}: the path does not fail it when judged step by step"),
+    }
+}
+
+/// The states a counterexample passes through, each with the action taken from it (the last
+/// with none), as `view` and `svg` take a path.
+fn path_of(model: &ConsumerModel, actions: &[model::Action]) -> Vec<(model::State, Option<model::Action>)> {
+    let states = model::check::replay(model, actions).expect("a minimised counterexample replays");
+    let mut path: Vec<(model::State, Option<model::Action>)> =
+        states.iter().cloned().zip(actions.iter().map(|&a| Some(a))).collect();
+    path.push((states.last().expect("replay returns the initial state").clone(), None));
+    path
+}
+
+/// `items` with a comma after each but the last.
+fn with_commas(items: Vec<String>) -> Vec<String> {
+    let count = items.len();
+    items.into_iter().enumerate().map(|(i, item)| if i + 1 < count { item + "," } else { item }).collect()
+}
+
+/// `text` split at spaces and flowed by `flow`, continuation lines indented by `indent`.
+fn wrap(text: &str, indent: usize, width: usize) -> String {
+    let words: Vec<String> = text.split(' ').map(String::from).collect();
+    // A leading indentation is kept: its empty words would otherwise collapse.
+    let lead = words.iter().take_while(|w| w.is_empty()).count();
+    flow(&" ".repeat(lead), &words[lead..], indent, width)
+}
+
+/// `first`, then `tokens` separated by spaces, in lines of at most `width` characters with a
+/// newline each; a continuation line starts with `indent` spaces. A token that does not fit on
+/// a line of its own stands alone on it.
+fn flow(first: &str, tokens: &[String], indent: usize, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = first.to_string();
+    let mut empty = true;
+    for token in tokens {
+        let gap = usize::from(!empty);
+        if !empty && line.chars().count() + gap + token.chars().count() > width {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = " ".repeat(indent);
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(token);
+        empty = false;
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
     out
 }
 
@@ -181,6 +402,62 @@ fn shared_bounds(c: &model::Config) -> String {
         c.commit_every,
         c.inflight
     )
+}
+
+/// Every bound of a row as (name, value), in the order of `Config::flags`: the summary's and
+/// the HTML report's bounds.
+fn bound_cells(c: &model::Config) -> Vec<(&'static str, String)> {
+    // Destructured whole, so that a new bound cannot be left out of the reports.
+    let model::Config {
+        strategy: _,
+        groups,
+        owners,
+        partitions,
+        records,
+        crashes: _,
+        rebalances: _,
+        commit_every,
+        inflight,
+        delta,
+        poison,
+        max_attempts,
+        ack_losses,
+        retentions,
+        pauses,
+        log_losses,
+        leader_failures,
+        isr_shrinks,
+        lifted: _,
+    } = c;
+    // `--pauses any` still bounds the earlier incarnations alive at once: say how many.
+    let pauses = match c.pauses_budget() {
+        Budget::Any => format!("any ({pauses} alive at once)"),
+        Budget::Count(count) => count.to_string(),
+    };
+    vec![
+        ("groups", groups.to_string()),
+        ("owners", owners.to_string()),
+        ("partitions", partitions.to_string()),
+        ("records", records.to_string()),
+        ("crashes", c.crashes_budget().to_string()),
+        ("rebalances", c.rebalances_budget().to_string()),
+        ("pauses", pauses),
+        ("commit-every", commit_every.to_string()),
+        ("inflight", inflight.to_string()),
+        ("delta", delta.to_string()),
+        ("poison", poison.map_or("none".to_string(), |p| p.to_string())),
+        ("max-attempts", max_attempts.to_string()),
+        ("ack-losses", ack_losses.to_string()),
+        ("retentions", retentions.to_string()),
+        ("log-losses", log_losses.to_string()),
+        ("leader-failures", leader_failures.to_string()),
+        ("isr-shrinks", isr_shrinks.to_string()),
+    ]
+}
+
+/// Every bound of a row as "name value" words.
+fn bounds(c: &model::Config) -> Vec<String> {
+    bound_cells(c).into_iter().map(|(name, value)| format!("{name} {value}")).collect()
 }
 
 fn table(reports: &[CheckReport]) -> String {
@@ -229,12 +506,13 @@ fn not_shortest() -> String {
     )
 }
 
-/// A counterexample as numbered, human-readable steps.
-pub fn numbered_steps(model: &ConsumerModel, actions: &[model::Action]) -> String {
+/// A counterexample as numbered, human-readable steps, a long step wrapped under its text.
+pub fn numbered_steps(model: &ConsumerModel, actions: &[model::Action], width: usize) -> String {
     let states = model::check::replay(model, actions).expect("a minimised counterexample replays");
     let mut out = String::new();
     for (index, (state, action)) in states.iter().zip(actions).enumerate() {
-        let _ = writeln!(out, "  {:>2}. {}", index + 1, model.describe_step(state, action));
+        let words: Vec<String> = model.describe_step(state, action).split(' ').map(String::from).collect();
+        out.push_str(&flow(&format!("  {:>2}. ", index + 1), &words, 6, width));
     }
     out
 }
@@ -245,7 +523,9 @@ pub fn numbered_steps(model: &ConsumerModel, actions: &[model::Action]) -> Strin
 pub fn html(reports: &[CheckReport], outcome: &Outcome) -> String {
     let mut out = String::from(
         "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>onceproof check</title><style>\
-         body{font-family:sans-serif;background:#0f1720;color:#e7ecef;margin:1.5em;max-width:1240px}\
+         body{font-family:sans-serif;background:#0f1720;color:#e7ecef;margin:1.5em auto;padding:0 16px;\
+         max-width:1200px}.box{overflow-x:auto;max-width:100%}p.reason{color:#ff9a9a;font-weight:bold}\
+         td.differs{background:#3a3357}\
          table{border-collapse:collapse;font-size:12px}th,td{border:1px solid #3a4651;padding:3px 6px}\
          th{writing-mode:vertical-rl;transform:rotate(180deg);text-align:left}\
          td.holds{background:#12452f}td.violated{background:#7a1f1f;font-weight:bold}\
@@ -254,9 +534,11 @@ pub fn html(reports: &[CheckReport], outcome: &Outcome) -> String {
     );
     let _ = write!(out, "<h1>onceproof check</h1><p>{}</p>", model::svg::escape(&outcome_summary(outcome)));
     if let Some(first) = reports.first() {
-        let _ = write!(out, "<p>bounds: {}</p>", model::svg::escape(&shared_bounds(&first.config)));
+        let first_bounds = bounds(&first.config).join(" ");
+        let _ = write!(out, "<p>bounds: {} (<a href='#bounds'>each row's</a>)</p>", model::svg::escape(&first_bounds));
     }
-    out.push_str("<table><tr><th>strategy</th>");
+    // The matrix is wider than the page: it scrolls inside its own box, not the page.
+    out.push_str("<div class='box' style='overflow-x:auto'><table><tr><th>strategy</th>");
     for name in SAFETY {
         let _ = write!(out, "<th>{name}</th>");
     }
@@ -280,7 +562,8 @@ pub fn html(reports: &[CheckReport], outcome: &Outcome) -> String {
         let reached = witnesses.iter().filter(|p| p.verdict == Verdict::Reached).count();
         let _ = write!(out, "<td>{reached}/{}</td><td>{}</td></tr>", witnesses.len(), report.unique_states);
     }
-    out.push_str("</table>");
+    out.push_str("</table></div>");
+    out.push_str(&html_bounds(reports));
     for report in reports {
         for property in report.properties.iter().filter(|p| p.verdict == Verdict::Violated) {
             let model = ConsumerModel::new(property.path_config(&report.config).clone());
@@ -291,11 +574,33 @@ pub fn html(reports: &[CheckReport], outcome: &Outcome) -> String {
     out
 }
 
+/// Every row's own bounds, a column per bound; a value other than the first row's is marked,
+/// since most rows of the table run at budgets of their own.
+fn html_bounds(reports: &[CheckReport]) -> String {
+    let Some(first) = reports.first() else { return String::new() };
+    let base = bound_cells(&first.config);
+    let mut out = String::from(
+        "<h2 id='bounds'>bounds of each row</h2><p>a marked value differs from the first row's</p>\
+         <div class='box' style='overflow-x:auto'><table class='bounds'><tr><th>strategy</th>",
+    );
+    for (name, _) in &base {
+        let _ = write!(out, "<th>{name}</th>");
+    }
+    out.push_str("</tr>");
+    for report in reports {
+        let _ = write!(out, "<tr><td>{}</td>", report.config.strategy);
+        for ((_, value), (_, first_value)) in bound_cells(&report.config).iter().zip(&base) {
+            let class = if value == first_value { "same" } else { "differs" };
+            let _ = write!(out, "<td class='{class}'>{}</td>", model::svg::escape(value));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table></div>");
+    out
+}
+
 fn html_violation(model: &ConsumerModel, report: &CheckReport, property: &model::check::PropertyOutcome) -> String {
-    let states = model::check::replay(model, &property.actions).expect("a minimised counterexample replays");
-    let mut path: Vec<(model::State, Option<model::Action>)> =
-        states.iter().cloned().zip(property.actions.iter().map(|&a| Some(a))).collect();
-    path.push((states.last().expect("replay returns the initial state").clone(), None));
+    let path = path_of(model, &property.actions);
     let strategy = report.config.strategy;
     let mut out = format!(
         "<h2 id='{strategy}--{}'>{strategy} violates {} in {} steps{}</h2>",
@@ -304,12 +609,17 @@ fn html_violation(model: &ConsumerModel, report: &CheckReport, property: &model:
         property.actions.len(),
         if property.shortest { "" } else { " (not proven shortest)" }
     );
+    // The timeline right under its heading (the browser test finds it there); it scales to
+    // the page's width (`width='100%'`, at most its own).
     out.push_str(&model::svg::timeline(model, &path));
     out.push_str("<ol>");
-    for (state, action) in states.iter().zip(&property.actions) {
-        let _ = write!(out, "<li>{}</li>", model::svg::escape(&model.describe_step(state, action)));
+    for (state, action) in path.iter().filter_map(|(state, action)| action.map(|a| (state, a))) {
+        let _ = write!(out, "<li>{}</li>", model::svg::escape(&model.describe_step(state, &action)));
     }
     out.push_str("</ol>");
+    // Where and why it fails, after the steps as on the command line.
+    let reason = violation_line(model, &property.name, &property.actions);
+    let _ = write!(out, "<p class='reason'>{}</p>", model::svg::escape(reason.trim_start()));
     out
 }
 
@@ -490,6 +800,21 @@ mod tests {
         }
     }
 
+    /// Text flows into lines of at most the width, continuations indented; a word longer than
+    /// a line stands alone on its own line; a leading indentation is kept.
+    #[test]
+    fn wrapped_lines_fit_the_width() {
+        let cases: [(&str, usize, usize, &str); 4] = [
+            ("aa bb cc", 2, 5, "aa bb\n  cc\n"),
+            ("aa bb cc", 2, 8, "aa bb cc\n"),
+            ("aa bbbbbbbb cc", 4, 6, "aa\n    bbbbbbbb\n    cc\n"),
+            ("  violated at step 2: x", 4, 12, "  violated\n    at step\n    2: x\n"),
+        ];
+        for (text, indent, width, wrapped) in cases {
+            assert_eq!(wrap(text, indent, width), wrapped, "{text:?} at {width}");
+        }
+    }
+
     /// A counterexample the search for shortest paths gave up on says so in its heading; a
     /// shortest one does not.
     #[test]
@@ -500,7 +825,9 @@ mod tests {
             report.properties.iter().position(|p| p.verdict == Verdict::Violated).expect("effect-first violates");
         for shortest in [true, false] {
             report.properties[violated].shortest = shortest;
-            let text = text(std::slice::from_ref(&report), &judge(std::slice::from_ref(&report), None, Vec::new()));
+            let outcome = judge(std::slice::from_ref(&report), None, Vec::new());
+            let layout = Layout { width_chars: WIDTH_DEFAULT_CHARS, wide: false, quiet: false };
+            let text = text(std::slice::from_ref(&report), &outcome, layout);
             assert_eq!(text.contains("not proven shortest"), !shortest, "{text}");
         }
     }

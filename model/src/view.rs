@@ -79,6 +79,17 @@ pub fn judge_path(model: &ConsumerModel, path: &[(State, Option<Action>)]) -> Ve
         .collect()
 }
 
+/// Where `name` first fails on `path` and why, in the words of the timeline and the explorer
+/// (`judge_path`): the CLI's and the HTML report's line under a counterexample. `None` when
+/// the path keeps `name` (not a counterexample of it).
+pub fn first_violation(model: &ConsumerModel, path: &[(State, Option<Action>)], name: &str) -> Option<(usize, String)> {
+    let verdicts = judge_path(model, path);
+    match verdicts.into_iter().find(|verdict| verdict.name == name)?.outcome {
+        PathOutcome::Violated { step, reason } => Some((step, reason)),
+        PathOutcome::HoldsSoFar | PathOutcome::Reached { .. } | PathOutcome::NotReached => None,
+    }
+}
+
 /// Why `name` is discovered at `state`, reached from `before` by its action: for a safety
 /// property the first offending record or row in words, for a `sometimes` property the step.
 pub fn explain(model: &ConsumerModel, name: &str, before: Option<(&State, Option<Action>)>, state: &State) -> String {

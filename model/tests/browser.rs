@@ -270,3 +270,144 @@ fn our_page_opens_the_shortest_duplicate_and_judges_it() {
     browser.quit();
     println!("browser: {:.1} s (cap {TEST_TIMEOUT:?}; {REPRO})", started.elapsed().as_secs_f64());
 }
+
+/// stateright's property lines for the state shown ("Current state?" ticked): the list after the
+/// "Current state" heading of the left column, each line's text with its spaces collapsed. Read
+/// from the page, not from our JSON, so that it tells what a person sees there.
+const CURRENT_STATE_LINES_JS: &str = r#"
+const heading = Array.from(document.querySelectorAll('nav.main-flex-left > h3'))
+    .find((h) => h.firstChild && h.firstChild.textContent.trim() === 'Current state');
+if (!heading || !heading.nextElementSibling) return null;
+return Array.from(heading.nextElementSibling.querySelectorAll(':scope > li'))
+    .map((li) => li.textContent.split(/\s+/).filter((w) => w !== '').join(' '));
+"#;
+const CURRENT_STATE_OPTION: &str = "nav.main-flex-left > .heading-with-controls > label";
+
+/// A GET of `path` from the explorer at `url` (`http://127.0.0.1:PORT/`), answered 200 with JSON.
+fn get_json(url: &str, path: &str, deadline: Deadline) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let host = url.trim_start_matches("http://").trim_end_matches('/');
+    let answer = (|| -> std::io::Result<String> {
+        let mut stream = std::net::TcpStream::connect(host)?;
+        stream.set_read_timeout(Some(deadline.remaining(&format!("GET {path}"))))?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer)?;
+        Ok(answer)
+    })()
+    .unwrap_or_else(|e| fail(format!("GET {path}: {e}")));
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    if head.split_whitespace().nth(1) != Some("200") {
+        fail(format!("GET {path}: {head}\n{body}"));
+    }
+    serde_json::from_str(body).unwrap_or_else(|e| fail(format!("GET {path}: {e}: {body}")))
+}
+
+/// What the panel must say of each property, from our judgement of the same path
+/// (`/onceproof/.path/...`) in our page's words: "✗ VIOLATED at step 6: Always no-duplicate —
+/// g0 p0 offset 0 applied twice: total 5 -> 10", "✓ holds so far: Always contiguous-prefix".
+fn expected_lines(view: &serde_json::Value) -> Vec<String> {
+    let verdicts = view["verdicts"].as_array().unwrap_or_else(|| fail(format!("no verdicts in {view}")));
+    (verdicts.iter())
+        .map(|v| {
+            let outcome = &v["outcome"];
+            let (mark, word) = match outcome["verdict"].as_str() {
+                Some("violated") => ("✗", "VIOLATED"),
+                Some("reached") => ("◆", "reached"),
+                Some("holds-so-far") => ("✓", "holds so far"),
+                Some("not-reached") => ("○", "not reached"),
+                _ => fail(format!("an unknown verdict in {v}")),
+            };
+            let step = outcome["step"].as_u64().map(|s| format!(" at step {s}")).unwrap_or_default();
+            let expectation = v["expectation"].as_str().unwrap_or_default();
+            let capitalised = expectation[..1].to_uppercase() + &expectation[1..];
+            let why = outcome["reason"].as_str().map(|r| format!(" — {r}")).unwrap_or_default();
+            format!("{mark} {word}{step}: {capitalised} {}{why}", v["name"].as_str().unwrap_or_default())
+        })
+        .collect()
+}
+
+/// stateright's own page, walked by clicking its next-action links along `check`'s shortest
+/// duplicate of effect-first (`/onceproof/.shortest`: each index is a link's `#/steps/...`
+/// address): at every step, Init 0 included, its "Current state" lines must say for every
+/// property exactly what our judgement of that path says (our script rewrites them; without it
+/// they would say "Safety holds" at the duplicate). At the end, no-duplicate VIOLATED with its
+/// reason, the timeline at its natural size beside the path, and a screenshot.
+#[test]
+fn stateright_panel_says_our_verdict_at_every_step_to_a_duplicate() {
+    let Some(Session { _turn, _explorer, started, deadline, url, browser }) = session() else { return };
+    let shortest = get_json(&url, "/onceproof/.shortest", deadline);
+    let duplicate = (shortest["shortest"].as_array().into_iter().flatten())
+        .find(|s| s["property"] == "no-duplicate")
+        .unwrap_or_else(|| fail(format!("check found no duplicate for effect-first: {shortest}")));
+    let indices: Vec<&str> = duplicate["path"].as_str().unwrap_or_default().split('/').collect();
+    browser.goto(&url);
+    browser.click(&browser.wait_for_text(CURRENT_STATE_OPTION, "Current state?"));
+
+    for taken in 1..=indices.len() {
+        let path = format!("/{}", indices[..taken].join("/"));
+        let link = browser.wait_for(&format!("{NEXT_ACTIONS}[href='#/steps{path}']"));
+        let action = browser.text(&link);
+        browser.click(&link);
+        deadline.wait_until(&format!("the path of actions to end with {action:?}"), || {
+            let shown = browser.find_all(PATH_OF_ACTIONS);
+            (shown.len() == taken + 1
+                && shown.last().and_then(|last| browser.try_text(last)).as_deref() == Some(&action))
+            .then_some(())
+        });
+        let view = get_json(&url, &format!("/onceproof/.path{path}"), deadline);
+        let ours = view["steps"].as_array().and_then(|s| s.last()).map(|s| s["action"].clone());
+        if taken > 1 && ours.as_ref().and_then(|a| a.as_str()) != Some(action.as_str()) {
+            fail(format!("step {}: stateright's link {action:?} is not our path's action {ours:?}", taken - 1));
+        }
+        assert_panel_says(&browser, &expected_lines(&view), &path);
+    }
+
+    let lines = browser.execute(CURRENT_STATE_LINES_JS, serde_json::json!([]));
+    let last = lines.as_array().into_iter().flatten().filter_map(|l| l.as_str()).find(|l| l.contains("no-duplicate"));
+    if !last
+        .is_some_and(|l| l.starts_with("✗ VIOLATED at step 6: Always no-duplicate — ") && l.contains("applied twice"))
+    {
+        fail(format!("at the duplicate the panel should say no-duplicate is VIOLATED at step 6: {lines}"));
+    }
+    assert_timeline_readable(&browser);
+    let screenshot = artifacts().join("stateright-verdicts-effect-first.png");
+    browser.screenshot(&screenshot);
+    println!("browser: screenshot {}", screenshot.display());
+    browser.quit();
+    println!("browser: {:.1} s (cap {TEST_TIMEOUT:?}; {REPRO})", started.elapsed().as_secs_f64());
+}
+
+/// How long the panel may take to show a step's verdicts (our script's one request).
+const PANEL_WAIT: Duration = Duration::from_secs(10);
+
+/// Waits (at most `PANEL_WAIT`) until the panel's lines are `expected`; fails with both.
+fn assert_panel_says(browser: &Browser, expected: &[String], path: &str) {
+    let until = Instant::now() + PANEL_WAIT;
+    loop {
+        let lines = browser.execute(CURRENT_STATE_LINES_JS, serde_json::json!([]));
+        let shown: Vec<&str> = lines.as_array().into_iter().flatten().filter_map(|l| l.as_str()).collect();
+        if shown == expected {
+            return;
+        }
+        if Instant::now() > until {
+            fail(format!("at #/steps{path} stateright's panel says {shown:#?}\nour judgement says {expected:#?}"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The timeline drawn at its own size (its 11 px text, not shrunk to the column) and its column
+/// beside the path, not pushed under it.
+fn assert_timeline_readable(browser: &Browser) {
+    let layout = browser.execute(
+        "const svg = document.querySelector(arguments[0]);
+         return {scale: svg.getBoundingClientRect().width / svg.viewBox.baseVal.width,
+                 top: document.querySelector('section.main-flex-right').getBoundingClientRect().top};",
+        serde_json::json!([TIMELINE]),
+    );
+    let (scale, top) = (layout["scale"].as_f64().unwrap_or(0.0), layout["top"].as_f64().unwrap_or(f64::MAX));
+    if !(0.99..=1.01).contains(&scale) || top > 100.0 {
+        fail(format!("the timeline should be at 1:1 (scale {scale}) in the column at the top (top {top} px)"));
+    }
+}

@@ -43,6 +43,11 @@ fn start(strategy: &str) -> Explorer {
 
 /// A GET over HTTP/1.0: (status, body).
 fn get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    get_with_head(addr, path).map(|(status, _, body)| (status, body))
+}
+
+/// A GET over HTTP/1.0: (status, head, body).
+fn get_with_head(addr: &str, path: &str) -> std::io::Result<(u16, String, String)> {
     let mut stream = TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
@@ -50,7 +55,7 @@ fn get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
     stream.read_to_string(&mut answer)?;
     let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
     let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    Ok((status, body.to_string()))
+    Ok((status, head.to_string(), body.to_string()))
 }
 
 fn get_json(addr: &str, path: &str) -> Value {
@@ -91,6 +96,31 @@ fn our_page_judges_the_shortest_counterexample_beside_stateright() {
     // A path that leaves the graph is refused, naming the step.
     let (code, body) = get(addr, "/onceproof/.path/0/99").expect("an answer");
     assert_eq!((code, body.contains("step 1: no action 99")), (404, true), "{body}");
+}
+
+/// Stateright's index comes with our verdicts script, once, after stateright's own script (which
+/// defines the `app` it reads) and before the body ends; the script is served beside our page,
+/// reads our judgement of a path, and nothing else of stateright's is changed.
+#[test]
+fn stateright_page_carries_our_verdicts_script() {
+    let explorer = start("effect-first");
+    let addr = &explorer.1;
+    let (code, head, page) = get_with_head(addr, "/").expect("stateright's page");
+    assert_eq!(code, 200, "{page}");
+    assert!(head.to_ascii_lowercase().contains("content-type: text/html"), "{head}");
+    let tag = "<script src='/onceproof/verdicts.js'></script>";
+    assert_eq!(page.matches(tag).count(), 1, "{page}");
+    let at = |text: &str| page.find(text).unwrap_or_else(|| panic!("no {text} in {page}"));
+    let (app, ours, end) = (at("<script src=\"app.js\">"), at(tag), at("</body>"));
+    assert!(app < ours && ours < end, "the script goes after app.js, before </body>: {page}");
+    assert!(page.contains("<title>Stateright Explorer</title>"), "{page}");
+    let (code, head, script) = get_with_head(addr, "/onceproof/verdicts.js").expect("our script");
+    assert_eq!(code, 200, "{script}");
+    assert!(head.to_ascii_lowercase().contains("content-type: text/javascript"), "{head}");
+    assert!(script.contains("\"/onceproof/.path\" + path") && script.contains("Current state"), "{script}");
+    // Stateright's other files pass through untouched.
+    let (code, app_js) = get(addr, "/app.js").expect("stateright's script");
+    assert_eq!((code, app_js.contains("onceproof")), (200, false));
 }
 
 #[test]

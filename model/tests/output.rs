@@ -1,5 +1,5 @@
 //! `model check` with its stdout into `/dev/full` or a closed pipe exits 5 with one line on
-//! stderr, never 101 (README "Exit codes").
+//! stderr, never 101 (docs/errors.md "Exit codes").
 
 #[path = "../../tests/support/failed_output.rs"]
 mod failed_output;

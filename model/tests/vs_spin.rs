@@ -1,7 +1,7 @@
 //! `model bench --vs-spin` end to end: SPIN's pan on the peer model, then `model check`, as
 //! child processes. Runs when spin is installed (.ci/run installs it); skips with a printed
 //! reason when it is not, and fails instead of skipping when `CI` is set. (The refusals that
-//! need no spin are rows of README's bad-input table, run by cli.rs.)
+//! need no spin are rows of the bad-input table of docs/errors.md, run by cli.rs.)
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! README's "Bad input and the one line it gets" as test data, shared by the CLI tests of the
+//! docs/errors.md's "Bad input and the one line it gets" as test data, shared by the CLI tests of the
 //! three binaries (each includes this file with `#[path]`): the table is the tests' table.
 
 use std::path::Path;
@@ -21,15 +21,15 @@ fn code_span(cell: &str) -> &str {
     }
 }
 
-/// The README's rows whose command starts with `tool`. `\n` in a command stands for a newline
-/// inside that argument (as the README says above the table).
+/// The rows of docs/errors.md whose command starts with `tool`. `\n` in a command stands for a
+/// newline inside that argument (as that page says above the table).
 pub fn readme_bad_input_rows(tool: &str) -> Vec<BadInputRow> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    let readme = std::fs::read_to_string(&path).expect("README.md is readable");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/errors.md");
+    let readme = std::fs::read_to_string(&path).expect("docs/errors.md is readable");
     let section = readme
         .split("\n## ")
         .find(|section| section.starts_with("Bad input and the one line it gets"))
-        .expect("README.md has the section 'Bad input and the one line it gets'");
+        .expect("docs/errors.md has the section 'Bad input and the one line it gets'");
     let mut rows = Vec::new();
     for line in section.lines().filter(|line| line.starts_with("| ")) {
         let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
@@ -40,7 +40,7 @@ pub fn readme_bad_input_rows(tool: &str) -> Vec<BadInputRow> {
         }
         rows.push(BadInputRow {
             command: command.split_whitespace().map(|arg| arg.replace("\\n", "\n")).collect(),
-            exit: exit.parse().unwrap_or_else(|_| panic!("README row '{line}': exit '{exit}' is not a number")),
+            exit: exit.parse().unwrap_or_else(|_| panic!("docs/errors.md row '{line}': exit '{exit}' is not a number")),
             line: code_span(printed).to_string(),
         });
     }

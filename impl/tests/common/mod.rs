@@ -432,7 +432,7 @@ impl BadInputRow {
     }
 }
 
-/// Runs one README row (`consumer` and its arguments) in `cwd`, with each `(from, to)` of
+/// Runs one row of docs/errors.md (`consumer` and its arguments) in `cwd`, with each `(from, to)` of
 /// `replace` substituted in its arguments and its line: the row's exit code, exactly the row's
 /// line on stderr, nothing on stdout.
 pub fn run_bad_input_row(row: &BadInputRow, cwd: &Path, replace: &[(&str, &str)]) {
