@@ -610,20 +610,15 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let tried = tried_summary(&options, &inside);
     let claim = args.strategy.map(|row| claim_summary(row, traces.len(), &failures));
     if !text {
-        let document = json!({
-            "format": "onceproof-conformance",
-            "version": CONFORMANCE_JSON_VERSION,
-            "tool": TOOL,
-            "command": "replay",
-            "traces": records,
-            "passed": traces.len() - failures.len(),
-            "failed": failures.len(),
-            "steps": steps,
-            "seconds": seconds,
-            "claim": claim,
-            "tried": tried,
-            "exit_code": code,
-        });
+        let mut document = document_head("replay");
+        document["traces"] = json!(records);
+        document["passed"] = json!(traces.len() - failures.len());
+        document["failed"] = json!(failures.len());
+        document["steps"] = json!(steps);
+        document["seconds"] = json!(seconds);
+        document["claim"] = json!(claim);
+        document["tried"] = json!(tried);
+        document["exit_code"] = json!(code);
         outln!("{document}")?;
         return Ok(ExitCode::from(code));
     }
@@ -744,6 +739,17 @@ fn run_test(args: TestArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(test_exit_code(&summary)))
 }
 
+/// The fields every conformance JSON document starts with (spec.md §11): what it is, which
+/// version of the format, the tool that wrote it and the command that ran.
+fn document_head(command: &str) -> serde_json::Value {
+    json!({
+        "format": "onceproof-conformance",
+        "version": CONFORMANCE_JSON_VERSION,
+        "tool": TOOL,
+        "command": command,
+    })
+}
+
 /// 0 when every path conforms, 1 on a divergence, 3 when none diverged but the paths were cut.
 fn test_exit_code(summary: &batch::Summary) -> u8 {
     match (summary.divergences, summary.cut) {
@@ -763,14 +769,9 @@ fn run_test_json(
     options: &Options,
     out: &std::path::Path,
 ) -> anyhow::Result<ExitCode> {
-    let head = json!({
-        "format": "onceproof-conformance",
-        "version": CONFORMANCE_JSON_VERSION,
-        "tool": TOOL,
-        "command": "test",
-        "strategy": config.strategy.name(),
-        "generated": generated_json(generated),
-    });
+    let mut head = document_head("test");
+    head["strategy"] = json!(config.strategy.name());
+    head["generated"] = generated_json(generated);
     let mut document = document::Stream::start(&head)?;
     let started = Instant::now();
     let mut totals = Totals::default();

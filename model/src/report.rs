@@ -384,24 +384,13 @@ fn flow(first: &str, tokens: &[String], indent: usize, width: usize) -> String {
     out
 }
 
-/// The bounds every row has (the per-row fault budgets show in the properties checked).
+/// How many of `bound_cells` every row has (groups to inflight): `--wide`'s bounds line; the
+/// per-row fault budgets show in the properties checked.
+const SHARED_BOUNDS_COUNT: usize = 9;
+
+/// The bounds every row has, as `--wide` prints them.
 fn shared_bounds(c: &model::Config) -> String {
-    // `--pauses any` still bounds the earlier incarnations alive at once: say how many.
-    let pauses = match c.pauses_budget() {
-        Budget::Any => format!("any ({} alive at once)", c.pauses),
-        Budget::Count(count) => count.to_string(),
-    };
-    format!(
-        "groups {} owners {} partitions {} records {} crashes {} rebalances {} pauses {pauses} commit-every {} inflight {}",
-        c.groups,
-        c.owners,
-        c.partitions,
-        c.records,
-        c.crashes_budget(),
-        c.rebalances_budget(),
-        c.commit_every,
-        c.inflight
-    )
+    bounds(c)[..SHARED_BOUNDS_COUNT].join(" ")
 }
 
 /// Every bound of a row as (name, value), in the order of `Config::flags`: the summary's and
