@@ -318,11 +318,18 @@ fn run_strategy(args: &LoadArgs, store: &mut Store, strategy: Strategy) -> anyho
 fn spawn(args: &LoadArgs, strategy: Strategy, group: &str, owner: u32) -> anyhow::Result<Child> {
     let exe = std::env::current_exe().context("cannot find the consumer binary")?;
     let mut command = Command::new(exe);
-    // SAFETY: prctl is async-signal-safe and touches nothing of the parent's state.
+    let parent = libc::pid_t::try_from(std::process::id()).expect("a pid fits pid_t");
+    // SAFETY: prctl and getppid are async-signal-safe and touch nothing of the parent's state.
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            // `load` may have died between the fork and the prctl: then no parent-death signal
+            // will ever come, and the owner would run on, orphaned. Its parent is no longer
+            // `load` then, so it stops here instead of starting.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("load died before its owner started"));
             }
             Ok(())
         });
