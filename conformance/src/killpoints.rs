@@ -200,10 +200,68 @@ impl fmt::Display for TraceError {
 
 impl std::error::Error for TraceError {}
 
+/// A kill after the store's next calls, in free-running mode: `remaining` counts down at each
+/// successful state-changing call under the scope, and the call that takes it to zero is the
+/// one the process dies right after.
+#[derive(Clone, Copy, Debug)]
+struct Trigger {
+    remaining: u64,
+    /// The `k` drawn: `remaining` at arming.
+    after_calls: u64,
+    /// Count only the calls that make data durable (`SYNC_CALLS`): a kill right after a
+    /// transaction's commit reached the disk.
+    syncs_only: bool,
+}
+
+/// The calls that make written data durable.
+pub const SYNC_CALLS: [&str; 4] = ["fsync", "fdatasync", "sync_file_range", "msync"];
+
+/// Where an armed kill struck: the call it followed, the file it changed, and how many calls
+/// under the store the process had made since it was armed (the `k` drawn).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Strike {
+    pub syscall: &'static str,
+    pub file: PathBuf,
+    pub after_calls: u64,
+    /// Only syncs were counted (`Traced::arm`'s `syncs_only`).
+    pub syncs_only: bool,
+}
+
+impl fmt::Display for Strike {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = if self.file.as_os_str().is_empty() { ".".into() } else { self.file.display().to_string() };
+        let counted = if self.syncs_only { "sync" } else { "write or sync" };
+        let nth = ordinal(self.after_calls);
+        write!(f, "right after {} on {file}, its {nth} {counted} under the store since armed", self.syscall)
+    }
+}
+
+/// 1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st.
+fn ordinal(n: u64) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
 /// What the tracer thread and the harness share.
 #[derive(Default)]
 struct State {
     window: Option<OpenWindow>,
+    /// Free-running mode: every call under the scope is counted, with or without a window.
+    free: bool,
+    /// Successful state-changing calls under the scope (free-running mode).
+    store_calls: u64,
+    /// An armed kill (free-running mode).
+    trigger: Option<Trigger>,
+    /// A kill counted down, due at this thread's next system call.
+    striking: Option<(i32, Strike)>,
+    /// Where the armed kill struck, once it has.
+    struck: Option<Strike>,
     /// Every live tracee (the process, its threads and children), for a kill.
     live: BTreeSet<i32>,
     /// How the traced process ended, once reaped.
@@ -269,6 +327,9 @@ impl Shared {
     }
 }
 
+/// What `Traced::start` gives: the process, and its stdin and stdout when they are piped.
+type Started = (Traced, Option<ChildStdin>, Option<ChildStdout>);
+
 /// A process started under the tracer.
 pub struct Traced {
     pid: i32,
@@ -283,12 +344,25 @@ impl Traced {
     pub fn spawn(command: Command, scope: Scope) -> Result<(Traced, ChildStdin, ChildStdout), TraceError> {
         let window = OpenWindow { scope: scope.clone(), window: Window::default(), sample: 0, failure: None };
         let state = State { window: Some(window), ..State::default() };
+        let (traced, stdin, stdout) = Traced::start(command, scope, state, true)?;
+        Ok((traced, stdin.expect("piped"), stdout.expect("piped")))
+    }
+
+    /// Starts `command` traced in free-running mode: its standard streams as the caller set
+    /// them, no window, every state-changing call under `scope` counted, and a kill armed with
+    /// `arm` striking right after the call that reaches its count.
+    pub fn spawn_free(command: Command, scope: Scope) -> Result<Traced, TraceError> {
+        let state = State { free: true, ..State::default() };
+        Traced::start(command, scope, state, false).map(|(traced, _, _)| traced)
+    }
+
+    fn start(command: Command, scope: Scope, state: State, piped: bool) -> Result<Started, TraceError> {
         let shared = Arc::new(Shared { state: Mutex::new(state), ended: Condvar::new() });
         let (ready, started) = std::sync::mpsc::channel();
         let tracer_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("kill-point tracer".into())
-            .spawn(move || os::trace(command, scope, tracer_shared, ready))
+            .spawn(move || os::trace(command, scope, tracer_shared, ready, piped))
             .map_err(TraceError::Spawn)?;
         match started.recv() {
             Ok(Ok((pid, stdin, stdout))) => Ok((Traced { pid, shared, thread: Some(thread) }, stdin, stdout)),
@@ -301,6 +375,52 @@ impl Traced {
                 Err(TraceError::NotPermitted("the tracer thread ended".into()))
             }
         }
+    }
+
+    /// Free-running mode: SIGKILL the process (every thread and child) right after its
+    /// `after_calls`-th state-changing call under the store from now (at least 1), at the
+    /// calling thread's next system call (what it did in memory in between is done).
+    /// With `syncs_only`, only the calls that make data durable count (`SYNC_CALLS`).
+    pub fn arm(&self, after_calls: u64, syncs_only: bool) {
+        let after_calls = after_calls.max(1);
+        self.shared.lock().trigger = Some(Trigger { remaining: after_calls, after_calls, syncs_only });
+    }
+
+    /// Takes back an armed kill that has not struck; `false` when it already struck.
+    pub fn disarm(&self) -> bool {
+        let mut state = self.shared.lock();
+        let armed = state.trigger.take().is_some();
+        armed | state.striking.take().is_some()
+    }
+
+    /// Where the armed kill struck, once it has.
+    pub fn struck(&self) -> Option<Strike> {
+        self.shared.lock().struck.clone()
+    }
+
+    /// How the process ended, once it is reaped (`None` while it runs).
+    pub fn ended(&self) -> Option<String> {
+        self.shared.lock().ended.clone()
+    }
+
+    /// Successful state-changing calls under the store so far (free-running mode).
+    pub fn store_calls(&self) -> u64 {
+        self.shared.lock().store_calls
+    }
+
+    /// The process and every thread and child of it still alive.
+    pub fn pids(&self) -> Vec<i32> {
+        self.shared.lock().live.iter().copied().collect()
+    }
+
+    /// Sends `signal` to the process itself (a polite stop: SIGTERM); the tracer delivers it.
+    pub fn signal(&self, signal: i32) {
+        os::signal(self.pid, signal);
+    }
+
+    /// An error of the tracer's own (ptrace failed), if one happened.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.lock().failure.clone()
     }
 
     /// The traced process's id.
@@ -384,12 +504,15 @@ mod os {
         _: Command,
         _: Scope,
         _: Arc<Shared>,
-        ready: Sender<Result<(i32, ChildStdin, ChildStdout), TraceError>>,
+        ready: Sender<Result<(i32, Option<ChildStdin>, Option<ChildStdout>), TraceError>>,
+        _: bool,
     ) {
         let _ = ready.send(Err(TraceError::NotPermitted(WHY.into())));
     }
 
     pub fn kill(_: i32) {}
+
+    pub fn signal(_: i32, _: i32) {}
 }
 
 #[cfg(test)]
@@ -437,6 +560,55 @@ mod tests {
         assert_eq!(last.snapshot.entries.keys().collect::<Vec<_>>(), [Path::new("d")], "{seen:?}");
         assert!(window.points.iter().all(|point| !point.file.starts_with("..")), "{seen:?}");
         assert_eq!(std::fs::read(dir.path().join("outside")).expect("written"), b"x");
+    }
+
+    /// Free-running mode: an armed kill strikes right after the k-th call under the store (or
+    /// the k-th sync), at the calling process's next call, so nothing after that call runs;
+    /// calls outside the store are not counted. A table of (k, syncs only) and the files the
+    /// kill must leave.
+    #[test]
+    fn an_armed_kill_strikes_right_after_the_kth_store_call_and_nothing_after_it_runs() {
+        // Each `sync FILE` is an fsync of that file (coreutils), in a child process.
+        let script = "printf x > ../outside; printf a > a; sync a; printf b > b; sync b; printf c > c; sync c; \
+                      printf d > d";
+        type Case = (u64, bool, &'static str, &'static [&'static str], &'static [&'static str]);
+        let table: [Case; 4] = [
+            (1, false, "openat", &["a"], &["b"]),
+            (2, false, "write", &["a"], &["b"]),
+            (2, true, "fsync", &["a", "b"], &["c"]),
+            (3, true, "fsync", &["a", "b", "c"], &["d"]),
+        ];
+        for (after_calls, syncs_only, syscall, present, absent) in table {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let store = dir.path().join("store");
+            std::fs::create_dir(&store).expect("the store directory");
+            let mut command = Command::new("sh");
+            command.arg("-c").arg(script).current_dir(&store);
+            command.stdin(std::process::Stdio::null());
+            let traced = Traced::spawn_free(command, Scope::directory(&store).expect("a scope"));
+            let mut traced = traced.expect("traced");
+            traced.arm(after_calls, syncs_only);
+            let started = std::time::Instant::now();
+            while traced.ended().is_none() && started.elapsed() < std::time::Duration::from_secs(20) {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            let case = format!("k {after_calls}, syncs only {syncs_only}");
+            let strike = traced.struck().unwrap_or_else(|| panic!("{case}: no strike ({:?})", traced.ended()));
+            assert_eq!(
+                (strike.syscall, strike.after_calls, strike.syncs_only),
+                (syscall, after_calls, syncs_only),
+                "{case}"
+            );
+            assert_eq!(traced.ended().as_deref(), Some("signal: 9 (SIGKILL)"), "{case}");
+            for name in present {
+                assert!(store.join(name).exists(), "{case}: {name} missing");
+            }
+            for name in absent {
+                assert!(!store.join(name).exists(), "{case}: {name} written after the kill");
+            }
+            assert_eq!(std::fs::read(dir.path().join("outside")).expect("written"), b"x", "{case}");
+            traced.kill();
+        }
     }
 
     /// A path is in a directory scope when it lies under the root after `.` and `..` are

@@ -1,6 +1,8 @@
 //! Conformance: replays the model's traces against the real consumer step by step and checks
 //! that states and verdicts agree. The only crate that sees both `model` and `consumer`.
 
+#[cfg(all(feature = "kafka", target_os = "linux"))]
+pub mod app;
 pub mod batch;
 pub mod corpus;
 pub mod crosscheck;

@@ -105,6 +105,16 @@ enum KafkaCommand {
     /// One owner process of the lane, driven by `kafka replay`.
     #[command(hide = true)]
     Owner(kafka_lane::owner::OwnerCli),
+    /// Run your unmodified Kafka consumer application: its instances on a broker in this
+    /// process, killed right after their writes and syncs under the store directory, restarted,
+    /// added and stopped; then judge from its database whether every record was applied once
+    /// (docs/your-kafka-consumer.md). Exit 0 no anomaly, 1 an anomaly, 2 bad input, 6 not
+    /// established (no kill struck, or the drain did not finish), 128 + N on signal N.
+    #[cfg(target_os = "linux")]
+    #[command(
+        after_help = "Example:\n  conformance kafka app --observe examples/kafka/app.observe.toml -- python3 examples/kafka/atomic_fenced.py"
+    )]
+    App(conformance::app::AppArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -487,6 +497,9 @@ const DIVERGED: u8 = 1;
 const BAD_INPUT: u8 = 2;
 const INCOMPLETE: u8 = 3;
 const REFUSED: u8 = 4;
+/// `kafka app`: the run could not judge (no kill struck, or the drain did not finish).
+#[cfg(all(feature = "kafka", target_os = "linux"))]
+const NOT_ESTABLISHED: u8 = 6;
 
 fn main() -> ExitCode {
     let result = match parse_cli().command {
@@ -979,6 +992,8 @@ fn run_kafka(command: KafkaCommand) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         KafkaCommand::Replay { paths, dir } => (paths, dir),
+        #[cfg(target_os = "linux")]
+        KafkaCommand::App(args) => return run_app(&args),
     };
     let files = corpus::expand(&paths)?;
     let temporary = dir.is_none();
@@ -1019,6 +1034,44 @@ fn run_kafka(command: KafkaCommand) -> anyhow::Result<ExitCode> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(if diverged == 0 { ExitCode::SUCCESS } else { ExitCode::from(DIVERGED) })
+}
+
+/// `kafka app`: 0 no anomaly, 1 an anomaly, 6 not established, 128 + N when signal N
+/// interrupted it (every instance and the broker stopped, the run's directory removed).
+#[cfg(all(feature = "kafka", target_os = "linux"))]
+fn run_app(args: &conformance::app::AppArgs) -> anyhow::Result<ExitCode> {
+    use conformance::app::{judge::Verdict, AppError};
+    conformance::app::catch_interrupts();
+    let mut failed_output = None;
+    let mut say = |line: &str| {
+        outln!("{line}").and_then(|()| out::flush()).map_err(|error| {
+            let text = error.to_string();
+            failed_output = Some(error);
+            std::io::Error::other(text)
+        })
+    };
+    let outcome = conformance::app::run(args, &mut say);
+    if let Some(error) = failed_output {
+        return Err(error.into());
+    }
+    let report = match outcome {
+        Ok(report) => report,
+        Err(AppError::Interrupted(signal)) => {
+            errln!(
+                "interrupted by signal {signal}: every instance and the broker stopped, the run's directory removed"
+            )?;
+            return Ok(ExitCode::from(128 + u8::try_from(signal).unwrap_or(0)));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    for line in report.lines() {
+        outln!("{line}")?;
+    }
+    Ok(ExitCode::from(match report.verdict {
+        Verdict::NoAnomaly => 0,
+        Verdict::Anomaly(_) => DIVERGED,
+        Verdict::NotEstablished(_) => NOT_ESTABLISHED,
+    }))
 }
 
 fn run_serve() -> anyhow::Result<ExitCode> {

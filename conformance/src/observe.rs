@@ -49,6 +49,9 @@ pub enum Query {
     Value,
     Facts,
     Outbox,
+    /// The ids of the records applied, in the order applied (`kafka app` only: an application's
+    /// own table of what it did, where a record applied twice shows twice).
+    Applied,
 }
 
 /// What a column's values must be.
@@ -79,6 +82,11 @@ const COUNTED: &[Column] =
     &[column("partition", Kind::Integer), column("offset", Kind::Integer), column("attempts", Kind::Integer)];
 
 const TOTAL: &[Column] = &[column("total", Kind::Integer)];
+const APPLIED: &[Column] = &[column("id", Kind::Integer)];
+
+/// The most rows `applied` may return: `kafka app`'s records (at most 100,000), each applied
+/// a few times at the most.
+const APPLIED_ROWS_MAX: usize = 1_000_000;
 const VALUE: &[Column] = &[column("value", Kind::IntegerOrNull)];
 const PROGRESS: &[Column] = &[
     column("partition", Kind::Integer),
@@ -91,7 +99,7 @@ const RESETS: &[Column] =
     &[column("partition", Kind::Integer), column("from_offset", Kind::Integer), column("to_offset", Kind::Integer)];
 
 impl Query {
-    pub const ALL: [Query; 9] = [
+    pub const ALL: [Query; 10] = [
         Query::Total,
         Query::Partitions,
         Query::Processed,
@@ -101,6 +109,7 @@ impl Query {
         Query::Value,
         Query::Facts,
         Query::Outbox,
+        Query::Applied,
     ];
 
     pub fn name(self) -> &'static str {
@@ -114,6 +123,7 @@ impl Query {
             Query::Value => "value",
             Query::Facts => "facts",
             Query::Outbox => "outbox",
+            Query::Applied => "applied",
         }
     }
 
@@ -125,6 +135,7 @@ impl Query {
             Query::Attempts | Query::DeadLetters => COUNTED,
             Query::Resets => RESETS,
             Query::Value => VALUE,
+            Query::Applied => APPLIED,
         }
     }
 
@@ -137,6 +148,7 @@ impl Query {
             Query::Processed | Query::Attempts | Query::DeadLetters | Query::Resets | Query::Facts | Query::Outbox => {
                 (0, ROWS_MAX)
             }
+            Query::Applied => (0, APPLIED_ROWS_MAX),
         }
     }
 
@@ -163,6 +175,8 @@ impl Query {
             },
             Query::Facts => matches!(rules.sequence, Sequence::AtomicThenIndex | Sequence::AtomicWithOutbox),
             Query::Outbox => matches!(rules.sequence, Sequence::AtomicWithOutbox),
+            // No row's store has it; `require` refuses it for a row.
+            Query::Applied => false,
         }
     }
 }
@@ -251,6 +265,10 @@ impl ObserveSpec {
     /// Refuses a spec without a query the claimed row's store uses (a field left out would be
     /// read as empty, and the model's rows there would show as a divergence of the consumer).
     pub fn require(&self, strategy: Strategy) -> Result<(), ObserveError> {
+        if self.queries.contains_key(&Query::Applied) {
+            let problem = "query 'applied' is read by `kafka app` only: a model row's store has no such field";
+            return Err(self.error(Some(Query::Applied), None, problem.to_string()));
+        }
         for query in Query::ALL {
             if query.used_by(strategy) && !self.queries.contains_key(&query) {
                 return Err(self.error(None, None, format!("no query '{}', which row {strategy} uses", query.name())));
@@ -273,6 +291,12 @@ impl ObserveSpec {
         strategy: Strategy,
         partitions: u32,
     ) -> Result<Vec<Observed>, ObserveError> {
+        self.copy_database(store_dir, scratch)?;
+        self.observe_copy(scratch, groups, strategy, partitions)
+    }
+
+    /// Copies the database's files from `store_dir` into `scratch` (emptied first).
+    fn copy_database(&self, store_dir: &Path, scratch: &Path) -> Result<(), ObserveError> {
         let (parent, name) = self.database_place(store_dir)?;
         let copy_problem = |error: std::io::Error| format!("cannot copy the database's files: {error}");
         let scope = Scope::files(&parent, &name).map_err(|error| self.error(None, None, copy_problem(error)))?;
@@ -286,10 +310,7 @@ impl ObserveSpec {
             .or_else(|error| if error.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(error) })
             .and_then(|()| std::fs::create_dir_all(&copy))
             .and_then(|()| snapshot.write_to(&copy));
-        reset.map_err(|error| {
-            self.error(None, None, format!("cannot write a copy in {}: {error}", scratch.display()))
-        })?;
-        self.observe_copy(scratch, groups, strategy, partitions)
+        reset.map_err(|error| self.error(None, None, format!("cannot write a copy in {}: {error}", scratch.display())))
     }
 
     /// Reads every group's store from `copy`, a directory that is already a copy of the store
@@ -302,6 +323,12 @@ impl ObserveSpec {
         strategy: Strategy,
         partitions: u32,
     ) -> Result<Vec<Observed>, ObserveError> {
+        let db = self.open_copy(copy)?;
+        groups.iter().map(|group| self.observe_group(&db, group, strategy, partitions)).collect()
+    }
+
+    /// Opens the database in `copy` read-write (a hot journal is rolled back), then query-only.
+    fn open_copy(&self, copy: &Path) -> Result<Connection, ObserveError> {
         let path = copy.join(&self.database);
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let open_problem = |error: rusqlite::Error| format!("cannot open the copy {}: {error}", path.display());
@@ -309,7 +336,62 @@ impl ObserveSpec {
             Connection::open_with_flags(&path, flags).map_err(|error| self.error(None, None, open_problem(error)))?;
         db.execute_batch("PRAGMA query_only = ON")
             .map_err(|error| self.error(None, None, format!("PRAGMA query_only = ON: {error}")))?;
-        groups.iter().map(|group| self.observe_group(&db, group, strategy, partitions)).collect()
+        Ok(db)
+    }
+
+    /// `kafka app`'s use: refuses a spec whose queries are not `total` (required) and
+    /// `applied` (optional), the two an application's database is judged by.
+    pub fn require_app(&self) -> Result<(), ObserveError> {
+        if !self.queries.contains_key(&Query::Total) {
+            return Err(self.error(None, None, "no query 'total', which `kafka app` judges by".to_string()));
+        }
+        for query in self.queries.keys() {
+            match query {
+                Query::Total | Query::Applied => {}
+                Query::Partitions
+                | Query::Processed
+                | Query::Attempts
+                | Query::DeadLetters
+                | Query::Resets
+                | Query::Value
+                | Query::Facts
+                | Query::Outbox => {
+                    let problem = "is for the model's rows: `kafka app` reads 'total' and 'applied' only";
+                    return Err(self.error(Some(*query), None, problem.to_string()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the database is, in `store_dir`.
+    pub fn database_path(&self, store_dir: &Path) -> PathBuf {
+        store_dir.join(&self.database)
+    }
+
+    /// Whether the spec reads the applied ids.
+    pub fn has_applied(&self) -> bool {
+        self.queries.contains_key(&Query::Applied)
+    }
+
+    /// `kafka app`'s observation: `group`'s total and (where the spec reads them) the ids
+    /// applied in order, from a copy of the database's files made in `scratch`.
+    pub fn observe_app(&self, store_dir: &Path, scratch: &Path, group: &str) -> Result<AppObserved, ObserveError> {
+        self.copy_database(store_dir, scratch)?;
+        let db = self.open_copy(scratch)?;
+        let total_sql = self.queries.get(&Query::Total).expect("require_app checked it");
+        let rows = self.run(&db, Query::Total, total_sql, group, 0)?;
+        let read = Values { spec: self, query: Query::Total, group, partitions: 0 };
+        let total = read.int(&rows[0], "total")?;
+        let applied = match self.queries.get(&Query::Applied) {
+            None => None,
+            Some(sql) => {
+                let rows = self.run(&db, Query::Applied, sql, group, 0)?;
+                let read = Values { spec: self, query: Query::Applied, group, partitions: 0 };
+                Some(rows.iter().map(|row| read.int(row, "id")).collect::<Result<_, _>>()?)
+            }
+        };
+        Ok(AppObserved { total, applied })
     }
 
     fn database_place(&self, store_dir: &Path) -> Result<(PathBuf, String), ObserveError> {
@@ -353,6 +435,7 @@ impl ObserveSpec {
                 Query::Attempts => observed.attempts = rows.iter().map(counted).collect::<Result<_, _>>()?,
                 Query::DeadLetters => observed.dead_letters = rows.iter().map(counted).collect::<Result<_, _>>()?,
                 Query::Resets => observed.resets = rows.iter().map(reset).collect::<Result<_, _>>()?,
+                Query::Applied => unreachable!("`require` refuses 'applied' for a model row"),
             }
         }
         observed.processed.sort();
@@ -440,6 +523,14 @@ impl ObserveSpec {
         }
         Ok(rows)
     }
+}
+
+/// What `kafka app` reads of one group: its total, and the ids applied in order where the
+/// spec has an `applied` query.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AppObserved {
+    pub total: i64,
+    pub applied: Option<Vec<i64>>,
 }
 
 /// One row a query returned: its integer columns (None: NULL) and its text column.

@@ -252,7 +252,7 @@ impl Process {
 /// own exec is then always `/bin/sh`'s: a failed exec in the child, before the tracer has set
 /// its options, could not report itself (its write would be stopped by the filter with no
 /// tracer listening).
-fn through_shell(built: &Command) -> Command {
+pub(crate) fn through_shell(built: &Command) -> Command {
     let mut shell = Command::new("/bin/sh");
     shell.arg("-c").arg(r#"exec "$0" "$@""#).arg(built.get_program()).args(built.get_args());
     if let Some(dir) = built.get_current_dir() {
@@ -270,7 +270,7 @@ fn through_shell(built: &Command) -> Command {
 
 /// The program of a command started directly, when it names none that exists: a name without
 /// a slash searched on the PATH, a path checked as it is.
-fn missing_program(command: &Command) -> Option<String> {
+pub(crate) fn missing_program(command: &Command) -> Option<String> {
     let program = Path::new(command.get_program());
     if program.components().count() > 1 {
         return (!program.is_file()).then(|| program.display().to_string());

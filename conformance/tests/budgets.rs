@@ -8,8 +8,13 @@
 //! the walks strike every fault among them (checked, so that a change of the walks cannot leave
 //! a step untried), and each broken example is still caught at these bounds.
 //!
-//! Needs `python3` and `perl` with DBD::SQLite on PATH (`.ci/run` installs them); a missing
-//! interpreter or module fails the test.
+//! Needs `python3` and `perl` with DBD::SQLite on PATH (`bash scripts/setup.sh` installs them):
+//! without one, an example's walks print `skipped: python3 not installed (bash scripts/setup.sh
+//! installs it)` (or Perl's DBD::SQLite's) and are left out, unless `CI` is set: then the test
+//! fails.
+
+#[path = "../../tests/support/tools.rs"]
+mod tools;
 
 use conformance::batch::{replay_generated, Generated};
 use conformance::driver::Mode;
@@ -20,7 +25,6 @@ use conformance::protocol::shell_quote;
 use conformance::replay::Inside;
 use model::{Action, Config, ConsumerModel, Strategy};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The first walk's seed; walk `i` is seed `SEED + i`, as `conformance test --seed` numbers them.
@@ -50,27 +54,19 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// An interpreter's real path (as in protocol.rs: a version manager's shim would cost every
-/// process, and every kill point's reader, a dozen more), and that it runs with the modules
-/// the examples need.
-fn interpreter(program: &str, print_path: &[&str]) -> String {
-    let output = Command::new(program).args(print_path).output();
-    let output = output.unwrap_or_else(|error| panic!("{program} runs (the CI machines have it): {error}"));
-    assert!(output.status.success(), "{program} {print_path:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8(output.stdout).expect("a UTF-8 path").trim().to_string()
-}
-
 /// The command of the example `examples/DIR/SCRIPT` with `flags` (`.pl` Perl's, `.py`
-/// Python's), and the observation spec its directory ships: the walks read the store by its
-/// SQL, so no store role is trusted.
-fn example(script: &str, flags: &str) -> (String, PathBuf) {
+/// Python's), through the interpreter's real path (as in protocol.rs: a version manager's shim
+/// would cost every process, and every kill point's reader, a dozen more), and the observation
+/// spec its directory ships: the walks read the store by its SQL, so no store role is trusted.
+/// `None` when the interpreter or its modules are missing (skipped, saying so).
+fn example(script: &str, flags: &str) -> Option<(String, PathBuf)> {
     let (interpreter, dir) = match script.rsplit_once('.') {
-        Some((_, "pl")) => (interpreter("perl", &["-MDBI", "-MDBD::SQLite", "-e", "print $^X"]), "perl"),
-        _ => (interpreter("python3", &["-c", "import sys; print(sys.executable)"]), "python"),
+        Some((_, "pl")) => (tools::perl()?, "perl"),
+        _ => (tools::python3()?, "python"),
     };
     let path = root().join("examples").join(dir).join(script);
     let spec = root().join("examples").join(dir).join("store.observe.toml");
-    (format!("{} {}{flags}", shell_quote(&interpreter), shell_quote(&path.to_string_lossy())), spec)
+    Some((format!("{} {}{flags}", shell_quote(&interpreter), shell_quote(&path.to_string_lossy())), spec))
 }
 
 /// What the walks of an example must show.
@@ -111,9 +107,10 @@ const STRUCK: &[(&str, Strikes)] = &[
 ];
 
 /// Replays the example's walks (each on its own, the cap checked between them) and checks
-/// what `expect` says; prints the figures (walks, steps, kill points, seconds).
+/// what `expect` says; prints the figures (walks, steps, kill points, seconds). Returns at once
+/// when the example's interpreter is missing (skipped, saying so, outside CI).
 fn walk_at_every_budget(case: &Walks) {
-    let (command, spec) = example(case.script, case.flags);
+    let Some((command, spec)) = example(case.script, case.flags) else { return };
     let config = every_budget(case.row);
     config.validate().unwrap_or_else(|why| panic!("{}: the bounds are invalid: {why}", case.row));
     let observe = ObserveSpec::load(&spec).unwrap_or_else(|error| panic!("{error}"));

@@ -16,6 +16,13 @@
 //! PROTOCOL.md's row sections are checked against the model: every step kind the model can ask
 //! of a row a consumer of your own may claim is named in that row's section, and no section
 //! names a step the model never asks of its rows (`every_step_the_model_asks_of_a_row_is_in_its_protocol_section`).
+//!
+//! The blocks run the Python examples with `python3` (`bash scripts/setup.sh` installs it):
+//! without it the blocks' test prints `skipped: python3 not installed (bash scripts/setup.sh
+//! installs it)` and returns, unless `CI` is set: then it fails.
+
+#[path = "../../tests/support/tools.rs"]
+mod tools;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -222,6 +229,9 @@ fn binaries() -> PathBuf {
 
 #[test]
 fn every_sh_block_of_the_documents_runs_as_written() {
+    if tools::python3().is_none() {
+        return;
+    }
     let bin = binaries();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     let overwrite = std::env::var("DOCS").is_ok_and(|v| v == "overwrite");
@@ -661,4 +671,36 @@ fn readme_is_a_short_guide_whose_lists_are_the_models() {
         .filter_map(|l| l.strip_prefix("| `").and_then(|l| l.split('`').next()).map(String::from))
         .collect();
     assert_eq!(glossary, model::properties::SAFETY.to_vec(), "README's glossary differs from the safety properties");
+}
+
+/// README's two commands are CI's: `.ci/run` runs the main job as README writes it, runs
+/// `scripts/setup.sh` before anything is built, and ends with README's test command, whose
+/// script runs that set-up before `cargo test`, so that README cannot need more than CI installs.
+#[test]
+fn readmes_two_commands_are_what_ci_runs() {
+    let read = |path: &str| std::fs::read_to_string(repo_root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let section = readme_section(&read("README.md"), "Install and the two commands");
+    let commands: Vec<&str> = (section.iter())
+        .skip_while(|line| line.trim_end() != "```sh")
+        .skip(1)
+        .take_while(|line| line.trim_end() != "```")
+        .filter(|line| !line.starts_with('#'))
+        .map(|line| line.split(" # ").next().expect("a command").trim())
+        .collect();
+    assert_eq!(
+        commands,
+        ["cargo run --release --locked -p model -- check", "bash scripts/test.sh"],
+        "README's commands"
+    );
+    let ci = read(".ci/run");
+    let ci: Vec<&str> = ci.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    let at = |command: &str| ci.iter().position(|line| *line == command);
+    let setup = at("bash scripts/setup.sh").expect(".ci/run runs scripts/setup.sh");
+    assert!(at("cargo fmt --all --check").is_some_and(|fmt| setup < fmt), ".ci/run sets up before it builds");
+    assert!(at(commands[0]).is_some(), ".ci/run runs README's main job: {ci:#?}");
+    assert_eq!(ci.last(), Some(&commands[1]), ".ci/run ends with README's test command");
+    let test = read("scripts/test.sh");
+    let setup = test.find("bash scripts/setup.sh").expect("scripts/test.sh runs scripts/setup.sh");
+    let cargo = test.find("cargo test --workspace --locked --all-targets \"$@\"").expect("and then cargo test");
+    assert!(setup < cargo, "scripts/test.sh sets up before cargo test");
 }

@@ -6,8 +6,13 @@
 //! Perl ones) where it says, the durable state then read by a fresh process. The examples at
 //! every fault budget are walked in `budgets.rs`.
 //!
-//! Needs `python3` and `perl` with DBD::SQLite on PATH (the CI machines have them: `.ci/run`
-//! installs them); a missing interpreter or module fails the test.
+//! Needs `python3` and `perl` with DBD::SQLite on PATH (`bash scripts/setup.sh` installs them):
+//! without one, a test of its examples prints `skipped: python3 not installed (bash
+//! scripts/setup.sh installs it)` (or Perl's DBD::SQLite's) and returns, unless `CI` is set:
+//! then it fails.
+
+#[path = "../../tests/support/tools.rs"]
+mod tools;
 
 use conformance::batch::{self, Generated};
 use conformance::driver::{log_dir, Mode, OwnerHandle, OwnerSpec};
@@ -33,39 +38,24 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The command of an example consumer, started by the interpreter `python3` names (its real
-/// path: a version manager's `python3` may be a shell script that runs a dozen processes
-/// before Python, which every kill-point reader would pay for).
-fn python(script: &str, flags: &str) -> String {
-    static INTERPRETER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let interpreter = INTERPRETER.get_or_init(|| {
-        let output = std::process::Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output();
-        let path = output.expect("python3 runs (the CI machines have it)").stdout;
-        String::from_utf8(path).expect("a UTF-8 path").trim().to_string()
-    });
-    let path = root().join("examples/python").join(script);
-    format!("{} {}{flags}", shell_quote(interpreter), shell_quote(&path.to_string_lossy()))
+/// The command of the Python example `examples/python/SCRIPT` with `flags`, started by the
+/// interpreter `python3` names (its real path: a version manager's `python3` may be a shell
+/// script that runs a dozen processes before Python, which every kill-point reader would pay
+/// for); `None` when Python 3 is missing (the test returns, skipped).
+fn python(script: &str, flags: &str) -> Option<String> {
+    Some(command(&tools::python3()?, "examples/python", script, flags))
 }
 
-/// The command of the Perl example `examples/perl/SCRIPT`, by the interpreter's real path.
-fn perl(script: &str, flags: &str) -> String {
-    static INTERPRETER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let interpreter = INTERPRETER.get_or_init(|| {
-        let output = std::process::Command::new("perl").args(["-MDBD::SQLite", "-e", "print $^X"]).output();
-        let output = output.expect("perl runs (the CI machines have it)");
-        assert!(output.status.success(), "perl has no DBD::SQLite (Debian: libdbd-sqlite3-perl)");
-        String::from_utf8(output.stdout).expect("a UTF-8 path")
-    });
-    let path = root().join("examples/perl").join(script);
-    format!("{} {}{flags}", shell_quote(interpreter), shell_quote(&path.to_string_lossy()))
+/// The command of the Perl example `examples/perl/SCRIPT`, by the interpreter's real path;
+/// `None` when Perl or its DBD::SQLite is missing (the test returns, skipped).
+fn perl(script: &str, flags: &str) -> Option<String> {
+    Some(command(&tools::perl()?, "examples/perl", script, flags))
 }
 
-/// An example's command by its script's name: `NAME.pl` is Perl's, any other Python's.
-fn example(script: &str) -> String {
-    match script.ends_with(".pl") {
-        true => perl(script, ""),
-        false => python(script, ""),
-    }
+/// `INTERPRETER DIR/SCRIPT FLAGS`, DIR relative to the repository's root.
+fn command(interpreter: &str, dir: &str, script: &str, flags: &str) -> String {
+    let path = root().join(dir).join(script);
+    format!("{} {}{flags}", shell_quote(interpreter), shell_quote(&path.to_string_lossy()))
 }
 
 /// This consumer's implementation of the protocol: the conformance binary's hidden `serve`.
@@ -118,14 +108,16 @@ fn assert_conforms(command: &str, row: Strategy) {
 
 #[test]
 fn the_python_atomic_fenced_consumer_conforms_on_every_atomic_fenced_trace() {
-    assert_conforms(&python("atomic_fenced.py", ""), Strategy::AtomicFenced);
+    let Some(command) = python("atomic_fenced.py", "") else { return };
+    assert_conforms(&command, Strategy::AtomicFenced);
 }
 
 /// The seed's consumer: its duplicates (a crash between effect and commit, a zombie's write)
 /// reproduce exactly where the model's effect-first counterexamples put them.
 #[test]
 fn the_python_effect_first_consumer_conforms_on_every_effect_first_trace() {
-    assert_conforms(&python("effect_first.py", ""), Strategy::EffectFirst);
+    let Some(command) = python("effect_first.py", "") else { return };
+    assert_conforms(&command, Strategy::EffectFirst);
 }
 
 /// The Perl example (DBI and DBD::SQLite): the dedup id in the effect's transaction, the commit
@@ -133,7 +125,8 @@ fn the_python_effect_first_consumer_conforms_on_every_effect_first_trace() {
 /// the model's row predicts.
 #[test]
 fn the_perl_dedup_atomic_consumer_conforms_on_every_dedup_atomic_trace() {
-    assert_conforms(&perl("dedup_atomic.pl", ""), Strategy::DedupAtomic);
+    let Some(command) = perl("dedup_atomic.pl", "") else { return };
+    assert_conforms(&command, Strategy::DedupAtomic);
 }
 
 /// The dedup id inserted but not consulted (`--no-dedup`): exactly the traces in which the
@@ -141,7 +134,7 @@ fn the_perl_dedup_atomic_consumer_conforms_on_every_dedup_atomic_trace() {
 /// twice: the real total above the model's).
 #[test]
 fn the_broken_perl_consumer_is_caught_where_a_processed_record_lands_again() {
-    let command = perl("dedup_atomic.pl", " --no-dedup");
+    let Some(command) = perl("dedup_atomic.pl", " --no-dedup") else { return };
     let expected = ["dedup-atomic--duplicate-skipped.json", "dedup-atomic--monotonic-checkpoint.json"];
     let mut diverged = Vec::new();
     for (name, outcome) in replay_row(&command, Strategy::DedupAtomic, false).0 {
@@ -162,7 +155,7 @@ fn the_broken_perl_consumer_is_caught_where_a_processed_record_lands_again() {
 /// (an `apply-atomic` after which the real total is above the model's), and only those.
 #[test]
 fn the_broken_python_consumer_is_caught_where_the_zombie_write_lands() {
-    let command = python("atomic_fenced.py", " --no-fence");
+    let Some(command) = python("atomic_fenced.py", " --no-fence") else { return };
     let expected = [
         "atomic-fenced--paused-fenced.json",
         "atomic-fenced--paused-write.json",
@@ -192,7 +185,7 @@ fn the_broken_python_consumer_is_caught_where_the_zombie_write_lands() {
 /// kill points inside steps catches it.
 #[test]
 fn a_consumer_that_splits_effect_and_offset_is_caught_by_kill_points_inside_steps_only() {
-    let command = python("split_transaction.py", "");
+    let Some(command) = python("split_transaction.py", "") else { return };
     let applying = [
         "atomic-fenced--crash-after-write.json",
         "atomic-fenced--log-end.json",
@@ -226,6 +219,7 @@ fn a_consumer_that_splits_effect_and_offset_is_caught_by_kill_points_inside_step
 /// one with no write under the store directory, and the summary says that nothing was split.
 #[test]
 fn a_store_outside_the_store_directory_is_reported_not_split() {
+    let Some(example) = python("atomic_fenced.py", "") else { return };
     let elsewhere = tempfile::tempdir().expect("a directory for the store");
     let script = elsewhere.path().join("elsewhere.py");
     let examples = root().join("examples/python");
@@ -238,7 +232,7 @@ fn a_store_outside_the_store_directory_is_reported_not_split() {
         store = elsewhere.path().display().to_string(),
     );
     std::fs::write(&script, program).expect("the script");
-    let command = python("atomic_fenced.py", "").replacen(
+    let command = example.replacen(
         &shell_quote(&examples.join("atomic_fenced.py").to_string_lossy()),
         &shell_quote(&script.to_string_lossy()),
         1,
@@ -258,7 +252,7 @@ fn a_store_outside_the_store_directory_is_reported_not_split() {
 /// `--inside-step off`.
 #[test]
 fn walks_catch_the_split_transaction_with_kill_points_inside_steps_only() {
-    let command = python("split_transaction.py", "");
+    let Some(command) = python("split_transaction.py", "") else { return };
     let config = model::Config::new(Strategy::AtomicFenced);
     let generated = Generated::Walks { count: 4, seed: 1, steps_max: 60 };
     for inside_step in [true, false] {
@@ -290,7 +284,7 @@ fn the_python_consumers_conform_on_seeded_walks_with_kills_and_restarts() {
     const WALKS: u64 = 8;
     let started = Instant::now();
     for (script, row) in [("atomic_fenced.py", Strategy::AtomicFenced), ("effect_first.py", Strategy::EffectFirst)] {
-        let command = python(script, "");
+        let Some(command) = python(script, "") else { return };
         let config = model::Config::new(row);
         let model = model::ConsumerModel::new(config.clone());
         let options = Options { command: Some(command.clone()), inside_step: true, ..Options::new(Mode::Protocol) };
@@ -365,12 +359,19 @@ const fn crash(
     Crash { strategy, row, script, before, point, step, survived }
 }
 
+/// Every crash point of this consumer's `serve`, and of each example whose interpreter is
+/// here (a missing one is skipped, saying so, outside CI).
 #[test]
 fn a_crash_point_kills_each_implementation_where_it_says() {
     let started = Instant::now();
+    let (python, perl) = (tools::python3(), tools::perl());
     for case in CRASHES {
         assert!(started.elapsed() < FAMILY_CAP, "the crash points passed the cap of {FAMILY_CAP:?} at {}", case.point);
-        for command in [ours(), example(case.script)] {
+        let example = match case.script.ends_with(".pl") {
+            true => perl.as_deref().map(|perl| command(perl, "examples/perl", case.script, "")),
+            false => python.as_deref().map(|python| command(python, "examples/python", case.script, "")),
+        };
+        for command in std::iter::once(ours()).chain(example) {
             let survived = run_crash(case, &command);
             assert_eq!(
                 survived, case.survived,

@@ -112,6 +112,29 @@ impl Clients {
         })
     }
 
+    /// Appends records, each `(partition, key, payload)`, all sent before any is awaited;
+    /// returns their offsets in order.
+    pub fn produce_keyed(&self, topic: &str, records: &[(i32, String, String)]) -> Result<Vec<u64>, LaneError> {
+        let sent: Vec<_> = records
+            .iter()
+            .map(|(partition, key, payload)| {
+                let record = FutureRecord::to(topic).partition(*partition).key(key).payload(payload);
+                self.producer.send(record, CLIENT_TIMEOUT)
+            })
+            .collect();
+        self.runtime.block_on(async {
+            let mut offsets = Vec::with_capacity(sent.len());
+            for delivery in sent {
+                let delivery = delivery.await.map_err(|(error, _)| client_error("produce a record")(error))?;
+                offsets.push(u64::try_from(delivery.offset).map_err(|_| LaneError::Client {
+                    operation: "produce a record".into(),
+                    detail: format!("offset {}", delivery.offset),
+                })?);
+            }
+            Ok(offsets)
+        })
+    }
+
     /// The next offset the broker has committed for `group` on `partition` (`None`: none).
     pub fn committed(&mut self, topic: &str, group: &str, partition: i32) -> Result<Option<u64>, LaneError> {
         if !self.readers.contains_key(group) {

@@ -1,9 +1,12 @@
 //! The explorer in a real browser: `model explore` as a child process, a headless
 //! Chromium driven through chromedriver (W3C WebDriver, `common/webdriver.rs`), clicked through
 //! the way a new user would. Needs `chromium` and `chromedriver` (Debian's `chromium` and
-//! `chromium-driver`; .ci/run installs them): without them it skips with a printed reason, and
-//! fails instead when `CI` is set. The whole test is cut at 3 minutes.
+//! `chromium-driver`; `bash scripts/setup.sh` installs them): without them it prints `skipped:
+//! chromium and chromedriver not installed (bash scripts/setup.sh installs it)`, and fails
+//! instead when `CI` is set. The whole test is cut at 3 minutes.
 
+#[path = "../../tests/support/tools.rs"]
+mod tools;
 #[path = "common/webdriver.rs"]
 mod webdriver;
 
@@ -39,18 +42,12 @@ fn artifacts() -> PathBuf {
     dir
 }
 
-/// Skips (printing why) when Chromium or chromedriver is missing, unless `CI` is set: then it
-/// fails. Returns whether the test should run.
+/// Skips (printing what is missing) when Chromium or chromedriver is missing, unless `CI` is
+/// set: then it fails. Returns whether the test should run.
 fn browser_available() -> bool {
     match webdriver::missing() {
         None => true,
-        Some(reason) if std::env::var_os("CI").is_some() => {
-            fail(format!("{reason}: CI must not skip the browser test (.ci/run installs them)"))
-        }
-        Some(reason) => {
-            eprintln!("skipped: {reason}");
-            false
-        }
+        Some(missing) => tools::require(&missing, false),
     }
 }
 

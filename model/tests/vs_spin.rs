@@ -1,8 +1,14 @@
 //! `model bench --vs-spin` end to end: SPIN's pan on the peer model, then `model check`, as
-//! child processes. Runs when spin is installed (.ci/run installs it); skips with a printed
-//! reason when it is not, and fails instead of skipping when `CI` is set. (The refusals that
-//! need no spin are rows of the bad-input table of docs/errors.md, run by cli.rs.)
+//! child processes. Runs when spin, gcc and /usr/bin/time are installed (`bash
+//! scripts/setup.sh` installs them); without one it prints `skipped: spin not installed (bash
+//! scripts/setup.sh installs it)` (or gcc's, or time's), and fails instead of skipping when `CI`
+//! is set. (The refusals that need no spin are rows of the bad-input table of docs/errors.md,
+//! run by cli.rs.)
 
+#[path = "../../tests/support/tools.rs"]
+mod tools;
+
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,8 +30,16 @@ const SPIN_STATES_TINY: u64 = 132;
 /// independent BFS written from the README's description (`4 R=2 G=1 pauses=1`), counts 596.
 const SPIN_STATES_TINY_UNBOUNDED: u64 = 597;
 
-fn spin_installed() -> bool {
-    Command::new("spin").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+/// What `bench --vs-spin` runs and is missing here (spin, gcc, /usr/bin/time), `and`-joined;
+/// empty when it can run.
+fn missing_tools() -> String {
+    let checked = [
+        ("spin", tools::runs("spin", &["-V"])),
+        ("gcc", tools::runs("gcc", &["--version"])),
+        ("/usr/bin/time", Path::new("/usr/bin/time").is_file()),
+    ];
+    let names: Vec<&str> = checked.iter().filter(|(_, installed)| !installed).map(|(name, _)| *name).collect();
+    names.join(" and ")
 }
 
 /// The cells of the table row that starts with `label`: SPIN's, ours and the ratio.
@@ -39,9 +53,8 @@ fn row<'a>(stdout: &'a str, label: &str) -> Vec<&'a str> {
 /// state count is `spin_states`, ours a positive count, both times and memories numbers.
 /// Returns stdout; `None` when spin is not installed (outside CI).
 fn run_bench(args: &[&str], spin_states: u64) -> Option<String> {
-    if !spin_installed() {
-        assert!(std::env::var_os("CI").is_none(), "spin is not installed, and CI must not skip this test");
-        eprintln!("skipped: spin is not installed (apt-get install spin)");
+    let missing = missing_tools();
+    if !tools::require(&missing, missing.is_empty()) {
         return None;
     }
     let mut child = Command::new(env!("CARGO_BIN_EXE_model"))

@@ -134,11 +134,19 @@ pub fn kill(pid: i32) {
     let _ = signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
 }
 
-type Ready = Sender<Result<(i32, ChildStdin, ChildStdout), TraceError>>;
+type Ready = Sender<Result<(i32, Option<ChildStdin>, Option<ChildStdout>), TraceError>>;
+
+/// Sends `signal` (a number) to one process; an unknown number or a gone process is ignored.
+pub fn signal(pid: i32, signal: i32) {
+    if let Ok(signal) = Signal::try_from(signal) {
+        let _ = signal::kill(Pid::from_raw(pid), signal);
+    }
+}
 
 /// The tracer thread: starts `command` traced, reports it started (or why not), then serves
-/// its stops until every tracee is gone.
-pub fn trace(mut command: Command, scope: Scope, shared: Arc<Shared>, ready: Ready) {
+/// its stops until every tracee is gone. `piped`: its stdin and stdout are pipes handed back
+/// (and stderr inherited); otherwise its streams are the ones the caller set.
+pub fn trace(mut command: Command, scope: Scope, shared: Arc<Shared>, ready: Ready, piped: bool) {
     let program = match filter() {
         Ok(program) => program,
         Err(error) => {
@@ -146,7 +154,9 @@ pub fn trace(mut command: Command, scope: Scope, shared: Arc<Shared>, ready: Rea
             return;
         }
     };
-    command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    if piped {
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    }
     // SAFETY: between fork and exec the closure only makes system calls (ptrace, prctl,
     // seccomp): it allocates nothing and takes no lock.
     unsafe {
@@ -168,7 +178,7 @@ pub fn trace(mut command: Command, scope: Scope, shared: Arc<Shared>, ready: Rea
         }
     };
     let pid = Pid::from_raw(i32::try_from(child.id()).expect("a pid fits i32"));
-    let (stdin, stdout) = (child.stdin.take().expect("piped"), child.stdout.take().expect("piped"));
+    let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
     // The first stop is the exec's SIGTRAP; until the options are set the filter's stops
     // cannot reach the tracer, and nothing but the exec ran.
     match waitpid(pid, Some(WaitPidFlag::__WALL)) {
@@ -276,7 +286,10 @@ impl Tracer {
     /// The seccomp stop, at a changing call's entry: while a window is open and the call
     /// touches the store, stop again at its exit; else let it run.
     fn on_entry(&mut self, pid: Pid) -> nix::Result<()> {
-        let open = self.shared.lock().window.is_some();
+        let open = {
+            let state = self.shared.lock();
+            state.window.is_some() || state.free
+        };
         if !open {
             return ptrace::cont(pid, None);
         }
@@ -302,6 +315,10 @@ impl Tracer {
 
     /// The exit of a call that touches the store: a kill point when it succeeded.
     fn on_exit(&mut self, pid: Pid) -> nix::Result<()> {
+        if self.strike_now(pid) {
+            // Every tracee is dead or dying: this one is left stopped for SIGKILL.
+            return Ok(());
+        }
         let info = syscall_info(pid)?;
         if info.op == libc::PTRACE_SYSCALL_INFO_ENTRY {
             // Kernels before 4.8 report the entry after the seccomp stop: on to the exit.
@@ -311,13 +328,58 @@ impl Tracer {
             // SAFETY: an exit stop holds the exit's fields.
             let failed = info.op == libc::PTRACE_SYSCALL_INFO_EXIT && unsafe { info.u.exit.is_error } != 0;
             if !failed {
-                if let Some(window) = self.shared.lock().window.as_mut() {
+                let mut state = self.shared.lock();
+                if state.free {
+                    state.store_calls += 1;
+                    if count_down(&mut state, pid, name, &file) {
+                        // Stop again at this thread's next call, where the kill strikes.
+                        return ptrace::syscall(pid, None);
+                    }
+                }
+                if let Some(window) = state.window.as_mut() {
                     window.record(name, file);
                 }
             }
         }
         ptrace::cont(pid, None)
     }
+
+    /// A kill that counted down at this thread's last call strikes at its next one: every
+    /// tracee is SIGKILLed while this thread is held at that call's entry. Between the two
+    /// calls the thread ran only in user space, so what it did in memory (SQLite's WAL index
+    /// in a shared mapping, which makes a commit visible to the other connections) is done and
+    /// nothing more: the latest moment a crash "right after" the call can fall.
+    fn strike_now(&self, pid: Pid) -> bool {
+        let mut state = self.shared.lock();
+        let due = state.striking.as_ref().is_some_and(|(thread, _)| *thread == pid.as_raw());
+        if !due {
+            return false;
+        }
+        let (_, strike) = state.striking.take().expect("checked");
+        for &pid in &state.live {
+            kill(pid);
+        }
+        state.struck = Some(strike);
+        true
+    }
+}
+
+/// Counts an armed kill down at a successful call under the store; at zero, the kill is due
+/// at `pid`'s next call (`Tracer::strike_now`).
+fn count_down(state: &mut super::State, pid: Pid, name: &'static str, file: &std::path::Path) -> bool {
+    let Some(trigger) = state.trigger.as_mut() else { return false };
+    if trigger.syncs_only && !super::SYNC_CALLS.contains(&name) {
+        return false;
+    }
+    trigger.remaining -= 1;
+    if trigger.remaining > 0 {
+        return false;
+    }
+    let (after_calls, syncs_only) = (trigger.after_calls, trigger.syncs_only);
+    state.trigger = None;
+    let strike = super::Strike { syscall: name, file: file.to_path_buf(), after_calls, syncs_only };
+    state.striking = Some((pid.as_raw(), strike));
+    true
 }
 
 /// `PTRACE_GET_SYSCALL_INFO`, with the buffer's size where the kernel reads it (nix 0.30's

@@ -11,8 +11,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
-/// What a test prints when it cannot run here.
-pub const SKIPPED: &str = "skipped: no PostgreSQL server binary (initdb) found";
+#[path = "../../../tests/support/tools.rs"]
+mod tools;
 
 /// One running cluster.
 pub struct Server {
@@ -171,20 +171,18 @@ fn stop_at_exit() {
     assert_eq!(registered, 0, "atexit could not register the cluster's stop");
 }
 
-/// The cluster of this test binary, started on first use; `None` (after printing why) when no
-/// server binary exists. With `CI` set a missing server is a failure, not a skip.
+/// The cluster of this test binary, started on first use; `None` when no server binary exists,
+/// after printing `skipped: PostgreSQL not installed (bash scripts/setup.sh installs it)`. With
+/// `CI` set a missing server is a failure, not a skip.
 pub fn server() -> Option<&'static Server> {
     if let Some(server) = SERVER.get() {
         return Some(server);
     }
-    let Some(bin) = find_binaries() else {
-        if std::env::var_os("CI").is_some() {
-            panic!("no PostgreSQL server binary (initdb) found, and CI must not skip the PostgreSQL tests");
-        }
-        eprintln!("{SKIPPED}");
+    let bin = find_binaries();
+    if !tools::require("PostgreSQL", bin.is_some()) {
         return None;
-    };
-    Some(SERVER.get_or_init(|| Server::start(bin)))
+    }
+    Some(SERVER.get_or_init(|| Server::start(bin.expect("checked"))))
 }
 
 /// A fresh database's URL, or `None` (after printing why) when the tests cannot run here.

@@ -103,11 +103,11 @@ pub fn which(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|dir| dir.join(name)).find(|file| file.is_file())
 }
 
-/// Why the browser tests cannot run here, if they cannot: Chromium or chromedriver missing.
+/// What the browser tests need and is not on PATH here (`chromium`, `chromedriver`, or both,
+/// `and`-joined); `None` when they can run.
 pub fn missing() -> Option<String> {
     let absent: Vec<&str> = ["chromium", "chromedriver"].into_iter().filter(|name| which(name).is_none()).collect();
-    (!absent.is_empty())
-        .then(|| format!("{} not on PATH (apt-get install -y chromium chromium-driver)", absent.join(" and ")))
+    (!absent.is_empty()).then(|| absent.join(" and "))
 }
 
 /// A child process, killed (its whole process group when it leads one) and reaped when dropped.

@@ -1,0 +1,230 @@
+//! The application's instances: each a process of the user's command, traced in free-running
+//! mode (kill points at its writes and syncs under the store), its standard output and error
+//! kept in a file per incarnation, given the documented environment.
+
+use crate::killpoints::{Scope, Strike, TraceError, Traced};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a stopped (SIGTERM) instance may take to close its consumer and exit before it is
+/// killed.
+pub const STOP_WAIT: Duration = Duration::from_secs(10);
+
+/// What every instance is told, the documented contract (docs/your-kafka-consumer.md).
+#[derive(Clone, Debug)]
+pub struct Contract {
+    pub bootstrap: String,
+    pub topic: String,
+    pub group: String,
+    pub session_timeout_ms: u32,
+    pub heartbeat_interval_ms: u32,
+    /// The store directory, shared by the instances: the application's database is there.
+    pub store: PathBuf,
+}
+
+impl Contract {
+    /// The environment variables, in the order the documentation lists them.
+    pub fn environment(&self, instance: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("ONCEPROOF_BOOTSTRAP", self.bootstrap.clone()),
+            ("ONCEPROOF_TOPIC", self.topic.clone()),
+            ("ONCEPROOF_GROUP", self.group.clone()),
+            ("ONCEPROOF_INSTANCE", instance.to_string()),
+            ("ONCEPROOF_SESSION_TIMEOUT_MS", self.session_timeout_ms.to_string()),
+            ("ONCEPROOF_HEARTBEAT_INTERVAL_MS", self.heartbeat_interval_ms.to_string()),
+            ("ONCEPROOF_STORE", self.store.display().to_string()),
+        ]
+    }
+}
+
+/// One incarnation of an instance.
+pub struct Instance {
+    pub name: String,
+    pub incarnation: u32,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+    traced: Traced,
+    /// Whether the harness stopped or killed it (an end it did not cause is the instance's own).
+    ended_by_us: bool,
+}
+
+/// Why an instance could not start.
+#[derive(Debug)]
+pub struct StartError {
+    pub instance: String,
+    pub program: String,
+    pub error: StartProblem,
+}
+
+#[derive(Debug)]
+pub enum StartProblem {
+    /// No such program: a path that is not a file, or a name not on the PATH.
+    NotFound,
+    /// Its output files or the store could not be opened.
+    Io(std::io::Error),
+    Trace(TraceError),
+}
+
+impl std::fmt::Display for StartProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartProblem::NotFound => write!(f, "no such program (a path that is not a file, or a name not on PATH)"),
+            StartProblem::Io(error) => write!(f, "{error}"),
+            StartProblem::Trace(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+impl Instance {
+    /// Starts incarnation `incarnation` of instance `name`: `command` with the contract's
+    /// environment, from the current directory, its streams into `logs`.
+    pub fn start(
+        command: &[String],
+        contract: &Contract,
+        name: &str,
+        incarnation: u32,
+        logs: &Path,
+    ) -> Result<Instance, StartError> {
+        let label = format!("{name} (incarnation {incarnation})");
+        let fail = |error: StartProblem| StartError { instance: label.clone(), program: command[0].clone(), error };
+        let stdout = logs.join(format!("{name}.{incarnation}.out"));
+        let stderr = logs.join(format!("{name}.{incarnation}.err"));
+        let open = |path: &Path| std::fs::File::create(path).map_err(|error| fail(StartProblem::Io(error)));
+        let mut built = Command::new(&command[0]);
+        built.args(&command[1..]);
+        if crate::protocol::missing_program(&built).is_some() {
+            return Err(fail(StartProblem::NotFound));
+        }
+        for (key, value) in contract.environment(name) {
+            built.env(key, value);
+        }
+        // Through `sh`, whose exec cannot fail before the tracer listens (protocol.rs says why).
+        let mut process = crate::protocol::through_shell(&built);
+        process.stdin(Stdio::null()).stdout(open(&stdout)?).stderr(open(&stderr)?);
+        let scope = Scope::directory(&contract.store).map_err(|error| fail(StartProblem::Io(error)))?;
+        let traced = Traced::spawn_free(process, scope).map_err(|error| fail(StartProblem::Trace(error)))?;
+        Ok(Instance { name: name.to_string(), incarnation, stdout, stderr, traced, ended_by_us: false })
+    }
+
+    /// `name.incarnation`, as the log files are named.
+    pub fn label(&self) -> String {
+        format!("{} (incarnation {})", self.name, self.incarnation)
+    }
+
+    pub fn arm(&self, after_calls: u64, syncs_only: bool) {
+        self.traced.arm(after_calls, syncs_only);
+    }
+
+    /// Takes back an armed kill; `false` when it struck meanwhile.
+    pub fn disarm(&self) -> bool {
+        self.traced.disarm()
+    }
+
+    /// Where the armed kill struck, once it has; the process is ours to have ended then.
+    pub fn struck(&mut self) -> Option<Strike> {
+        let strike = self.traced.struck();
+        if strike.is_some() {
+            self.ended_by_us = true;
+        }
+        strike
+    }
+
+    /// How it ended, when it ended on its own (not by a kill or a stop of ours).
+    pub fn ended_on_its_own(&mut self) -> Option<String> {
+        if self.ended_by_us || self.traced.struck().is_some() {
+            return None;
+        }
+        let ended = self.traced.ended()?;
+        Some(ended)
+    }
+
+    pub fn ended(&self) -> bool {
+        self.traced.ended().is_some()
+    }
+
+    /// Waits until the process is reaped, at most `wait`.
+    pub fn wait_ended(&self, wait: Duration) -> bool {
+        let started = Instant::now();
+        while started.elapsed() < wait {
+            if self.ended() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.ended()
+    }
+
+    /// A polite stop (SIGTERM: the application closes its consumer, leaving the group), then
+    /// SIGKILL if it has not exited within `STOP_WAIT`. Returns whether it exited by itself.
+    pub fn stop(&mut self) -> bool {
+        self.ended_by_us = true;
+        self.traced.disarm();
+        self.traced.signal(libc::SIGTERM);
+        let polite = self.wait_ended(STOP_WAIT);
+        self.traced.kill();
+        polite
+    }
+
+    /// SIGKILL now (the run is over or interrupted).
+    pub fn kill(&mut self) {
+        self.ended_by_us = true;
+        self.traced.kill();
+    }
+
+    /// Whether any process of the instance has a TCP connection to `port` on this machine.
+    pub fn connected_to(&self, port: u16) -> bool {
+        let sockets = established_sockets(port);
+        if sockets.is_empty() {
+            return false;
+        }
+        self.traced.pids().into_iter().any(|pid| {
+            let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+            entries.flatten().any(|entry| {
+                let link = std::fs::read_link(entry.path()).unwrap_or_default();
+                let text = link.to_string_lossy();
+                text.strip_prefix("socket:[")
+                    .and_then(|rest| rest.strip_suffix(']'))
+                    .and_then(|inode| inode.parse::<u64>().ok())
+                    .is_some_and(|inode| sockets.contains(&inode))
+            })
+        })
+    }
+
+    /// The last non-empty line it printed and where (stderr first, where errors go), for an
+    /// error message.
+    pub fn last_line(&self) -> String {
+        for path in [&self.stderr, &self.stdout] {
+            let text = std::fs::read(path).unwrap_or_default();
+            let text = String::from_utf8_lossy(&text);
+            if let Some(line) = text.lines().rev().map(str::trim).find(|line| !line.is_empty()) {
+                let line: String = line.chars().take(300).collect();
+                return format!("its last line ({}): {line}", path.display());
+            }
+        }
+        format!("it printed nothing ({} and {} are empty)", self.stdout.display(), self.stderr.display())
+    }
+}
+
+/// The inodes of the established TCP connections whose remote port is `port` (IPv4 and IPv6).
+fn established_sockets(port: u16) -> BTreeSet<u64> {
+    let mut inodes = BTreeSet::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else { continue };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+            let (Some(remote), Some(state), Some(inode)) = (fields.get(2), fields.get(3), fields.get(9)) else {
+                continue;
+            };
+            let remote_port = remote.rsplit_once(':').and_then(|(_, hex)| u16::from_str_radix(hex, 16).ok());
+            if *state == "01" && remote_port == Some(port) {
+                if let Ok(inode) = inode.parse() {
+                    inodes.insert(inode);
+                }
+            }
+        }
+    }
+    inodes
+}

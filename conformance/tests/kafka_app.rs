@@ -1,0 +1,214 @@
+//! The front door (`cargo test -p conformance --features kafka --test kafka_app`): the example
+//! applications of examples/kafka/, unmodified Python programs on confluent-kafka, run by
+//! `conformance kafka app` on a broker it hosts, killed at their store writes, churned, and
+//! judged from their database; and the command's refusals of bad input and its interruption.
+#![cfg(all(feature = "kafka", target_os = "linux"))]
+
+#[path = "../../tests/support/tools.rs"]
+mod tools;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The family's time cap in CI: the four examples' runs and the bad-input cases.
+const FAMILY_CAP: Duration = Duration::from_secs(240);
+
+/// Python 3 with confluent-kafka (the real interpreter's path), or `None` after a skip line.
+fn python() -> Option<String> {
+    let output = Command::new("python3")
+        .args(["-c", "import confluent_kafka, sys; print(sys.executable)"])
+        .stdin(Stdio::null())
+        .output();
+    let path = output.ok().filter(|output| output.status.success()).map(|output| output.stdout);
+    let path = path.map(|path| String::from_utf8_lossy(&path).trim().to_string()).filter(|p| !p.is_empty());
+    tools::require("Python's confluent-kafka", path.is_some()).then(|| path.expect("checked"))
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A fresh run directory under cargo's temporary directory.
+fn run_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kafka-app").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.parent().expect("a parent")).expect("the parent");
+    dir
+}
+
+/// `conformance kafka app ARGS -- COMMAND`, from the repository's root.
+fn app(args: &[&str], command: &[&str]) -> Command {
+    let mut run = Command::new(env!("CARGO_BIN_EXE_conformance"));
+    run.current_dir(root()).args(["kafka", "app"]).args(args).arg("--").args(command);
+    run.stdin(Stdio::null());
+    run
+}
+
+fn show(output: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Each example, judged as its design predicts: the exit code and the words of the report.
+/// Sixteen kills (about half of them right after a sync, the end of a commit) make each
+/// anomaly all but certain: a process-then-commit instance killed right after its transaction's
+/// sync applies that record again (one or two records in each of twelve runs of ten kills), a
+/// commit-then-process one killed inside its transaction skips it (eight or nine). The four
+/// runs go two at a time: they mostly wait for rebalances.
+#[test]
+fn each_example_is_judged_as_its_design_predicts() {
+    let Some(python) = python() else { return };
+    let started = Instant::now();
+    let table: [Example; 4] = [
+        (
+            "process_then_commit.py",
+            1,
+            &["records applied more than once", "counterexample in row effect-first", "ANOMALY: not every one"],
+        ),
+        ("commit_then_process.py", 1, &["never applied (skipped)", "counterexample in row commit-first"]),
+        ("auto_commit.py", 1, &["records applied more than once", "counterexample in row effect-first"]),
+        ("atomic_fenced.py", 0, &["NO ANOMALY: each of the 200 records applied exactly once, by id"]),
+    ];
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let pairs: Vec<_> = table
+            .chunks(2)
+            .map(|pair| {
+                scope.spawn(|| pair.iter().flat_map(|example| judge_example(&python, example)).collect::<Vec<_>>())
+            })
+            .collect();
+        pairs.into_iter().flat_map(|pair| pair.join().expect("a runner thread")).collect()
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(started.elapsed() < FAMILY_CAP, "the examples took {:?}, over the family's cap", started.elapsed());
+}
+
+/// An example's file, the exit code its design predicts, and words its report must have.
+type Example = (&'static str, i32, &'static [&'static str]);
+
+/// Runs one example; the failures, each with the command that reproduces it.
+fn judge_example(python: &str, (example, code, words): &Example) -> Vec<String> {
+    let started = Instant::now();
+    let dir = run_dir(example);
+    let dir_text = dir.display().to_string();
+    let script = format!("examples/kafka/{example}");
+    let spec = "examples/kafka/app.observe.toml";
+    let args = ["--observe", spec, "--records", "200", "--kills", "16", "--churn", "2", "--dir", &dir_text];
+    let output = app(&args, &[python, &script]).output().expect("conformance runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let reproduce = format!(
+        "reproduce: cargo run -p conformance --features kafka -- kafka app {} -- python3 {script}",
+        args.join(" ")
+    );
+    if output.status.code() != Some(*code) {
+        return vec![format!("{example}: expected exit {code}\n{}\n{reproduce}", show(&output))];
+    }
+    let mut failures = Vec::new();
+    for word in *words {
+        if !stdout.contains(word) {
+            failures.push(format!("{example}: no {word:?} in the report\n{}\n{reproduce}", show(&output)));
+        }
+    }
+    let struck = stdout.lines().filter(|line| line.starts_with("kill ")).count();
+    if struck == 0 {
+        failures.push(format!("{example}: no kill struck\n{}\n{reproduce}", show(&output)));
+    }
+    eprintln!("{example}: exit {code}, {struck} kills struck, {:.1} s", started.elapsed().as_secs_f64());
+    failures
+}
+
+/// Bad input: one line on stderr naming the problem and exit 2, nothing on stdout but the
+/// run's header.
+#[test]
+fn bad_input_is_one_line_naming_the_instance_or_the_spec() {
+    let Some(python) = python() else { return };
+    let wrong_spec = run_dir("wrong.observe.toml");
+    std::fs::create_dir_all(&wrong_spec).expect("a directory");
+    let wrong_spec = wrong_spec.join("wrong.observe.toml");
+    let text =
+        "version = 1\ndatabase = \"app.db\"\n[queries]\ntotal = \"SELECT total FROM totalz WHERE grp = :group\"\n";
+    std::fs::write(&wrong_spec, text).expect("the spec");
+    let wrong_spec = wrong_spec.display().to_string();
+    let connect_only = "import os, socket, time; host, port = os.environ['ONCEPROOF_BOOTSTRAP'].split(':'); \
+                        s = socket.create_connection((host, int(port))); print('connected, consuming nothing', flush=True); time.sleep(600)";
+    let spec = "examples/kafka/app.observe.toml";
+    type Case<'a> = (&'a str, &'a str, Vec<&'a str>, &'a [&'a str]);
+    let table: [Case; 5] = [
+        ("not found", spec, vec!["/nonexistent/onceproof-app"], &["error: instance app-1 (incarnation 1): cannot start '/nonexistent/onceproof-app': no such program (a path that is not a file, or a name not on PATH)"]),
+        ("exits at once", spec, vec!["sh", "-c", "echo boom >&2; exit 3"], &["ended on its own (exit status: 3), where it should run until stopped; its last line (", "app-1.1.err): boom"]),
+        ("never connects", spec, vec!["sh", "-c", "echo waiting; exec sleep 600"], &["never connected to the broker at 127.0.0.1:", "in 5 s; its last line (", "app-1.1.out): waiting"]),
+        ("never consumes", spec, vec![&python, "-c", connect_only], &["never consumed: its database", "app.db was never created in 5 s; its last line (", "app-1.1.out): connected, consuming nothing"]),
+        ("a spec that does not match", &wrong_spec, vec![&python, "examples/kafka/atomic_fenced.py"], &["query 'total': SELECT total FROM totalz WHERE grp = :group: no such table: totalz"]),
+    ];
+    let mut failures = Vec::new();
+    for (name, spec, command, words) in table {
+        let dir = run_dir(&name.replace(' ', "-"));
+        let dir_text = dir.display().to_string();
+        let args = ["--observe", spec, "--records", "20", "--start-timeout", "5", "--dir", &dir_text];
+        let output = app(&args, &command).output().expect("conformance runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let lines: Vec<&str> = stderr.lines().collect();
+        let one_line =
+            lines.len() == 1 && lines[0].starts_with("error: ") && words.iter().all(|w| lines[0].contains(w));
+        if output.status.code() != Some(2) || !one_line {
+            failures.push(format!("{name}: expected exit 2 and one line with {words:?}\n{}", show(&output)));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// Ctrl-C (SIGINT) stops every instance and the broker, removes the run's directory and
+/// exits 130.
+#[test]
+fn an_interrupt_leaves_no_process_and_no_directory() {
+    let Some(python) = python() else { return };
+    let dir = run_dir("interrupted");
+    let dir_text = dir.display().to_string();
+    let args = ["--observe", "examples/kafka/app.observe.toml", "--records", "5000", "--dir", &dir_text];
+    let mut child = app(&args, &[&python, "examples/kafka/atomic_fenced.py"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("conformance starts");
+    let stdout = child.stdout.take().expect("piped");
+    let mut reader = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    let consuming = reader.by_ref().map_while(Result::ok).any(|line| line.contains("connected and consuming"));
+    assert!(consuming, "the run never started consuming");
+    let store = format!("ONCEPROOF_STORE={}", dir.join("store").display());
+    assert!(!processes_with(&store).is_empty(), "no instance found by its environment");
+    // SAFETY: a plain kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().expect("conformance ends");
+    drop(reader);
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("piped"), &mut stderr).expect("its stderr");
+    assert_eq!(status.code(), Some(130), "exit 128 + SIGINT; stderr: {stderr}");
+    let said = "interrupted by signal 2: every instance and the broker stopped, the run's directory removed\n";
+    assert_eq!(stderr, said);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !processes_with(&store).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(processes_with(&store), Vec::<String>::new(), "instances left running");
+    assert!(!dir.exists(), "{} left behind", dir.display());
+}
+
+/// The processes whose environment has `entry` (as root, every process's environment reads).
+fn processes_with(entry: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for process in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let name = process.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let environ = std::fs::read(process.path().join("environ")).unwrap_or_default();
+        if environ.split(|&b| b == 0).any(|item| item == entry.as_bytes()) {
+            found.push(name);
+        }
+    }
+    found
+}
