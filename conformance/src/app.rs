@@ -590,8 +590,8 @@ impl Run<'_> {
             self.tried.kills_missed += 1;
             let counted = if syncs_only { "syncs" } else { "writes or syncs" };
             let line = format!(
-                "a kill armed on {} instances after {after_calls} {counted} under the store did not strike in {} s (they wrote less)",
-                armed.len(),
+                "a kill armed on {} after {after_calls} {counted} under the store did not strike in {} s (too few writes)",
+                if armed.len() == 1 { "1 instance".to_string() } else { format!("{} instances", armed.len()) },
                 STRIKE_WAIT.as_secs()
             );
             return self.say(line);
@@ -611,7 +611,9 @@ impl Run<'_> {
                 incarnation: instance.incarnation,
                 strike: strike.clone(),
                 applied_rows: seen.as_ref().and_then(|seen| seen.applied.as_ref().map(Vec::len)),
-                total: seen.as_ref().map(|seen| seen.total),
+                applied_ids: seen.as_ref().and_then(|seen| {
+                    seen.applied.as_ref().map(|ids| ids.iter().collect::<std::collections::BTreeSet<_>>().len())
+                }),
                 committed: committed.clone(),
             };
             let line = format!("kill {}: {} {}", self.tried.kills.len() + 1, instance.label(), kill.strike);

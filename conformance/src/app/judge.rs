@@ -16,7 +16,8 @@ pub struct Kill {
     /// right after the kill; `None` when the copy could not be read (another instance was
     /// mid-write).
     pub applied_rows: Option<usize>,
-    pub total: Option<i64>,
+    /// The distinct ids among those rows (fewer than the rows once a record was applied twice).
+    pub applied_ids: Option<usize>,
     /// The group's committed next offset per partition right after the kill.
     pub committed: Vec<Option<u64>>,
 }
@@ -269,13 +270,14 @@ fn in_flight(kill: &Kill) -> String {
         .collect();
     let sum: Option<u64> = kill.committed.iter().copied().sum();
     let committed_sum = kill.committed.iter().flatten().sum::<u64>();
-    let store = match kill.applied_rows {
-        Some(rows) => format!("store {rows} applied"),
-        None => "store unread".to_string(),
+    let store = match (kill.applied_rows, kill.applied_ids) {
+        (Some(rows), Some(ids)) if rows != ids => format!("store {ids} applied ({rows} rows)"),
+        (Some(rows), _) => format!("store {rows} applied"),
+        (None, _) => "store unread".to_string(),
     };
-    let flight = match (kill.applied_rows, sum) {
-        (Some(rows), Some(_)) => {
-            let difference = rows as i64 - committed_sum as i64;
+    let flight = match (kill.applied_ids, sum) {
+        (Some(ids), Some(_)) => {
+            let difference = ids as i64 - committed_sum as i64;
             match difference.cmp(&0) {
                 std::cmp::Ordering::Greater => format!(": {difference} applied past the commit"),
                 std::cmp::Ordering::Less => format!(": {} committed ahead of the store", -difference),
@@ -307,7 +309,7 @@ mod tests {
             incarnation: 1,
             strike: Strike { syscall: "fdatasync", file: "app.db-wal".into(), after_calls: 3, syncs_only: true },
             applied_rows: Some(applied_rows),
-            total: None,
+            applied_ids: Some(applied_rows),
             committed: committed.iter().map(|&next| Some(next)).collect(),
         }
     }
@@ -378,7 +380,7 @@ mod tests {
         let tried = super::Tried {
             instances_first: 2,
             instances_started: 5,
-            kills: vec![kill(7, [3, 2]), kill(4, [3, 3])],
+            kills: vec![kill(7, [3, 2]), kill(4, [3, 3]), Kill { applied_rows: Some(9), ..kill(8, [3, 3]) }],
             kills_missed: 1,
             restarts: 2,
             added: 1,
@@ -388,7 +390,7 @@ mod tests {
         };
         let lines = super::tried_lines(&tried);
         assert!(
-            lines[0].contains("2 kills struck (after fdatasync 2), 1 armed that did not strike; 2 restarts"),
+            lines[0].contains("3 kills struck (after fdatasync 3), 1 armed that did not strike; 2 restarts"),
             "{lines:?}"
         );
         assert!(lines[1].ends_with("store 7 applied, group committed 0:3 1:2: 2 applied past the commit"), "{lines:?}");
@@ -396,5 +398,7 @@ mod tests {
             lines[2].ends_with("store 4 applied, group committed 0:3 1:3: 2 committed ahead of the store"),
             "{lines:?}"
         );
+        // A record applied twice is one id: what is in flight counts ids, not rows.
+        assert!(lines[3].ends_with("store 8 applied (9 rows), group committed 0:3 1:3: 2 applied past the commit"));
     }
 }
