@@ -91,9 +91,10 @@ pub struct AppArgs {
     /// the run, removed when the run is interrupted.
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// The topic and the consumer group.
+    /// The topic the records go to (ONCEPROOF_TOPIC).
     #[arg(long, default_value = "onceproof-app")]
     pub topic: String,
+    /// The consumer group the instances join (ONCEPROOF_GROUP).
     #[arg(long, default_value = "onceproof-app")]
     pub group: String,
     /// Your application: the program and its arguments, after `--`.

@@ -568,9 +568,11 @@ mod tests {
     /// kill must leave.
     #[test]
     fn an_armed_kill_strikes_right_after_the_kth_store_call_and_nothing_after_it_runs() {
-        // Each `sync FILE` is an fsync of that file (coreutils), in a child process.
-        let script = "printf x > ../outside; printf a > a; sync a; printf b > b; sync b; printf c > c; sync c; \
-                      printf d > d";
+        // Each `sync FILE` is an fsync of that file (coreutils), in a child process. The script
+        // waits on a FIFO outside the store until the kill is armed: calls count from arming, so
+        // a script that ran ahead of `arm` would shift every count.
+        let script = "read go < ../gate; printf x > ../outside; printf a > a; sync a; printf b > b; sync b; \
+                      printf c > c; sync c; printf d > d";
         type Case = (u64, bool, &'static str, &'static [&'static str], &'static [&'static str]);
         let table: [Case; 4] = [
             (1, false, "openat", &["a"], &["b"]),
@@ -582,12 +584,17 @@ mod tests {
             let dir = tempfile::tempdir().expect("a temporary directory");
             let store = dir.path().join("store");
             std::fs::create_dir(&store).expect("the store directory");
+            let gate = dir.path().join("gate");
+            let gate_name = std::ffi::CString::new(gate.as_os_str().as_encoded_bytes()).expect("a path");
+            // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+            assert_eq!(unsafe { libc::mkfifo(gate_name.as_ptr(), 0o600) }, 0, "the gate FIFO");
             let mut command = Command::new("sh");
             command.arg("-c").arg(script).current_dir(&store);
             command.stdin(std::process::Stdio::null());
             let traced = Traced::spawn_free(command, Scope::directory(&store).expect("a scope"));
             let mut traced = traced.expect("traced");
             traced.arm(after_calls, syncs_only);
+            std::fs::write(&gate, b"go\n").expect("the gate opened");
             let started = std::time::Instant::now();
             while traced.ended().is_none() && started.elapsed() < std::time::Duration::from_secs(20) {
                 std::thread::sleep(std::time::Duration::from_millis(5));

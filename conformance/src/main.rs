@@ -83,7 +83,7 @@ enum Command {
     /// The Kafka-protocol lane (built with `--features kafka`): traces replayed on an
     /// in-process broker through a real Kafka client.
     #[cfg(feature = "kafka")]
-    #[command(subcommand)]
+    #[command(subcommand, after_help = "Example:\n  conformance kafka replay tests/traces/kafka")]
     Kafka(KafkaCommand),
 }
 

@@ -19,21 +19,37 @@ const CONTEXT: usize = 3;
 /// Checks every help text of the binary `bin` (at `exe`, of Cargo package `package`). `hidden`
 /// names subcommands the top-level help does not list that have a snapshot too. Panics with
 /// every difference, each with an excerpt, and the command that refreshes the snapshots.
-pub fn check_help_snapshots(package: &str, bin: &str, exe: &str, hidden: &[&str]) {
+///
+/// `optional` names subcommands a Cargo feature adds: built with it, they and their own
+/// subcommands are checked like the rest (`SUB.txt`, `SUB-NESTED.txt`); built without it,
+/// their snapshots are kept, not reported as left over.
+pub fn check_help_snapshots(package: &str, bin: &str, exe: &str, hidden: &[&str], optional: &[&str]) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/help").join(bin);
     let overwrite = std::env::var(OVERWRITE.0).is_ok_and(|value| value == OVERWRITE.1);
     let top = help(exe, &[]);
-    let subcommands = subcommands(&top);
-    assert!(!subcommands.is_empty(), "`{bin} --help` lists no subcommand:\n{top}");
-    let mut helps = vec![(bin.to_string(), top)];
-    for sub in subcommands.iter().map(String::as_str).chain(hidden.iter().copied()) {
-        helps.push((sub.to_string(), help(exe, &[sub])));
+    let listed = subcommands(&top);
+    assert!(!listed.is_empty(), "`{bin} --help` lists no subcommand:\n{top}");
+    // The top-level snapshot is the help of a build without the optional subcommands (README's),
+    // so a build with them compares its help less their entries.
+    // (snapshot name, the command that prints the text, the text)
+    let mut helps = vec![(bin.to_string(), format!("{bin} --help"), without_entries(&top, optional))];
+    for sub in listed.iter().map(String::as_str).chain(hidden.iter().copied()) {
+        let text = help(exe, &[sub]);
+        for nested in subcommands(&text) {
+            let command = format!("{bin} {sub} {nested} --help");
+            helps.push((format!("{sub}-{nested}"), command, help(exe, &[sub, &nested])));
+        }
+        helps.push((sub.to_string(), format!("{bin} {sub} --help"), text));
     }
+    let absent: Vec<&str> = optional.iter().copied().filter(|name| !listed.iter().any(|s| s == name)).collect();
+    let of_absent = |file: &str| {
+        let stem = file.trim_end_matches(".txt");
+        absent.iter().any(|name| stem == *name || stem.starts_with(&format!("{name}-")))
+    };
     let mut failures = Vec::new();
     // Whether a snapshot differs, is missing or is left over (not an example's problem).
     let mut stale = false;
-    for (name, text) in &helps {
-        let command = if name == bin { format!("{bin} --help") } else { format!("{bin} {name} --help") };
+    for (name, command, text) in &helps {
         if let Err(problem) = one_example(bin, text) {
             failures.push(format!("`{command}`: {problem}"));
         }
@@ -60,11 +76,11 @@ pub fn check_help_snapshots(package: &str, bin: &str, exe: &str, hidden: &[&str]
         }
     }
     // A snapshot whose subcommand is gone.
-    let names: Vec<String> = helps.iter().map(|(name, _)| format!("{name}.txt")).collect();
+    let names: Vec<String> = helps.iter().map(|(name, _, _)| format!("{name}.txt")).collect();
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display())) {
         let path = entry.expect("a directory entry").path();
         let file = path.file_name().and_then(|f| f.to_str()).unwrap_or_default().to_string();
-        if names.contains(&file) {
+        if names.contains(&file) || of_absent(&file) {
             continue;
         }
         if overwrite {
@@ -198,7 +214,10 @@ fn first_difference(snapshot: &str, actual: &str) -> String {
 /// `BIN completions SHELL` for every shell: a script that names every subcommand the pages
 /// document. `HELP_SNAPSHOTS=overwrite` rewrites the pages (and removes those of `BIN` that are
 /// gone) instead of comparing.
-pub fn check_man_pages_and_completions(package: &str, bin: &str, exe: &str) {
+///
+/// `optional` as for `check_help_snapshots`: the pages of subcommands a feature adds are kept,
+/// not reported as left over, when the binary was built without it.
+pub fn check_man_pages_and_completions(package: &str, bin: &str, exe: &str, optional: &[&str]) {
     let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/man");
     let made = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("man-{bin}"));
     let _ = std::fs::remove_dir_all(&made);
@@ -219,7 +238,10 @@ pub fn check_man_pages_and_completions(package: &str, bin: &str, exe: &str) {
     assert!(names.contains(&format!("{bin}.1")), "`{bin} man` wrote no {bin}.1: {names:?}");
     let mut failures = Vec::new();
     for name in &names {
-        let page = std::fs::read(made.join(name)).expect("a written page");
+        let mut page = std::fs::read(made.join(name)).expect("a written page");
+        if *name == format!("{bin}.1") {
+            page = without_pages(&page, bin, optional);
+        }
         if overwrite {
             std::fs::create_dir_all(&committed).expect("docs/man can be made");
             std::fs::write(committed.join(name), &page).expect("a page can be written");
@@ -229,7 +251,13 @@ pub fn check_man_pages_and_completions(package: &str, bin: &str, exe: &str) {
     }
     for entry in std::fs::read_dir(&committed).into_iter().flatten() {
         let name = entry.expect("an entry").file_name().to_string_lossy().into_owned();
-        if page_of_bin(&name) && !names.contains(&name) {
+        let optional_page = optional.iter().any(|sub| {
+            let stem = format!("{bin}-{sub}");
+            name == format!("{stem}.1") || name.starts_with(&format!("{stem}-"))
+        });
+        // A page of a subcommand this build left out is kept.
+        let left_out = optional_page && !optional.iter().any(|sub| names.contains(&format!("{bin}-{sub}.1")));
+        if page_of_bin(&name) && !names.contains(&name) && !left_out {
             if overwrite {
                 std::fs::remove_file(committed.join(&name)).expect("a stale page can be removed");
             } else {
@@ -256,4 +284,52 @@ pub fn check_man_pages_and_completions(package: &str, bin: &str, exe: &str) {
         OVERWRITE.0,
         OVERWRITE.1
     );
+}
+
+/// A top-level help without the `Commands:` entries of `names` (an entry is its line and the
+/// continuation lines indented further).
+fn without_entries(text: &str, names: &[&str]) -> String {
+    let mut kept = Vec::new();
+    let (mut in_commands, mut dropping) = (false, false);
+    for line in text.split_inclusive('\n') {
+        let content = line.trim_end_matches('\n');
+        if content == "Commands:" {
+            in_commands = true;
+        } else if content.is_empty() {
+            in_commands = false;
+        }
+        if in_commands && content.starts_with("  ") && !content.starts_with("   ") {
+            dropping = names.contains(&content.split_whitespace().next().unwrap_or_default());
+        } else if !in_commands || !content.starts_with("   ") {
+            dropping = false;
+        }
+        if !dropping {
+            kept.push(line);
+        }
+    }
+    kept.concat()
+}
+
+/// A top-level man page without the `.TP` entries that name the pages `BIN-NAME(1)` of `names`.
+fn without_pages(page: &[u8], bin: &str, names: &[&str]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(page);
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let mut kept = Vec::new();
+    let mut at = 0;
+    while at < lines.len() {
+        let entry = lines[at].trim_end() == ".TP"
+            && lines.get(at + 1).is_some_and(|next| {
+                names.iter().any(|name| next.trim_end() == format!("{bin}\\-{}(1)", name.replace('-', "\\-")))
+            });
+        if entry {
+            at += 1;
+            while at < lines.len() && lines[at].trim_end() != ".TP" && !lines[at].starts_with(".SH") {
+                at += 1;
+            }
+            continue;
+        }
+        kept.push(lines[at]);
+        at += 1;
+    }
+    kept.concat().into_bytes()
 }
