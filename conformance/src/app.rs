@@ -21,18 +21,20 @@
 //! writes it with system calls (a write through a shared mapping counts at the next `msync`);
 //! a kill is a SIGKILL, which keeps the page cache (power loss is another matter).
 
+pub mod history;
 pub mod instances;
 pub mod judge;
 pub mod schedule;
 
 use crate::killpoints::Strike;
 use crate::observe::{AppObserved, ObserveError, ObserveSpec};
-use instances::{Contract, Instance, StartError};
-use judge::{Judgement, Kill, Tried, Verdict};
+use instances::{Contract, Instance, Owners, StartError};
+use judge::{Judgement, Kill, ProtocolStrike, Tried, Verdict};
 use kafka_lane::broker::Broker;
 use kafka_lane::client::Clients;
 use kafka_lane::error::LaneError;
-use schedule::{Fault, Plan};
+use kafka_lane::proxy::{ProtocolFault, Proxy};
+use schedule::{Counts, Fault, Plan};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -45,6 +47,8 @@ const STRIKE_WAIT: Duration = Duration::from_secs(10);
 const SETTLE: Duration = Duration::from_secs(3);
 /// How often the run looks at the store, the group and the instances.
 const POLL: Duration = Duration::from_millis(100);
+/// How often the run looks for an instance connected to the broker around the proxy.
+const DIRECT_CHECK: Duration = Duration::from_millis(250);
 /// The bounds of the run's counts.
 pub const RECORDS_MAX: u32 = 100_000;
 pub const INSTANCES_MAX: u32 = 16;
@@ -72,6 +76,10 @@ pub struct AppArgs {
     /// Rebalances by churn: instances added and removed (SIGKILL, not restarted), alternately.
     #[arg(long, default_value_t = 2, value_parser = model::cli::count_in::<u32>(0, u64::from(FAULTS_MAX)))]
     pub churn: u32,
+    /// Protocol faults at an instance's OffsetCommit, the kinds in turn: killed when it arrives
+    /// at the proxy, killed right after its response, its connection closed right after it went on.
+    #[arg(long, default_value_t = 3, value_parser = model::cli::count_in::<u32>(0, u64::from(FAULTS_MAX)))]
+    pub protocol_faults: u32,
     /// The seed of the plan: records' deltas and the faults (the processes' timing is theirs).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -100,6 +108,11 @@ pub struct AppArgs {
     /// Your application: the program and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// Whether a history event is an OffsetCommit request.
+fn is_commit(event: &kafka_lane::proxy::Event) -> bool {
+    matches!(&event.what, kafka_lane::proxy::What::Request { said: kafka_lane::proxy::wire::Said::Commit { .. }, .. })
 }
 
 /// Why a run stopped before its verdict.
@@ -209,6 +222,8 @@ pub struct AppReport {
     /// How the verdict was reached: by the ids applied, or by the total alone.
     pub by_id: bool,
     pub timing: Timing,
+    /// What the protocol history showed: its counts, and the broker's own doings.
+    pub history: Vec<String>,
 }
 
 /// How long the run took, and how long its instances took to have every record applied or
@@ -233,6 +248,7 @@ impl AppReport {
                 ));
             }
         }
+        lines.extend(self.history.iter().cloned());
         lines.extend(judge::tried_lines(&self.tried));
         let logs = self.dir.join("logs");
         lines.push(format!(
@@ -272,6 +288,17 @@ struct Run<'a> {
     scratch: PathBuf,
     clients: Option<Clients>,
     broker: Option<Broker>,
+    /// Between every instance and the broker; its kill callback reads `owners`.
+    proxy: Option<Proxy>,
+    owners: Owners,
+    /// Instances seen connected to the broker itself, not through the proxy, and when the run
+    /// last looked.
+    direct: Vec<String>,
+    direct_checked: Option<Instant>,
+    /// Labels the proxy killed, not yet matched with their strike.
+    proxy_killed: Vec<String>,
+    /// The protocol history judged, once the run is over.
+    history: history::Findings,
     running: Vec<Instance>,
     /// Every incarnation's name and output files, for the report.
     started: Vec<Started>,
@@ -339,15 +366,19 @@ fn run_in(
     let broker = Broker::start("127.0.0.1:0".parse::<SocketAddr>().expect("a literal address"))?;
     let clients = Clients::connect(&broker.bootstrap())?;
     clients.create_topic(&args.topic, i32::try_from(args.partitions).expect("at most 64"))?;
+    let owners = Owners::default();
+    let proxy = Proxy::start(broker.address(), owners.hooks())
+        .map_err(|error| AppError::Io { what: "the proxy's listener".into(), error })?;
     let contract = Contract {
-        bootstrap: broker.bootstrap(),
+        bootstrap: proxy.address().to_string(),
         topic: args.topic.clone(),
         group: args.group.clone(),
         session_timeout_ms: args.session_timeout_ms,
         heartbeat_interval_ms: args.session_timeout_ms / 5,
         store,
     };
-    let plan = schedule::plan(args.seed, args.records, args.partitions, args.kills, args.churn);
+    let counts = Counts { kills: args.kills, churn: args.churn, protocol: args.protocol_faults };
+    let plan = schedule::plan(args.seed, args.records, args.partitions, counts);
     let tried = Tried { records: plan.records.len(), partitions: args.partitions, ..Tried::default() };
     let mut run = Run {
         args,
@@ -357,6 +388,12 @@ fn run_in(
         scratch: dir.join("scratch"),
         clients: Some(clients),
         broker: Some(broker),
+        proxy: Some(proxy),
+        owners,
+        direct: Vec::new(),
+        direct_checked: None,
+        proxy_killed: Vec::new(),
+        history: history::Findings::default(),
         running: Vec::new(),
         started: Vec::new(),
         next_instance: 1,
@@ -375,7 +412,16 @@ fn run_in(
         run_s: run.began.elapsed().as_secs_f64(),
         consumed_s: run.first_start.zip(run.settled).map(|(first, settled)| (settled - first).as_secs_f64()),
     };
-    Ok(AppReport { verdict, kinds, tried: run.tried, dir: dir.to_path_buf(), started: run.started, by_id, timing })
+    let mut history = vec![run.history.line(&dir.join("history.jsonl"))];
+    if run.direct.is_empty() {
+        history.push(format!(
+            "no instance was seen connected to the broker around the proxy (looked every {} ms)",
+            DIRECT_CHECK.as_millis()
+        ));
+    }
+    history.extend(run.history.stale_accepted.iter().cloned());
+    let started = run.started;
+    Ok(AppReport { verdict, kinds, tried: run.tried, dir: dir.to_path_buf(), started, by_id, timing, history })
 }
 
 impl Run<'_> {
@@ -384,8 +430,9 @@ impl Run<'_> {
     }
 
     fn go(&mut self, dir: &Path) -> Result<(Verdict, Vec<judge::Anomaly>), AppError> {
+        let broker = self.broker.as_ref().map_or_else(String::new, Broker::bootstrap);
         let line = format!(
-            "broker at {} (nisshi-broker 0.6.0, in this process); topic {} with {} partitions; group {}; run directory {}",
+            "broker at {broker} (nisshi-broker 0.6.0, in this process), the instances' bootstrap its proxy at {}; topic {} with {} partitions; group {}; run directory {}",
             self.contract.bootstrap,
             self.args.topic,
             self.args.partitions,
@@ -401,6 +448,7 @@ impl Run<'_> {
         self.await_start()?;
         let faults = self.plan.faults.clone();
         for (index, fault) in faults.into_iter().enumerate() {
+            self.restart_strays()?;
             match fault {
                 Fault::Kill { after_calls, syncs_only, restart_ms } => {
                     self.kill(after_calls, syncs_only, restart_ms, index + 1)?;
@@ -409,21 +457,54 @@ impl Run<'_> {
                     self.produce_chunk(index + 1)?;
                     self.churn(add, pick, gap_ms)?;
                 }
+                Fault::Protocol { fault, restart_ms } => self.protocol_fault(fault, restart_ms, index + 1)?,
             }
         }
+        self.restart_strays()?;
         while self.running.len() < self.args.instances as usize {
             self.add_instance(true)?;
         }
         let drained = self.drain()?;
         self.stop_all()?;
         let end = self.observe()?;
+        let events = self.proxy.as_ref().map(Proxy::history).unwrap_or_default();
+        self.history = history::judge(&events);
+        let path = dir.join("history.jsonl");
+        history::write(&events, &path)
+            .map_err(|error| AppError::Io { what: format!("cannot write {}", path.display()), error })?;
         if let Some(why) = drained {
             return Ok((Verdict::NotEstablished(why), Vec::new()));
         }
-        let Judgement { verdict, kinds } =
+        if let Some(why) = self.proxy.as_ref().and_then(Proxy::broken) {
+            let why = format!("the proxy could not forward a response as it must ({why}): the run is not judged");
+            return Ok((Verdict::NotEstablished(why), Vec::new()));
+        }
+        if !self.direct.is_empty() {
+            let why = format!(
+                "{} connected to the broker around the proxy: the protocol history misses its requests",
+                self.direct.join(", ")
+            );
+            return Ok((Verdict::NotEstablished(why), Vec::new()));
+        }
+        let Judgement { verdict, mut kinds } =
             judge::judge(&self.plan.records, end.total, end.applied.as_deref(), &self.tried.kills);
-        if self.tried.kills.is_empty() && verdict == Verdict::NoAnomaly {
-            let why = "no kill struck between two of the store's writes: nothing was tried".to_string();
+        let verdict = match verdict {
+            Verdict::NoAnomaly if !self.history.backwards.is_empty() => {
+                Verdict::Anomaly(self.history.backwards.clone())
+            }
+            Verdict::Anomaly(mut found) => {
+                found.extend(self.history.backwards.iter().cloned());
+                Verdict::Anomaly(found)
+            }
+            other => other,
+        };
+        if !self.history.backwards.is_empty() {
+            kinds.push(judge::Anomaly::Backwards);
+        }
+        if self.tried.kills.is_empty() && self.tried.protocol.is_empty() && verdict == Verdict::NoAnomaly {
+            let why =
+                "no kill struck between two of the store's writes and no protocol fault at a commit: nothing was tried"
+                    .to_string();
             return Ok((Verdict::NotEstablished(why), kinds));
         }
         Ok((verdict, kinds))
@@ -462,6 +543,7 @@ impl Run<'_> {
         let instance = Instance::start(&self.args.command, &self.contract, name, incarnation, &self.logs)?;
         self.first_start.get_or_insert_with(Instant::now);
         let label = instance.label();
+        self.owners.add(label.clone(), instance.killer());
         self.started.push(Started { label, stdout: instance.stdout.clone(), stderr: instance.stderr.clone() });
         self.tried.instances_started += 1;
         self.running.push(instance);
@@ -471,7 +553,19 @@ impl Run<'_> {
     /// Fails naming an instance that ended by itself (the contract: run until SIGTERM).
     fn check_instances(&mut self) -> Result<(), AppError> {
         check_interrupt()?;
-        for instance in &mut self.running {
+        self.check_direct();
+        // The ended ones first, then the proxy's kills: the proxy notes a kill before it
+        // strikes, so every process its kill ended is among the labels taken after.
+        let ended: Vec<usize> =
+            (0..self.running.len()).filter(|&i| self.running[i].ended_on_its_own().is_some()).collect();
+        for label in self.owners.take_killed() {
+            if let Some(instance) = self.running.iter_mut().find(|instance| instance.label() == label) {
+                instance.killed_by_proxy();
+            }
+            self.proxy_killed.push(label);
+        }
+        for index in ended {
+            let instance = &mut self.running[index];
             if let Some(status) = instance.ended_on_its_own() {
                 let problem =
                     format!("ended on its own ({status}), where it should run until stopped; {}", instance.last_line());
@@ -479,6 +573,21 @@ impl Run<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Notes every instance connected to the broker's own port (every `DIRECT_CHECK` at most):
+    /// the proxy rewrites every broker address it forwards, so one means a way around it.
+    fn check_direct(&mut self) {
+        if self.direct_checked.is_some_and(|at| at.elapsed() < DIRECT_CHECK) {
+            return;
+        }
+        self.direct_checked = Some(Instant::now());
+        let port = self.broker.as_ref().map_or(0, |broker| broker.address().port());
+        for instance in &self.running {
+            if instance.connected_to(port) && !self.direct.contains(&instance.label()) {
+                self.direct.push(instance.label());
+            }
+        }
     }
 
     /// Waits for every instance's connection, a database the spec reads, and a first record
@@ -629,6 +738,94 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// One protocol fault: armed on the proxy, the chunk produced, struck at the next
+    /// OffsetCommit of any instance; a killed instance is started again after `restart_ms`.
+    fn protocol_fault(&mut self, fault: ProtocolFault, restart_ms: u64, chunk: usize) -> Result<(), AppError> {
+        let running_s = self.first_start.map_or(0, |first| first.elapsed().as_secs());
+        let commits = self.proxy().history().iter().filter(|event| is_commit(event)).count();
+        if commits == 0 && running_s >= STRIKE_WAIT.as_secs() {
+            // An application that keeps its offsets elsewhere sends none: the fault's window
+            // is not reachable, and waiting for it would only slow the run.
+            self.tried.protocol_missed += 1;
+            self.produce_chunk(chunk)?;
+            let line = format!(
+                "a protocol fault ({}) not tried: no OffsetCommit in the {running_s} s the instances ran (the application commits no offsets to the group)",
+                judge::fault_name(fault)
+            );
+            return self.say(line);
+        }
+        self.proxy().arm(fault);
+        self.produce_chunk(chunk)?;
+        let started = Instant::now();
+        let mut strike = None;
+        while strike.is_none() && started.elapsed() <= STRIKE_WAIT {
+            self.check_instances()?;
+            strike = self.proxy().struck();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if strike.is_none() && !self.proxy().disarm() {
+            // Taken by a commit whose response is still on its way (the kill after it).
+            let taken = Instant::now();
+            while strike.is_none() && taken.elapsed() <= STRIKE_WAIT {
+                self.check_instances()?;
+                strike = self.proxy().struck();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        let Some(strike) = strike else {
+            self.tried.protocol_missed += 1;
+            let line = format!(
+                "a protocol fault ({}) met no OffsetCommit in {} s",
+                judge::fault_name(fault),
+                STRIKE_WAIT.as_secs()
+            );
+            return self.say(line);
+        };
+        self.check_instances()?;
+        let label = strike.owner.clone().unwrap_or_else(|| format!("the client on port {}", strike.peer_port));
+        let killed = match fault {
+            ProtocolFault::KillAtCommit | ProtocolFault::KillAfterCommitAnswer => {
+                self.proxy_killed.retain(|killed| *killed != label);
+                let index = self.running.iter().position(|instance| instance.label() == label);
+                index.map(|index| self.running.remove(index))
+            }
+            ProtocolFault::CloseAfterCommitSent => None,
+        };
+        if let Some(instance) = &killed {
+            instance.wait_ended(instances::STOP_WAIT);
+        }
+        let committed = self.committed()?;
+        let line = format!("protocol fault {}: {label} {}", self.tried.protocol.len() + 1, fault.describe());
+        let at_ms = strike.at_ms;
+        self.tried.protocol.push(ProtocolStrike { fault, instance: label, at_ms, committed });
+        self.say(line)?;
+        if let Some(instance) = killed {
+            pause(Duration::from_millis(restart_ms))?;
+            self.start(&instance.name, instance.incarnation + 1)?;
+            self.tried.restarts += 1;
+        }
+        Ok(())
+    }
+
+    /// Starts again an instance the proxy killed after its fault's wait ended (its commit's
+    /// response came back later than the wait): counted as a restart, not as a fault.
+    fn restart_strays(&mut self) -> Result<(), AppError> {
+        self.check_instances()?;
+        for label in std::mem::take(&mut self.proxy_killed) {
+            let Some(index) = self.running.iter().position(|instance| instance.label() == label) else { continue };
+            let instance = self.running.remove(index);
+            instance.wait_ended(instances::STOP_WAIT);
+            self.say(format!("{label} was killed by the proxy after its fault's wait; started again"))?;
+            self.start(&instance.name, instance.incarnation + 1)?;
+            self.tried.restarts += 1;
+        }
+        Ok(())
+    }
+
+    fn proxy(&self) -> &Proxy {
+        self.proxy.as_ref().expect("the proxy lives until the run shuts down")
+    }
+
     /// The broker's port, to find the instances' connections.
     fn port(&self) -> u16 {
         self.contract.bootstrap.rsplit_once(':').and_then(|(_, port)| port.parse().ok()).unwrap_or(0)
@@ -723,6 +920,9 @@ impl Run<'_> {
             instance.kill();
         }
         self.running.clear();
+        if let Some(mut proxy) = self.proxy.take() {
+            proxy.stop();
+        }
         if let Some(clients) = self.clients.take() {
             clients.leak();
         }

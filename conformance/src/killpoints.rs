@@ -337,6 +337,26 @@ pub struct Traced {
     thread: Option<JoinHandle<()>>,
 }
 
+/// Kills a traced process, its threads and children, from any thread; the tracer reaps them.
+#[derive(Clone)]
+pub struct Killer {
+    shared: Arc<Shared>,
+}
+
+impl Killer {
+    /// The process and every thread and child of it still alive.
+    pub fn pids(&self) -> Vec<i32> {
+        self.shared.lock().live.iter().copied().collect()
+    }
+
+    /// SIGKILL to every live process and thread of it.
+    pub fn kill(&self) {
+        for pid in self.pids() {
+            os::kill(pid);
+        }
+    }
+}
+
 impl Traced {
     /// Starts `command` (its stdin and stdout piped) traced, with `scope` as its store, and a
     /// window open from its first instruction: a process's start is a step (a restart claims
@@ -406,6 +426,11 @@ impl Traced {
     /// Successful state-changing calls under the store so far (free-running mode).
     pub fn store_calls(&self) -> u64 {
         self.shared.lock().store_calls
+    }
+
+    /// A handle that can kill this process from another thread (the proxy's, at a commit).
+    pub fn killer(&self) -> Killer {
+        Killer { shared: Arc::clone(&self.shared) }
     }
 
     /// The process and every thread and child of it still alive.

@@ -1,7 +1,8 @@
 //! The front door (`cargo test -p conformance --features kafka --test kafka_app`): the example
 //! applications of examples/kafka/, unmodified Python programs on confluent-kafka, run by
-//! `conformance kafka app` on a broker it hosts, killed at their store writes, churned, and
-//! judged from their database; and the command's refusals of bad input and its interruption.
+//! `conformance kafka app` on a broker it hosts behind its protocol-aware proxy, killed at their
+//! store writes and at their OffsetCommits, churned, and judged from their database and the
+//! protocol history; and the command's refusals of bad input and its interruption.
 #![cfg(all(feature = "kafka", target_os = "linux"))]
 
 #[path = "../../tests/support/tools.rs"]
@@ -117,7 +118,24 @@ fn judge_example(python: &str, (example, code, words): &Example) -> Vec<String> 
     if struck == 0 {
         failures.push(format!("{example}: no kill struck\n{}\n{reproduce}", show(&output)));
     }
-    eprintln!("{example}: exit {code}, {struck} kills struck, {:.1} s", started.elapsed().as_secs_f64());
+    // Every connection through the proxy: its history has the instances' requests, and no
+    // instance was seen connected to the broker itself.
+    let history = stdout.lines().find(|line| line.starts_with("protocol history: "));
+    let requests = history.and_then(|line| line.split_whitespace().nth(2)).and_then(|n| n.parse::<u64>().ok());
+    if requests.is_none_or(|requests| requests == 0)
+        || !stdout.contains("no instance was seen connected to the broker around the proxy")
+    {
+        failures.push(format!("{example}: not every request went through the proxy\n{}\n{reproduce}", show(&output)));
+    }
+    // The applications that commit to the group meet each protocol fault.
+    let protocol = stdout.lines().filter(|line| line.starts_with("protocol fault ")).count();
+    if *example != "atomic_fenced.py" && protocol < 3 {
+        failures.push(format!("{example}: {protocol} protocol faults struck, not 3\n{}\n{reproduce}", show(&output)));
+    }
+    eprintln!(
+        "{example}: exit {code}, {struck} kills and {protocol} protocol faults struck, {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     failures
 }
 

@@ -76,6 +76,11 @@ impl Broker {
         self.address.to_string()
     }
 
+    /// The address the broker listens on.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
     fn await_listening(&mut self) -> Result<(), LaneError> {
         let started = Instant::now();
         while started.elapsed() < LISTEN_TIMEOUT {

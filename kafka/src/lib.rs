@@ -8,6 +8,9 @@
 //!   its partition through the client and writes its effect (and, store-fenced, its offset) to
 //!   onceproof's SQLite store, one request at a time.
 //! - `driver` starts owner processes and talks to them; `load` is the lane's load test.
+//! - `proxy` is a Kafka-protocol-aware TCP proxy in front of the broker: it records the
+//!   protocol history of the clients behind it, rewrites broker addresses to its own, and
+//!   strikes protocol faults at their commits (`conformance kafka app`).
 //!
 //! Everything is behind the `kafka` feature, so that the workspace's default build compiles
 //! none of the broker's or the client's 400 crates.
@@ -26,6 +29,8 @@ pub mod load;
 pub mod owner;
 #[cfg(feature = "kafka")]
 pub mod probe;
+#[cfg(feature = "kafka")]
+pub mod proxy;
 
 /// The lane's default topic: one partition, as the model's rows with one partition.
 pub const TOPIC: &str = "onceproof";

@@ -2,10 +2,11 @@
 //! mode (kill points at its writes and syncs under the store), its standard output and error
 //! kept in a file per incarnation, given the documented environment.
 
-use crate::killpoints::{Scope, Strike, TraceError, Traced};
+use crate::killpoints::{Killer, Scope, Strike, TraceError, Traced};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How long a stopped (SIGTERM) instance may take to close its consumer and exit before it is
@@ -175,21 +176,18 @@ impl Instance {
 
     /// Whether any process of the instance has a TCP connection to `port` on this machine.
     pub fn connected_to(&self, port: u16) -> bool {
-        let sockets = established_sockets(port);
-        if sockets.is_empty() {
-            return false;
-        }
-        self.traced.pids().into_iter().any(|pid| {
-            let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
-            entries.flatten().any(|entry| {
-                let link = std::fs::read_link(entry.path()).unwrap_or_default();
-                let text = link.to_string_lossy();
-                text.strip_prefix("socket:[")
-                    .and_then(|rest| rest.strip_suffix(']'))
-                    .and_then(|inode| inode.parse::<u64>().ok())
-                    .is_some_and(|inode| sockets.contains(&inode))
-            })
-        })
+        let sockets = established_sockets(Side::Remote, port);
+        !sockets.is_empty() && holds_socket(&self.traced.pids(), &sockets)
+    }
+
+    /// A handle that kills this incarnation from another thread.
+    pub fn killer(&self) -> Killer {
+        self.traced.killer()
+    }
+
+    /// Marks it ended by us: the proxy killed it at a commit.
+    pub fn killed_by_proxy(&mut self) {
+        self.ended_by_us = true;
     }
 
     /// The last non-empty line it printed and where (stderr first, where errors go), for an
@@ -207,19 +205,47 @@ impl Instance {
     }
 }
 
-/// The inodes of the established TCP connections whose remote port is `port` (IPv4 and IPv6).
-fn established_sockets(port: u16) -> BTreeSet<u64> {
+/// Whether one of `pids` has one of the sockets `inodes` open.
+pub fn holds_socket(pids: &[i32], inodes: &BTreeSet<u64>) -> bool {
+    pids.iter().any(|pid| {
+        let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+        entries.flatten().any(|entry| {
+            let link = std::fs::read_link(entry.path()).unwrap_or_default();
+            let text = link.to_string_lossy();
+            text.strip_prefix("socket:[")
+                .and_then(|rest| rest.strip_suffix(']'))
+                .and_then(|inode| inode.parse::<u64>().ok())
+                .is_some_and(|inode| inodes.contains(&inode))
+        })
+    })
+}
+
+/// Which end of a connection a port is matched against.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Local,
+    Remote,
+}
+
+/// The inodes of the established TCP connections whose `side` port is `port` (IPv4 and IPv6).
+pub fn established_sockets(side: Side, port: u16) -> BTreeSet<u64> {
     let mut inodes = BTreeSet::new();
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
         let Ok(text) = std::fs::read_to_string(table) else { continue };
         for line in text.lines().skip(1) {
             let fields: Vec<&str> = line.split_whitespace().collect();
             // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
-            let (Some(remote), Some(state), Some(inode)) = (fields.get(2), fields.get(3), fields.get(9)) else {
+            let (Some(local), Some(remote), Some(state), Some(inode)) =
+                (fields.get(1), fields.get(2), fields.get(3), fields.get(9))
+            else {
                 continue;
             };
-            let remote_port = remote.rsplit_once(':').and_then(|(_, hex)| u16::from_str_radix(hex, 16).ok());
-            if *state == "01" && remote_port == Some(port) {
+            let end = match side {
+                Side::Local => local,
+                Side::Remote => remote,
+            };
+            let end_port = end.rsplit_once(':').and_then(|(_, hex)| u16::from_str_radix(hex, 16).ok());
+            if *state == "01" && end_port == Some(port) {
                 if let Ok(inode) = inode.parse() {
                     inodes.insert(inode);
                 }
@@ -227,4 +253,61 @@ fn established_sockets(port: u16) -> BTreeSet<u64> {
         }
     }
     inodes
+}
+
+/// Every incarnation started, by label, with a handle to kill it: what the proxy's hooks read,
+/// from the proxy's threads, to name and kill the process behind a client port.
+#[derive(Clone, Default)]
+pub struct Owners {
+    inner: Arc<Mutex<OwnersState>>,
+}
+
+#[derive(Default)]
+struct OwnersState {
+    started: Vec<(String, Killer)>,
+    /// Labels the proxy killed, not yet taken by the run.
+    killed: Vec<String>,
+}
+
+impl Owners {
+    fn lock(&self) -> MutexGuard<'_, OwnersState> {
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn add(&self, label: String, killer: Killer) {
+        self.lock().started.push((label, killer));
+    }
+
+    /// The label of the live incarnation holding the client end of a connection from `port`.
+    pub fn owner_of_port(&self, port: u16) -> Option<(String, Killer)> {
+        let sockets = established_sockets(Side::Local, port);
+        if sockets.is_empty() {
+            return None;
+        }
+        let started = self.lock().started.clone();
+        started.into_iter().rev().find(|(_, killer)| holds_socket(&killer.pids(), &sockets))
+    }
+
+    /// The proxy's hooks: name the owner of a port; kill it (and note the label for the run).
+    pub fn hooks(&self) -> kafka_lane::proxy::Hooks {
+        let (named, killing) = (self.clone(), self.clone());
+        kafka_lane::proxy::Hooks {
+            owner: Box::new(move |port| named.owner_of_port(port).map(|(label, _)| label)),
+            kill: Box::new(move |port| match killing.owner_of_port(port) {
+                Some((label, killer)) => {
+                    // Noted first: the run must never see the process dead before it knows
+                    // the proxy killed it (it would take it for one that ended on its own).
+                    killing.lock().killed.push(label);
+                    killer.kill();
+                    true
+                }
+                None => false,
+            }),
+        }
+    }
+
+    /// The labels the proxy killed since the last call.
+    pub fn take_killed(&self) -> Vec<String> {
+        std::mem::take(&mut self.lock().killed)
+    }
 }

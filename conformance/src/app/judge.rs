@@ -3,6 +3,7 @@
 
 use super::schedule::Record;
 use crate::killpoints::Strike;
+use kafka_lane::proxy::ProtocolFault;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -22,6 +23,18 @@ pub struct Kill {
     pub committed: Vec<Option<u64>>,
 }
 
+/// A protocol fault that struck (the proxy's, at an OffsetCommit).
+#[derive(Clone, Debug)]
+pub struct ProtocolStrike {
+    pub fault: ProtocolFault,
+    /// The instance's label, `NAME (incarnation N)`.
+    pub instance: String,
+    /// Milliseconds since the proxy started (the protocol history's clock).
+    pub at_ms: u64,
+    /// The group's committed next offset per partition right after it.
+    pub committed: Vec<Option<u64>>,
+}
+
 /// What the run did, counted for the report's last lines.
 #[derive(Clone, Debug, Default)]
 pub struct Tried {
@@ -30,6 +43,9 @@ pub struct Tried {
     pub kills: Vec<Kill>,
     /// Kills armed that did not strike: the instance made fewer store calls in the wait.
     pub kills_missed: u32,
+    /// Protocol faults that struck, and those armed that met no OffsetCommit in the wait.
+    pub protocol: Vec<ProtocolStrike>,
+    pub protocol_missed: u32,
     pub restarts: u32,
     pub added: u32,
     /// Instances removed by churn (SIGKILLed, not started again).
@@ -54,6 +70,8 @@ pub enum Verdict {
 pub enum Anomaly {
     Duplicate,
     Skip,
+    /// An accepted commit of the group's newest generation moved a committed offset back.
+    Backwards,
 }
 
 impl Anomaly {
@@ -65,6 +83,9 @@ impl Anomaly {
             }
             Anomaly::Skip => {
                 ("commit-first", "the offset commit, then the effect: a crash between them skips the record")
+            }
+            Anomaly::Backwards => {
+                ("effect-first", "a commit lands after a newer one: the checkpoint moves back (monotonic-checkpoint)")
             }
         }
     }
@@ -254,7 +275,43 @@ pub fn tried_lines(tried: &Tried) -> Vec<String> {
     for (index, kill) in tried.kills.iter().enumerate() {
         lines.push(format!("  {}: {}", describe(index, kill), in_flight(kill)));
     }
+    let mut by_kind: BTreeMap<ProtocolFault, u32> = BTreeMap::new();
+    for strike in &tried.protocol {
+        *by_kind.entry(strike.fault).or_default() += 1;
+    }
+    let kinds: Vec<String> = ProtocolFault::ALL
+        .iter()
+        .map(|fault| format!("{} {}", fault_name(*fault), by_kind.get(fault).copied().unwrap_or(0)))
+        .collect();
+    lines.push(format!(
+        "tried at OffsetCommits (the proxy's): {} protocol faults struck ({}), {} armed that met no commit",
+        tried.protocol.len(),
+        kinds.join(", "),
+        tried.protocol_missed
+    ));
+    for (index, strike) in tried.protocol.iter().enumerate() {
+        let committed: Vec<String> = (strike.committed.iter().enumerate())
+            .map(|(partition, next)| format!("{partition}:{}", next.map_or("-".to_string(), |n| n.to_string())))
+            .collect();
+        lines.push(format!(
+            "  protocol fault {}: {} {} at {} ms; group committed {}",
+            index + 1,
+            strike.instance,
+            strike.fault.describe(),
+            strike.at_ms,
+            committed.join(" ")
+        ));
+    }
     lines
+}
+
+/// A protocol fault's short name, as the report counts them.
+pub fn fault_name(fault: ProtocolFault) -> &'static str {
+    match fault {
+        ProtocolFault::KillAtCommit => "kill at commit",
+        ProtocolFault::KillAfterCommitAnswer => "kill after commit answer",
+        ProtocolFault::CloseAfterCommitSent => "close after commit sent",
+    }
 }
 
 /// What the store and the group showed right after a kill: the records in flight.
@@ -294,6 +351,7 @@ mod tests {
     use super::{judge, Anomaly, Kill, Verdict};
     use crate::app::schedule::Record;
     use crate::killpoints::Strike;
+    use kafka_lane::proxy::ProtocolFault;
 
     fn records(deltas: &[i64]) -> Vec<Record> {
         deltas
@@ -382,6 +440,13 @@ mod tests {
             instances_started: 5,
             kills: vec![kill(7, [3, 2]), kill(4, [3, 3]), Kill { applied_rows: Some(9), ..kill(8, [3, 3]) }],
             kills_missed: 1,
+            protocol: vec![super::ProtocolStrike {
+                fault: ProtocolFault::KillAtCommit,
+                instance: "app-2 (incarnation 1)".into(),
+                at_ms: 1234,
+                committed: vec![Some(3), None],
+            }],
+            protocol_missed: 2,
             restarts: 2,
             added: 1,
             removed: 0,
@@ -400,5 +465,13 @@ mod tests {
         );
         // A record applied twice is one id: what is in flight counts ids, not rows.
         assert!(lines[3].ends_with("store 8 applied (9 rows), group committed 0:3 1:3: 2 applied past the commit"));
+        assert_eq!(
+            lines[4],
+            "tried at OffsetCommits (the proxy's): 1 protocol faults struck (kill at commit 1, kill after commit answer 0, close after commit sent 0), 2 armed that met no commit"
+        );
+        assert_eq!(
+            lines[5],
+            "  protocol fault 1: app-2 (incarnation 1) killed when its OffsetCommit arrived, before the broker saw it at 1234 ms; group committed 0:3 1:-"
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! processes do with it is not deterministic (their timing is theirs); the plan is.
 
 use crate::generate::SplitMix64;
+use kafka_lane::proxy::ProtocolFault;
 
 /// The largest `k` drawn for a kill counting every call: it strikes after the instance's k-th
 /// state-changing call under the store from its arming. A SQLite commit makes a few (WAL
@@ -47,6 +48,9 @@ pub enum Fault {
     /// A rebalance: start a new instance, or remove (SIGKILL, no restart) the `pick`-th
     /// running one, then wait `gap_ms`.
     Churn { add: bool, pick: u64, gap_ms: u64 },
+    /// A protocol fault at the next OffsetCommit of any instance (the proxy's); a killed
+    /// instance is started again after `restart_ms`.
+    Protocol { fault: ProtocolFault, restart_ms: u64 },
 }
 
 /// The records, cut into chunks: chunk 0 before the instances start, chunk i+1 with fault i,
@@ -73,9 +77,19 @@ impl Random {
     }
 }
 
-/// The plan of `records` records on `partitions` partitions with `kills` kills and `churn`
-/// rebalances, shuffled together. Record `id` goes to partition `(id - 1) % partitions`.
-pub fn plan(seed: u64, records: u32, partitions: u32, kills: u32, churn: u32) -> Plan {
+/// The faults asked for, by kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counts {
+    pub kills: u32,
+    pub churn: u32,
+    pub protocol: u32,
+}
+
+/// The plan of `records` records on `partitions` partitions with `counts` faults shuffled
+/// together (the protocol faults cycle through their kinds, so each kind comes before any
+/// comes twice). Record `id` goes to partition `(id - 1) % partitions`.
+pub fn plan(seed: u64, records: u32, partitions: u32, counts: Counts) -> Plan {
+    let Counts { kills, churn, protocol } = counts;
     assert!(records >= 1 && partitions >= 1);
     let mut random = Random(SplitMix64::new(seed));
     let records: Vec<Record> = (1..=i64::from(records))
@@ -101,6 +115,10 @@ pub fn plan(seed: u64, records: u32, partitions: u32, kills: u32, churn: u32) ->
             gap_ms: random.within(0, CHURN_GAP_MS_MAX),
         });
     }
+    for index in 0..protocol {
+        let fault = ProtocolFault::ALL[index as usize % ProtocolFault::ALL.len()];
+        faults.push(Fault::Protocol { fault, restart_ms: random.within(0, RESTART_DELAY_MS_MAX) });
+    }
     // Fisher-Yates, keeping the churn's own order (an add before its stop).
     let churn_order: Vec<Fault> = faults.iter().copied().filter(|f| matches!(f, Fault::Churn { .. })).collect();
     for index in (1..faults.len()).rev() {
@@ -124,21 +142,24 @@ fn chunks(length: usize, count: usize) -> Vec<std::ops::Range<usize>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{plan, Fault};
+    use super::{plan, Counts, Fault};
 
     /// A seed names one plan: the same records and faults twice, another seed another plan;
     /// every record in exactly one chunk, ids 1..=N on partitions by id, deltas in bounds,
     /// each churn's add before its stop.
     #[test]
     fn a_seed_names_one_plan_whose_chunks_cover_every_record_once() {
-        let table = [(1, 300, 2, 6, 2), (7, 1, 1, 0, 0), (3, 10, 3, 20, 5), (9, 1000, 4, 20, 4)];
-        for (seed, records, partitions, kills, churn) in table {
-            let first = plan(seed, records, partitions, kills, churn);
-            assert_eq!(first, plan(seed, records, partitions, kills, churn));
+        let table = [(1, 300, 2, 6, 2, 3), (7, 1, 1, 0, 0, 0), (3, 10, 3, 20, 5, 4), (9, 1000, 4, 20, 4, 40)];
+        for (seed, records, partitions, kills, churn, protocol) in table {
+            let counts = Counts { kills, churn, protocol };
+            let first = plan(seed, records, partitions, counts);
+            assert_eq!(first, plan(seed, records, partitions, counts));
             if records >= 10 {
-                assert_ne!(first, plan(seed + 1, records, partitions, kills, churn));
+                assert_ne!(first, plan(seed + 1, records, partitions, counts));
             }
-            assert_eq!(first.faults.len(), (kills + churn) as usize);
+            assert_eq!(first.faults.len(), (kills + churn + protocol) as usize);
+            let protocol_faults = first.faults.iter().filter(|f| matches!(f, Fault::Protocol { .. })).count();
+            assert_eq!(protocol_faults, protocol as usize);
             assert_eq!(first.chunks.len(), first.faults.len() + 1);
             let covered: Vec<usize> = first.chunks.iter().flat_map(|chunk| chunk.clone()).collect();
             assert_eq!(covered, (0..records as usize).collect::<Vec<_>>());
@@ -152,7 +173,7 @@ mod tests {
                 .iter()
                 .filter_map(|fault| match fault {
                     Fault::Churn { add, .. } => Some(*add),
-                    Fault::Kill { .. } => None,
+                    Fault::Kill { .. } | Fault::Protocol { .. } => None,
                 })
                 .collect();
             let expected: Vec<bool> = (0..churn).map(|index| index % 2 == 0).collect();

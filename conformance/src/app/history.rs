@@ -1,0 +1,205 @@
+//! The proxy's protocol history, judged: every OffsetCommit the broker accepted, in the order its
+//! responses went back, must not move a partition's committed offset backwards
+//! (monotonic-checkpoint); a commit of a generation older than the group's newest that the broker
+//! accepted is the broker's doing (nisshi-broker 0.6.0 accepts them while a group forms: the
+//! model's `broker-relaxed` row), reported as such and never blamed on the application.
+//!
+//! The history is also written out, one JSON object per line, for the user to read.
+
+use kafka_lane::proxy::wire::{Answer, PartitionOffset, Said};
+use kafka_lane::proxy::{Event, What};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+/// What the history showed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Findings {
+    pub connections: usize,
+    pub requests: usize,
+    /// OffsetCommit requests, and those the broker accepted for every partition.
+    pub commits: usize,
+    pub commits_accepted: usize,
+    /// Requests or responses the codec could not decode (forwarded all the same).
+    pub undecoded: usize,
+    /// Group generations the broker handed out (JoinGroup responses without error).
+    pub generations: usize,
+    /// The application's: an accepted commit of the newest generation that moved back.
+    pub backwards: Vec<String>,
+    /// The broker's: an accepted commit of an older generation (moving back or not).
+    pub stale_accepted: Vec<String>,
+}
+
+/// A request waiting for its response in the history.
+struct Asked<'a> {
+    at_ms: u64,
+    said: &'a Said,
+}
+
+/// Judges `events` (in the proxy's order).
+pub fn judge(events: &[Event]) -> Findings {
+    let mut findings = Findings::default();
+    let mut owners: BTreeMap<u64, String> = BTreeMap::new();
+    let owner = |owners: &BTreeMap<u64, String>, conn: u64| {
+        owners.get(&conn).cloned().unwrap_or_else(|| format!("the client of connection {conn}"))
+    };
+    let mut asked: BTreeMap<(u64, i32), Asked> = BTreeMap::new();
+    // The newest generation handed out per group, and each partition's committed offset.
+    let mut newest: BTreeMap<String, i32> = BTreeMap::new();
+    let mut committed: BTreeMap<(String, String, i32), (i64, u64)> = BTreeMap::new();
+    for event in events {
+        match &event.what {
+            What::Opened { owner } => {
+                findings.connections += 1;
+                if let Some(owner) = owner {
+                    owners.insert(event.conn, owner.clone());
+                }
+            }
+            What::Request { correlation, said, .. } => {
+                findings.requests += 1;
+                if matches!(said, Said::Other { why: Some(_) }) {
+                    findings.undecoded += 1;
+                }
+                if matches!(said, Said::Commit { .. }) {
+                    findings.commits += 1;
+                }
+                asked.insert((event.conn, *correlation), Asked { at_ms: event.at_ms, said });
+            }
+            What::Response { correlation, answer, .. } => {
+                if matches!(answer, Answer::Other { why: Some(_) }) {
+                    findings.undecoded += 1;
+                }
+                let Some(request) = asked.remove(&(event.conn, *correlation)) else { continue };
+                match (request.said, answer) {
+                    (Said::Join { group, .. }, Answer::Joined { error: 0, generation, .. }) => {
+                        findings.generations += 1;
+                        let entry = newest.entry(group.clone()).or_insert(*generation);
+                        *entry = (*entry).max(*generation);
+                    }
+                    (Said::Commit { group, generation, member, offsets }, Answer::Committed { errors }) => {
+                        let accepted = !errors.is_empty() && errors.iter().all(|(_, _, error)| *error == 0);
+                        if !accepted {
+                            continue;
+                        }
+                        findings.commits_accepted += 1;
+                        let current = newest.get(group).copied().unwrap_or(*generation);
+                        let who = format!("{} (member {member}, generation {generation})", owner(&owners, event.conn));
+                        let stale = *generation >= 0 && *generation < current;
+                        if stale {
+                            findings.stale_accepted.push(format!(
+                                "the broker accepted {who}'s commit of {} at {} ms while generation {current} was the group's newest: the broker's relaxed fence (model row broker-relaxed), not the application's",
+                                offsets_text(offsets),
+                                event.at_ms
+                            ));
+                        }
+                        for offset in offsets {
+                            let key = (group.clone(), offset.topic.clone(), offset.partition);
+                            if let Some((before, before_ms)) = committed.get(&key).copied() {
+                                if offset.offset < before && !stale {
+                                    findings.backwards.push(format!(
+                                        "the committed offset of {}:{} moved back from {before} (at {before_ms} ms) to {} by {who} (asked at {} ms, accepted at {} ms)",
+                                        offset.topic, offset.partition, offset.offset, request.at_ms, event.at_ms
+                                    ));
+                                }
+                            }
+                            committed.insert(key, (offset.offset, event.at_ms));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            What::Fault { .. } | What::Closed { .. } => {}
+        }
+    }
+    findings
+}
+
+fn offsets_text(offsets: &[PartitionOffset]) -> String {
+    let parts: Vec<String> = offsets.iter().map(|o| format!("{}:{}={}", o.topic, o.partition, o.offset)).collect();
+    parts.join(" ")
+}
+
+impl Findings {
+    /// The report's line on the history.
+    pub fn line(&self, path: &Path) -> String {
+        format!(
+            "protocol history: {} requests on {} connections through the proxy, {} OffsetCommits ({} accepted), {} generations, {} frames the codec could not read (forwarded as they came); {}",
+            self.requests,
+            self.connections,
+            self.commits,
+            self.commits_accepted,
+            self.generations,
+            self.undecoded,
+            path.display()
+        )
+    }
+}
+
+/// Writes the history, one JSON object per line.
+pub fn write(events: &[Event], path: &Path) -> std::io::Result<()> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for event in events {
+        serde_json::to_writer(&mut file, event).map_err(std::io::Error::other)?;
+        file.write_all(b"\n")?;
+    }
+    file.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(at_ms: u64, conn: u64, what: What) -> Event {
+        Event { at_ms, conn, peer_port: 40_000 + conn as u16, what }
+    }
+
+    fn commit(conn: u64, correlation: i32, generation: i32, offset: i64) -> [Event; 2] {
+        let offsets = vec![PartitionOffset { topic: "t".into(), partition: 0, offset }];
+        let said = Said::Commit { group: "g".into(), generation, member: format!("m{conn}"), offsets };
+        let errors = vec![("t".into(), 0, 0)];
+        [
+            event(0, conn, What::Request { api: "OffsetCommit", version: 8, correlation, said }),
+            event(1, conn, What::Response { api: "OffsetCommit", correlation, answer: Answer::Committed { errors } }),
+        ]
+    }
+
+    fn join(conn: u64, correlation: i32, generation: i32) -> [Event; 2] {
+        let said = Said::Join { group: "g".into(), member: String::new() };
+        let answer = Answer::Joined { error: 0, generation, member: format!("m{conn}"), leader: "m1".into() };
+        [
+            event(0, conn, What::Request { api: "JoinGroup", version: 5, correlation, said }),
+            event(1, conn, What::Response { api: "JoinGroup", correlation, answer }),
+        ]
+    }
+
+    /// A table of histories: (events, commits moved back by the application, stale commits the
+    /// broker accepted).
+    #[test]
+    fn a_commit_moving_back_is_the_applications_and_an_old_generations_the_brokers() {
+        let table: Vec<(Vec<Event>, usize, usize)> = vec![
+            // Forward commits of one generation: nothing.
+            ([join(1, 1, 1), commit(1, 2, 1, 5), commit(1, 3, 1, 9)].concat(), 0, 0),
+            // The same generation commits 5 after 9: the application moved the checkpoint back.
+            ([join(1, 1, 1), commit(1, 2, 1, 9), commit(1, 3, 1, 5)].concat(), 1, 0),
+            // Generation 1's commit of 5 accepted after generation 2's 9: the broker's.
+            ([join(1, 1, 1), join(2, 1, 2), commit(2, 2, 2, 9), commit(1, 2, 1, 5)].concat(), 0, 1),
+        ];
+        for (index, (events, backwards, stale)) in table.into_iter().enumerate() {
+            let findings = judge(&events);
+            assert_eq!(findings.backwards.len(), backwards, "history {index}: {findings:?}");
+            assert_eq!(findings.stale_accepted.len(), stale, "history {index}: {findings:?}");
+        }
+    }
+
+    /// A refused commit (an error code) moves nothing.
+    #[test]
+    fn a_refused_commit_moves_nothing() {
+        let mut events = [join(1, 1, 1), commit(1, 2, 1, 9)].concat();
+        let [request, _] = commit(1, 3, 1, 2);
+        events.push(request);
+        let answer = Answer::Committed { errors: vec![("t".into(), 0, 22)] };
+        events.push(event(2, 1, What::Response { api: "OffsetCommit", correlation: 3, answer }));
+        let findings = judge(&events);
+        assert_eq!((findings.commits, findings.commits_accepted, findings.backwards.len()), (2, 1, 0));
+    }
+}
