@@ -25,6 +25,7 @@ pub mod history;
 pub mod instances;
 pub mod judge;
 pub mod schedule;
+pub mod windows;
 
 use crate::killpoints::Strike;
 use crate::observe::{AppObserved, ObserveError, ObserveSpec};
@@ -47,6 +48,10 @@ const STRIKE_WAIT: Duration = Duration::from_secs(10);
 const SETTLE: Duration = Duration::from_secs(3);
 /// How often the run looks at the store, the group and the instances.
 const POLL: Duration = Duration::from_millis(100);
+/// How long a zombie is held past four session timeouts waiting for its partitions to move.
+const ZOMBIE_WAIT: Duration = Duration::from_secs(10);
+/// How long a resumed zombie's writes are watched for before it syncs again.
+const ZOMBIE_WATCH: Duration = Duration::from_secs(10);
 /// How often the run looks for an instance connected to the broker around the proxy.
 const DIRECT_CHECK: Duration = Duration::from_millis(250);
 /// The bounds of the run's counts.
@@ -80,6 +85,11 @@ pub struct AppArgs {
     /// at the proxy, killed right after its response, its connection closed right after it went on.
     #[arg(long, default_value_t = 3, value_parser = model::cli::count_in::<u32>(0, u64::from(FAULTS_MAX)))]
     pub protocol_faults: u32,
+    /// Zombies: an instance frozen (every thread) right after its k-th write or sync under the
+    /// store, held until the protocol history shows its partitions assigned to another member,
+    /// then resumed; its writes after that are named.
+    #[arg(long, default_value_t = 2, value_parser = model::cli::count_in::<u32>(0, u64::from(FAULTS_MAX)))]
+    pub zombies: u32,
     /// The seed of the plan: records' deltas and the faults (the processes' timing is theirs).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -105,6 +115,10 @@ pub struct AppArgs {
     /// The consumer group the instances join (ONCEPROOF_GROUP).
     #[arg(long, default_value = "onceproof-app")]
     pub group: String,
+    /// Measurement only (scripts/kafka-app-bench.sh): the instances reach the broker itself,
+    /// with no proxy, no protocol history, no protocol fault and no zombie.
+    #[arg(long, hide = true)]
+    pub without_proxy: bool,
     /// Your application: the program and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -224,6 +238,8 @@ pub struct AppReport {
     pub timing: Timing,
     /// What the protocol history showed: its counts, and the broker's own doings.
     pub history: Vec<String>,
+    /// The windows: struck, reachable or not.
+    pub windows: Vec<String>,
 }
 
 /// How long the run took, and how long its instances took to have every record applied or
@@ -250,6 +266,7 @@ impl AppReport {
         }
         lines.extend(self.history.iter().cloned());
         lines.extend(judge::tried_lines(&self.tried));
+        lines.extend(self.windows.iter().cloned());
         let logs = self.dir.join("logs");
         lines.push(format!(
             "output: {} incarnations, each in {}/NAME.INCARNATION.out and .err (first {}, last {})",
@@ -299,6 +316,9 @@ struct Run<'a> {
     proxy_killed: Vec<String>,
     /// The protocol history judged, once the run is over.
     history: history::Findings,
+    /// The most instances running at once, and the windows counted at the end.
+    instances_max: u32,
+    windows: Vec<windows::Window>,
     running: Vec<Instance>,
     /// Every incarnation's name and output files, for the report.
     started: Vec<Started>,
@@ -327,6 +347,11 @@ pub fn run(args: &AppArgs, say: &mut dyn FnMut(&str) -> std::io::Result<()>) -> 
         });
     }
     crate::killpoints::supported().map_err(|error| AppError::Usage(format!("kill points: {error}")))?;
+    if args.without_proxy && (args.protocol_faults > 0 || args.zombies > 0) {
+        let problem =
+            "--without-proxy: protocol faults and zombies need the proxy (give --protocol-faults 0 --zombies 0)";
+        return Err(AppError::Usage(problem.to_string()));
+    }
     let dir = match &args.dir {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join(format!("onceproof-app-{}", std::process::id())),
@@ -367,17 +392,22 @@ fn run_in(
     let clients = Clients::connect(&broker.bootstrap())?;
     clients.create_topic(&args.topic, i32::try_from(args.partitions).expect("at most 64"))?;
     let owners = Owners::default();
-    let proxy = Proxy::start(broker.address(), owners.hooks())
-        .map_err(|error| AppError::Io { what: "the proxy's listener".into(), error })?;
+    let proxy = match args.without_proxy {
+        true => None,
+        false => Some(
+            Proxy::start(broker.address(), owners.hooks())
+                .map_err(|error| AppError::Io { what: "the proxy's listener".into(), error })?,
+        ),
+    };
     let contract = Contract {
-        bootstrap: proxy.address().to_string(),
+        bootstrap: proxy.as_ref().map_or_else(|| broker.address(), Proxy::address).to_string(),
         topic: args.topic.clone(),
         group: args.group.clone(),
         session_timeout_ms: args.session_timeout_ms,
         heartbeat_interval_ms: args.session_timeout_ms / 5,
         store,
     };
-    let counts = Counts { kills: args.kills, churn: args.churn, protocol: args.protocol_faults };
+    let counts = Counts { kills: args.kills, churn: args.churn, protocol: args.protocol_faults, zombies: args.zombies };
     let plan = schedule::plan(args.seed, args.records, args.partitions, counts);
     let tried = Tried { records: plan.records.len(), partitions: args.partitions, ..Tried::default() };
     let mut run = Run {
@@ -388,12 +418,14 @@ fn run_in(
         scratch: dir.join("scratch"),
         clients: Some(clients),
         broker: Some(broker),
-        proxy: Some(proxy),
+        proxy,
         owners,
         direct: Vec::new(),
         direct_checked: None,
         proxy_killed: Vec::new(),
         history: history::Findings::default(),
+        instances_max: 0,
+        windows: Vec::new(),
         running: Vec::new(),
         started: Vec::new(),
         next_instance: 1,
@@ -413,7 +445,9 @@ fn run_in(
         consumed_s: run.first_start.zip(run.settled).map(|(first, settled)| (settled - first).as_secs_f64()),
     };
     let mut history = vec![run.history.line(&dir.join("history.jsonl"))];
-    if run.direct.is_empty() {
+    if args.without_proxy {
+        history = vec!["no proxy (--without-proxy): no protocol history".to_string()];
+    } else if run.direct.is_empty() {
         history.push(format!(
             "no instance was seen connected to the broker around the proxy (looked every {} ms)",
             DIRECT_CHECK.as_millis()
@@ -421,7 +455,9 @@ fn run_in(
     }
     history.extend(run.history.stale_accepted.iter().cloned());
     let started = run.started;
-    Ok(AppReport { verdict, kinds, tried: run.tried, dir: dir.to_path_buf(), started, by_id, timing, history })
+    let windows = windows::lines(&run.windows);
+    let tried = run.tried;
+    Ok(AppReport { verdict, kinds, tried, dir: dir.to_path_buf(), started, by_id, timing, history, windows })
 }
 
 impl Run<'_> {
@@ -458,6 +494,7 @@ impl Run<'_> {
                     self.churn(add, pick, gap_ms)?;
                 }
                 Fault::Protocol { fault, restart_ms } => self.protocol_fault(fault, restart_ms, index + 1)?,
+                Fault::Zombie { after_calls, syncs_only } => self.zombie(after_calls, syncs_only, index + 1)?,
             }
         }
         self.restart_strays()?;
@@ -501,7 +538,33 @@ impl Run<'_> {
         if !self.history.backwards.is_empty() {
             kinds.push(judge::Anomaly::Backwards);
         }
-        if self.tried.kills.is_empty() && self.tried.protocol.is_empty() && verdict == Verdict::NoAnomaly {
+        if kinds.contains(&judge::Anomaly::Duplicate) && self.tried.zombies.iter().any(judge::Zombie::wrote_as_zombie) {
+            // Only zombies could have applied a record twice when no process was killed.
+            let killed = !self.tried.kills.is_empty()
+                || self.tried.protocol.iter().any(|strike| strike.fault != ProtocolFault::CloseAfterCommitSent);
+            if !killed {
+                kinds.retain(|kind| *kind != judge::Anomaly::Duplicate);
+            }
+            kinds.push(judge::Anomaly::ZombieWrite);
+        }
+        let seen = windows::Seen {
+            commits: self.history.commits,
+            syncs: self.owners.sync_calls(),
+            instances_max: self.instances_max,
+            proxied: self.proxy.is_some(),
+        };
+        self.windows = windows::count(&self.tried, seen);
+        let unstruck = windows::unstruck(&self.windows);
+        if verdict == Verdict::NoAnomaly && !unstruck.is_empty() {
+            let why = format!(
+                "no anomaly, but windows this application reaches were never struck ({}): its defence there is untested",
+                unstruck.join("; ")
+            );
+            return Ok((Verdict::NotEstablished(why), kinds));
+        }
+        let tried_any =
+            !self.tried.kills.is_empty() || !self.tried.protocol.is_empty() || !self.tried.zombies.is_empty();
+        if !tried_any && verdict == Verdict::NoAnomaly {
             let why =
                 "no kill struck between two of the store's writes and no protocol fault at a commit: nothing was tried"
                     .to_string();
@@ -547,6 +610,7 @@ impl Run<'_> {
         self.started.push(Started { label, stdout: instance.stdout.clone(), stderr: instance.stderr.clone() });
         self.tried.instances_started += 1;
         self.running.push(instance);
+        self.instances_max = self.instances_max.max(u32::try_from(self.running.len()).unwrap_or(u32::MAX));
         Ok(())
     }
 
@@ -578,7 +642,7 @@ impl Run<'_> {
     /// Notes every instance connected to the broker's own port (every `DIRECT_CHECK` at most):
     /// the proxy rewrites every broker address it forwards, so one means a way around it.
     fn check_direct(&mut self) {
-        if self.direct_checked.is_some_and(|at| at.elapsed() < DIRECT_CHECK) {
+        if self.proxy.is_none() || self.direct_checked.is_some_and(|at| at.elapsed() < DIRECT_CHECK) {
             return;
         }
         self.direct_checked = Some(Instant::now());
@@ -805,6 +869,86 @@ impl Run<'_> {
             self.tried.restarts += 1;
         }
         Ok(())
+    }
+
+    /// One zombie: a freeze armed on every instance connected to the proxy, the chunk
+    /// produced; the first to reach its `after_calls`-th store call (or sync) is frozen, every
+    /// thread held, until the protocol history shows one of its partitions synced to another
+    /// member in a newer generation (at most `ZOMBIE_WAIT`); then it is resumed and its writes
+    /// under the store are watched until it syncs again (at most `ZOMBIE_WATCH`).
+    fn zombie(&mut self, after_calls: u64, syncs_only: bool, chunk: usize) -> Result<(), AppError> {
+        let port = self.port();
+        let armed: Vec<usize> = (0..self.running.len()).filter(|&i| self.running[i].connected_to(port)).collect();
+        for &index in &armed {
+            self.running[index].arm_freeze(after_calls, syncs_only);
+        }
+        self.produce_chunk(chunk)?;
+        let started = Instant::now();
+        let mut frozen = None;
+        while frozen.is_none() && started.elapsed() <= STRIKE_WAIT {
+            self.check_instances()?;
+            frozen = armed.iter().copied().find(|&index| self.running[index].frozen());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for &index in &armed {
+            if !self.running[index].disarm() && Some(index) != frozen && self.running[index].frozen() {
+                self.running[index].thaw(); // froze at the same moment: let it go, one zombie at a time
+            }
+        }
+        let Some(index) = frozen.or_else(|| armed.iter().copied().find(|&index| self.running[index].frozen())) else {
+            self.tried.zombies_missed += 1;
+            let line =
+                format!("a zombie armed after {after_calls} store calls did not strike in {} s", STRIKE_WAIT.as_secs());
+            return self.say(line);
+        };
+        let label = self.running[index].label();
+        let strike = self.running[index].freeze_strike().expect("a frozen instance struck");
+        let frozen_ms = self.proxy().now_ms();
+        let holding = history::membership(&self.proxy().history(), &label).unwrap_or_default();
+        self.say(format!(
+            "zombie {}: {label} frozen {strike}, held until its partitions move",
+            self.tried.zombies.len() + 1
+        ))?;
+        let wait = Duration::from_millis(u64::from(self.args.session_timeout_ms) * 4) + ZOMBIE_WAIT;
+        let waited = Instant::now();
+        let mut reassigned = None;
+        while reassigned.is_none() && waited.elapsed() <= wait {
+            self.check_instances()?;
+            reassigned = history::reassigned(&self.proxy().history(), &label, &holding);
+            std::thread::sleep(POLL);
+        }
+        self.running[index].watch_store_calls();
+        self.running[index].thaw();
+        let resumed_ms = self.proxy().now_ms();
+        let watched = Instant::now();
+        let mut rejoined_ms = None;
+        while rejoined_ms.is_none() && watched.elapsed() <= ZOMBIE_WATCH {
+            self.check_instances()?;
+            rejoined_ms = history::rejoined(&self.proxy().history(), &label, resumed_ms);
+            std::thread::sleep(POLL);
+        }
+        // Each write's time on the history's clock; those before it synced again are a
+        // zombie's (after, it is a member again).
+        let now_ms = self.proxy().now_ms();
+        let writes: Vec<u64> = (self.running[index].take_watched().iter())
+            .map(|at| now_ms.saturating_sub(u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX)))
+            .filter(|ms| rejoined_ms.is_none_or(|rejoined| *ms < rejoined))
+            .collect();
+        let (writes_after, first_write_ms) = (writes.len() as u64, writes.first().copied());
+        let zombie = judge::Zombie {
+            instance: label,
+            strike,
+            frozen_ms,
+            holding: holding.partitions,
+            reassigned,
+            resumed_ms,
+            writes_after,
+            first_write_ms,
+            rejoined_ms,
+        };
+        let line = format!("zombie {}: {}", self.tried.zombies.len() + 1, zombie.outcome());
+        self.tried.zombies.push(zombie);
+        self.say(line)
     }
 
     /// Starts again an instance the proxy killed after its fault's wait ended (its commit's

@@ -28,7 +28,7 @@ use std::path::{Component, Path, PathBuf};
 use std::process::{ChildStdin, ChildStdout, Command};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Most kill points judged per step; past it a seeded sample of this many is kept (reservoir
 /// sampling, so every point is equally likely) and the summary says how many were found.
@@ -211,7 +211,12 @@ struct Trigger {
     /// Count only the calls that make data durable (`SYNC_CALLS`): a kill right after a
     /// transaction's commit reached the disk.
     syncs_only: bool,
+    /// Freeze (every thread held, a zombie) instead of killing.
+    freeze: bool,
 }
+
+/// The most call times a watch keeps (`Traced::watch_store_calls`).
+const WATCHED_MAX: usize = 100_000;
 
 /// The calls that make written data durable.
 pub const SYNC_CALLS: [&str; 4] = ["fsync", "fdatasync", "sync_file_range", "msync"];
@@ -254,14 +259,24 @@ struct State {
     window: Option<OpenWindow>,
     /// Free-running mode: every call under the scope is counted, with or without a window.
     free: bool,
-    /// Successful state-changing calls under the scope (free-running mode).
+    /// Successful state-changing calls under the scope (free-running mode), and the syncs
+    /// among them.
     store_calls: u64,
+    sync_calls: u64,
     /// An armed kill (free-running mode).
     trigger: Option<Trigger>,
     /// A kill counted down, due at this thread's next system call.
     striking: Option<(i32, Strike)>,
     /// Where the armed kill struck, once it has.
     struck: Option<Strike>,
+    /// The kill counted down is a freeze (`Traced::arm_freeze`).
+    freeze_due: bool,
+    /// A freeze struck and not yet thawed: every thread is held in a stop of the tracer's.
+    frozen: bool,
+    /// The harness asked the tracer to let a frozen process run again.
+    thaw: bool,
+    /// When each call under the store completed, while watched (at most `WATCHED_MAX`).
+    watched: Option<Vec<Instant>>,
     /// Every live tracee (the process, its threads and children), for a kill.
     live: BTreeSet<i32>,
     /// How the traced process ended, once reaped.
@@ -349,6 +364,11 @@ impl Killer {
         self.shared.lock().live.iter().copied().collect()
     }
 
+    /// Its successful syncs under the store so far.
+    pub fn sync_calls(&self) -> u64 {
+        self.shared.lock().sync_calls
+    }
+
     /// SIGKILL to every live process and thread of it.
     pub fn kill(&self) {
         for pid in self.pids() {
@@ -403,7 +423,41 @@ impl Traced {
     /// With `syncs_only`, only the calls that make data durable count (`SYNC_CALLS`).
     pub fn arm(&self, after_calls: u64, syncs_only: bool) {
         let after_calls = after_calls.max(1);
-        self.shared.lock().trigger = Some(Trigger { remaining: after_calls, after_calls, syncs_only });
+        self.shared.lock().trigger = Some(Trigger { remaining: after_calls, after_calls, syncs_only, freeze: false });
+    }
+
+    /// As `arm`, but the process is frozen instead of killed: the calling thread held at its
+    /// next call and every other thread stopped (a SIGSTOP the tracer intercepts and never
+    /// delivers), all held until `thaw`. A zombie: frozen while its group moves on.
+    pub fn arm_freeze(&self, after_calls: u64, syncs_only: bool) {
+        let after_calls = after_calls.max(1);
+        self.shared.lock().trigger = Some(Trigger { remaining: after_calls, after_calls, syncs_only, freeze: true });
+    }
+
+    /// Records when each successful call under the store completes, from now on.
+    pub fn watch_store_calls(&self) {
+        self.shared.lock().watched = Some(Vec::new());
+    }
+
+    /// The times recorded since `watch_store_calls`, and the watch ended.
+    pub fn take_watched(&self) -> Vec<Instant> {
+        self.shared.lock().watched.take().unwrap_or_default()
+    }
+
+    /// Whether a freeze struck and the process is held.
+    pub fn frozen(&self) -> bool {
+        self.shared.lock().frozen
+    }
+
+    /// Lets a frozen process run on from where each thread was held (the intercepted
+    /// SIGSTOPs are dropped); the tracer resumes them within a few milliseconds.
+    pub fn thaw(&self) {
+        let mut state = self.shared.lock();
+        if state.frozen {
+            state.thaw = true;
+            // The freeze is over: the process is live again, not one a kill ended.
+            state.struck = None;
+        }
     }
 
     /// Takes back an armed kill that has not struck; `false` when it already struck.
@@ -587,6 +641,19 @@ mod tests {
         assert_eq!(std::fs::read(dir.path().join("outside")).expect("written"), b"x");
     }
 
+    /// A temporary directory with `store/` and a FIFO `gate` beside it: a script that starts
+    /// with `read go < ../gate` waits there until the test has armed its kill.
+    fn gated_store() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = dir.path().join("store");
+        std::fs::create_dir(&store).expect("the store directory");
+        let gate = dir.path().join("gate");
+        let gate_name = std::ffi::CString::new(gate.as_os_str().as_encoded_bytes()).expect("a path");
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+        assert_eq!(unsafe { libc::mkfifo(gate_name.as_ptr(), 0o600) }, 0, "the gate FIFO");
+        (dir, store, gate)
+    }
+
     /// Free-running mode: an armed kill strikes right after the k-th call under the store (or
     /// the k-th sync), at the calling process's next call, so nothing after that call runs;
     /// calls outside the store are not counted. A table of (k, syncs only) and the files the
@@ -606,13 +673,7 @@ mod tests {
             (3, true, "fsync", &["a", "b", "c"], &["d"]),
         ];
         for (after_calls, syncs_only, syscall, present, absent) in table {
-            let dir = tempfile::tempdir().expect("a temporary directory");
-            let store = dir.path().join("store");
-            std::fs::create_dir(&store).expect("the store directory");
-            let gate = dir.path().join("gate");
-            let gate_name = std::ffi::CString::new(gate.as_os_str().as_encoded_bytes()).expect("a path");
-            // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
-            assert_eq!(unsafe { libc::mkfifo(gate_name.as_ptr(), 0o600) }, 0, "the gate FIFO");
+            let (dir, store, gate) = gated_store();
             let mut command = Command::new("sh");
             command.arg("-c").arg(script).current_dir(&store);
             command.stdin(std::process::Stdio::null());
@@ -641,6 +702,44 @@ mod tests {
             assert_eq!(std::fs::read(dir.path().join("outside")).expect("written"), b"x", "{case}");
             traced.kill();
         }
+    }
+
+    /// A freeze holds the process right after the k-th store call, every process of it
+    /// stopped: nothing after that call runs until the thaw, and then everything does, the
+    /// process ending as it would have (the intercepted SIGSTOPs never delivered).
+    #[test]
+    fn a_frozen_process_runs_nothing_until_thawed_and_then_runs_to_its_end() {
+        let (dir, store, gate) = gated_store();
+        // A background child ticking outside the store shows that every process is held.
+        let script = "read go < ../gate; (while :; do date +%s%N >> ../ticks; sleep 0.01; done) & \
+                      printf a > a; sync a; printf b > b; sync b; kill $!";
+        let mut command = Command::new("sh");
+        command.arg("-c").arg(script).current_dir(&store).stdin(std::process::Stdio::null());
+        let traced = Traced::spawn_free(command, Scope::directory(&store).expect("a scope")).expect("traced");
+        traced.arm_freeze(1, true);
+        std::fs::write(&gate, b"go\n").expect("the gate opened");
+        let started = std::time::Instant::now();
+        while !traced.frozen() && started.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(traced.frozen(), "no freeze ({:?})", traced.ended());
+        let strike = traced.struck().expect("a strike");
+        assert_eq!((strike.syscall, strike.file.as_path()), ("fsync", Path::new("a")));
+        let ticks = || std::fs::read_to_string(dir.path().join("ticks")).unwrap_or_default().lines().count();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let before = ticks();
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        assert_eq!(ticks(), before, "the background child ran while frozen");
+        assert!(!store.join("b").exists(), "b written while frozen");
+        assert!(traced.ended().is_none(), "it ended while frozen");
+        traced.thaw();
+        let thawed = std::time::Instant::now();
+        while traced.ended().is_none() && thawed.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(traced.ended().as_deref(), Some("exit status: 0"));
+        assert!(store.join("b").exists(), "b not written after the thaw");
+        assert!(!traced.frozen());
     }
 
     /// A path is in a directory scope when it lies under the root after `.` and `..` are

@@ -114,6 +114,86 @@ pub fn judge(events: &[Event]) -> Findings {
     findings
 }
 
+/// One request and its response, with the connection's owner.
+pub struct Exchange<'a> {
+    pub owner: Option<&'a str>,
+    pub said: &'a Said,
+    pub answer: &'a Answer,
+    pub answered_ms: u64,
+}
+
+/// Every answered request, in the order the responses went back.
+pub fn exchanges(events: &[Event]) -> Vec<Exchange<'_>> {
+    let mut owners: BTreeMap<u64, &str> = BTreeMap::new();
+    let mut asked: BTreeMap<(u64, i32), &Said> = BTreeMap::new();
+    let mut answered = Vec::new();
+    for event in events {
+        match &event.what {
+            What::Opened { owner: Some(owner) } => {
+                owners.insert(event.conn, owner.as_str());
+            }
+            What::Request { correlation, said, .. } => {
+                asked.insert((event.conn, *correlation), said);
+            }
+            What::Response { correlation, answer, .. } => {
+                if let Some(said) = asked.remove(&(event.conn, *correlation)) {
+                    let owner = owners.get(&event.conn).copied();
+                    answered.push(Exchange { owner, said, answer, answered_ms: event.at_ms });
+                }
+            }
+            What::Opened { owner: None } | What::Fault { .. } | What::Closed { .. } => {}
+        }
+    }
+    answered
+}
+
+/// An instance's place in its group: its member id, the generation it synced last, and the
+/// partitions that sync gave it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Membership {
+    pub member: String,
+    pub generation: i32,
+    pub partitions: Vec<(String, i32)>,
+}
+
+/// `owner`'s last successful sync, as the history shows it.
+pub fn membership(events: &[Event], owner: &str) -> Option<Membership> {
+    let mut last = None;
+    for exchange in exchanges(events) {
+        if exchange.owner != Some(owner) {
+            continue;
+        }
+        if let (Said::Sync { generation, member, .. }, Answer::Synced { error: 0, assigned }) =
+            (exchange.said, exchange.answer)
+        {
+            last = Some(Membership { member: member.clone(), generation: *generation, partitions: assigned.clone() });
+        }
+    }
+    last
+}
+
+/// The first sync of a newer generation than `since`'s that gave another owner one of
+/// `since`'s partitions (any partition, when it held none): who, when, which generation.
+pub fn reassigned(events: &[Event], owner: &str, since: &Membership) -> Option<(String, u64, i32)> {
+    exchanges(events).into_iter().find_map(|exchange| {
+        let (Said::Sync { generation, .. }, Answer::Synced { error: 0, assigned }) = (exchange.said, exchange.answer)
+        else {
+            return None;
+        };
+        let other = exchange.owner.filter(|other| *other != owner)?;
+        let moved = since.partitions.is_empty() || assigned.iter().any(|p| since.partitions.contains(p));
+        (*generation > since.generation && moved).then(|| (other.to_string(), exchange.answered_ms, *generation))
+    })
+}
+
+/// When `owner` next completed a sync after `after_ms` (it rejoined its group).
+pub fn rejoined(events: &[Event], owner: &str, after_ms: u64) -> Option<u64> {
+    exchanges(events).into_iter().find_map(|exchange| {
+        let synced = matches!((exchange.said, exchange.answer), (Said::Sync { .. }, Answer::Synced { error: 0, .. }));
+        (synced && exchange.owner == Some(owner) && exchange.answered_ms > after_ms).then_some(exchange.answered_ms)
+    })
+}
+
 fn offsets_text(offsets: &[PartitionOffset]) -> String {
     let parts: Vec<String> = offsets.iter().map(|o| format!("{}:{}={}", o.topic, o.partition, o.offset)).collect();
     parts.join(" ")
@@ -189,6 +269,43 @@ mod tests {
             assert_eq!(findings.backwards.len(), backwards, "history {index}: {findings:?}");
             assert_eq!(findings.stale_accepted.len(), stale, "history {index}: {findings:?}");
         }
+    }
+
+    fn opened(conn: u64, owner: &str) -> Event {
+        event(0, conn, What::Opened { owner: Some(owner.into()) })
+    }
+
+    fn sync(conn: u64, correlation: i32, generation: i32, at_ms: u64, assigned: &[i32]) -> [Event; 2] {
+        let said = Said::Sync { group: "g".into(), generation, member: format!("m{conn}") };
+        let assigned = assigned.iter().map(|p| ("t".to_string(), *p)).collect();
+        [
+            event(at_ms, conn, What::Request { api: "SyncGroup", version: 5, correlation, said }),
+            event(
+                at_ms,
+                conn,
+                What::Response { api: "SyncGroup", correlation, answer: Answer::Synced { error: 0, assigned } },
+            ),
+        ]
+    }
+
+    /// A zombie's partitions: what it synced last, when another owner synced one of them in a
+    /// newer generation, and when it synced again itself.
+    #[test]
+    fn a_partition_moves_when_another_owner_syncs_it_in_a_newer_generation() {
+        let events = [
+            vec![opened(1, "app-1"), opened(2, "app-2")],
+            sync(1, 1, 1, 10, &[0]).to_vec(),
+            sync(2, 1, 1, 11, &[1]).to_vec(),
+            sync(2, 2, 2, 50, &[1]).to_vec(),
+            sync(2, 3, 3, 90, &[0, 1]).to_vec(),
+            sync(1, 2, 4, 120, &[0]).to_vec(),
+        ]
+        .concat();
+        let held = membership(&events[..6], "app-1").expect("app-1 synced");
+        assert_eq!(held, Membership { member: "m1".into(), generation: 1, partitions: vec![("t".into(), 0)] });
+        assert_eq!(reassigned(&events, "app-1", &held), Some(("app-2".into(), 90, 3)));
+        assert_eq!(rejoined(&events, "app-1", 90), Some(120));
+        assert_eq!(rejoined(&events, "app-1", 120), None);
     }
 
     /// A refused commit (an error code) moves nothing.

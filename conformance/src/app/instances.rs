@@ -118,6 +118,38 @@ impl Instance {
         self.traced.arm(after_calls, syncs_only);
     }
 
+    /// As `arm`, a freeze (a zombie) instead of a kill.
+    pub fn arm_freeze(&self, after_calls: u64, syncs_only: bool) {
+        self.traced.arm_freeze(after_calls, syncs_only);
+    }
+
+    pub fn frozen(&self) -> bool {
+        self.traced.frozen()
+    }
+
+    pub fn thaw(&self) {
+        self.traced.thaw();
+    }
+
+    /// Records the time of each of its calls under the store from now (`take_watched`).
+    pub fn watch_store_calls(&self) {
+        self.traced.watch_store_calls();
+    }
+
+    pub fn take_watched(&self) -> Vec<Instant> {
+        self.traced.take_watched()
+    }
+
+    /// Its state-changing calls under the store so far.
+    pub fn store_calls(&self) -> u64 {
+        self.traced.store_calls()
+    }
+
+    /// Where its freeze struck (without taking it for a kill, as `struck` does).
+    pub fn freeze_strike(&self) -> Option<Strike> {
+        self.traced.struck()
+    }
+
     /// Takes back an armed kill; `false` when it struck meanwhile.
     pub fn disarm(&self) -> bool {
         self.traced.disarm()
@@ -304,6 +336,11 @@ impl Owners {
                 None => false,
             }),
         }
+    }
+
+    /// Syncs under the store by every incarnation started.
+    pub fn sync_calls(&self) -> u64 {
+        self.lock().started.iter().map(|(_, killer)| killer.sync_calls()).sum()
     }
 
     /// The labels the proxy killed since the last call.

@@ -35,6 +35,67 @@ pub struct ProtocolStrike {
     pub committed: Vec<Option<u64>>,
 }
 
+/// A zombie: an instance frozen right after a store call, held until its partitions moved to
+/// another member (or the wait ended), then resumed. Times are the protocol history's (ms).
+#[derive(Clone, Debug)]
+pub struct Zombie {
+    pub instance: String,
+    pub strike: Strike,
+    pub frozen_ms: u64,
+    /// The partitions its last sync gave it before the freeze (topic, partition).
+    pub holding: Vec<(String, i32)>,
+    /// Who got one of them, when, in which generation; `None` when the wait ended first.
+    pub reassigned: Option<(String, u64, i32)>,
+    pub resumed_ms: u64,
+    /// Its writes under the store after it resumed and before it synced again (or the watch
+    /// ended), and when the first of them came.
+    pub writes_after: u64,
+    pub first_write_ms: Option<u64>,
+    pub rejoined_ms: Option<u64>,
+}
+
+impl Zombie {
+    /// Whether its window was struck: resumed after its partitions moved, and it wrote.
+    pub fn wrote_as_zombie(&self) -> bool {
+        self.reassigned.is_some() && self.writes_after > 0
+    }
+
+    pub fn line(&self, index: usize) -> String {
+        let holding: Vec<String> = self.holding.iter().map(|(topic, p)| format!("{topic}:{p}")).collect();
+        let holding = if holding.is_empty() { "nothing".to_string() } else { holding.join(" ") };
+        format!(
+            "zombie {}: {} frozen {} (held from its next call that takes no lock of the store) at {} ms, holding {holding}; {}",
+            index + 1,
+            self.instance,
+            self.strike,
+            self.frozen_ms,
+            self.outcome()
+        )
+    }
+
+    /// What became of it: its partitions moved or not, its resumption, its writes.
+    pub fn outcome(&self) -> String {
+        let moved = match &self.reassigned {
+            Some((to, at_ms, generation)) => format!("reassigned to {to} at {at_ms} ms (generation {generation})"),
+            None => "never reassigned in the wait".to_string(),
+        };
+        let wrote = match (self.writes_after, self.first_write_ms) {
+            (0, _) => "no write under the store before it synced again".to_string(),
+            (n, Some(first)) if self.reassigned.is_some() => {
+                let writes = if n == 1 { "write" } else { "writes" };
+                format!(
+                    "ZOMBIE WRITES: {n} {writes} under the store, the first at {first} ms, after its partitions moved"
+                )
+            }
+            (1, _) => "1 write under the store".to_string(),
+            (n, _) => format!("{n} writes under the store"),
+        };
+        let rejoined = (self.rejoined_ms)
+            .map_or_else(|| "not seen to sync again".to_string(), |ms| format!("synced again at {ms} ms"));
+        format!("{moved}; resumed at {} ms; {wrote}; {rejoined}", self.resumed_ms)
+    }
+}
+
 /// What the run did, counted for the report's last lines.
 #[derive(Clone, Debug, Default)]
 pub struct Tried {
@@ -46,6 +107,9 @@ pub struct Tried {
     /// Protocol faults that struck, and those armed that met no OffsetCommit in the wait.
     pub protocol: Vec<ProtocolStrike>,
     pub protocol_missed: u32,
+    /// Zombies made, and those armed that met no store call in the wait.
+    pub zombies: Vec<Zombie>,
+    pub zombies_missed: u32,
     pub restarts: u32,
     pub added: u32,
     /// Instances removed by churn (SIGKILLed, not started again).
@@ -72,6 +136,8 @@ pub enum Anomaly {
     Skip,
     /// An accepted commit of the group's newest generation moved a committed offset back.
     Backwards,
+    /// Records applied twice in a run where a zombie wrote after its partitions moved.
+    ZombieWrite,
 }
 
 impl Anomaly {
@@ -84,6 +150,10 @@ impl Anomaly {
             Anomaly::Skip => {
                 ("commit-first", "the offset commit, then the effect: a crash between them skips the record")
             }
+            Anomaly::ZombieWrite => (
+                "atomic",
+                "effect and offset in one transaction, the offset written blindly: a zombie's write lands after its partition moved, with nothing to fence it",
+            ),
             Anomaly::Backwards => {
                 ("effect-first", "a commit lands after a newer one: the checkpoint moves back (monotonic-checkpoint)")
             }
@@ -302,6 +372,15 @@ pub fn tried_lines(tried: &Tried) -> Vec<String> {
             committed.join(" ")
         ));
     }
+    lines.push(format!(
+        "tried as zombies: {} frozen ({} resumed after their partitions moved and wrote), {} armed that did not strike",
+        tried.zombies.len(),
+        tried.zombies.iter().filter(|zombie| zombie.wrote_as_zombie()).count(),
+        tried.zombies_missed
+    ));
+    for (index, zombie) in tried.zombies.iter().enumerate() {
+        lines.push(format!("  {}", zombie.line(index)));
+    }
     lines
 }
 
@@ -447,6 +526,8 @@ mod tests {
                 committed: vec![Some(3), None],
             }],
             protocol_missed: 2,
+            zombies: Vec::new(),
+            zombies_missed: 0,
             restarts: 2,
             added: 1,
             removed: 0,

@@ -51,6 +51,10 @@ pub enum Fault {
     /// A protocol fault at the next OffsetCommit of any instance (the proxy's); a killed
     /// instance is started again after `restart_ms`.
     Protocol { fault: ProtocolFault, restart_ms: u64 },
+    /// A zombie: the first instance to make `after_calls` calls under the store (with
+    /// `syncs_only`, syncs) is frozen right after the last of them, every thread held until
+    /// the protocol history shows its partitions assigned to another member, then resumed.
+    Zombie { after_calls: u64, syncs_only: bool },
 }
 
 /// The records, cut into chunks: chunk 0 before the instances start, chunk i+1 with fault i,
@@ -83,13 +87,14 @@ pub struct Counts {
     pub kills: u32,
     pub churn: u32,
     pub protocol: u32,
+    pub zombies: u32,
 }
 
 /// The plan of `records` records on `partitions` partitions with `counts` faults shuffled
 /// together (the protocol faults cycle through their kinds, so each kind comes before any
 /// comes twice). Record `id` goes to partition `(id - 1) % partitions`.
 pub fn plan(seed: u64, records: u32, partitions: u32, counts: Counts) -> Plan {
-    let Counts { kills, churn, protocol } = counts;
+    let Counts { kills, churn, protocol, zombies } = counts;
     assert!(records >= 1 && partitions >= 1);
     let mut random = Random(SplitMix64::new(seed));
     let records: Vec<Record> = (1..=i64::from(records))
@@ -114,6 +119,11 @@ pub fn plan(seed: u64, records: u32, partitions: u32, counts: Counts) -> Plan {
             pick: random.draw(),
             gap_ms: random.within(0, CHURN_GAP_MS_MAX),
         });
+    }
+    for _ in 0..zombies {
+        let syncs_only = random.draw().is_multiple_of(2);
+        let after_calls = random.within(1, if syncs_only { KILL_AFTER_SYNCS_MAX } else { KILL_AFTER_CALLS_MAX });
+        faults.push(Fault::Zombie { after_calls, syncs_only });
     }
     for index in 0..protocol {
         let fault = ProtocolFault::ALL[index as usize % ProtocolFault::ALL.len()];
@@ -149,15 +159,18 @@ mod tests {
     /// each churn's add before its stop.
     #[test]
     fn a_seed_names_one_plan_whose_chunks_cover_every_record_once() {
-        let table = [(1, 300, 2, 6, 2, 3), (7, 1, 1, 0, 0, 0), (3, 10, 3, 20, 5, 4), (9, 1000, 4, 20, 4, 40)];
-        for (seed, records, partitions, kills, churn, protocol) in table {
-            let counts = Counts { kills, churn, protocol };
+        let table =
+            [(1, 300, 2, 6, 2, 3, 2), (7, 1, 1, 0, 0, 0, 0), (3, 10, 3, 20, 5, 4, 1), (9, 1000, 4, 20, 4, 40, 3)];
+        for (seed, records, partitions, kills, churn, protocol, zombies) in table {
+            let counts = Counts { kills, churn, protocol, zombies };
             let first = plan(seed, records, partitions, counts);
             assert_eq!(first, plan(seed, records, partitions, counts));
             if records >= 10 {
                 assert_ne!(first, plan(seed + 1, records, partitions, counts));
             }
-            assert_eq!(first.faults.len(), (kills + churn + protocol) as usize);
+            assert_eq!(first.faults.len(), (kills + churn + protocol + zombies) as usize);
+            let zombie_faults = first.faults.iter().filter(|f| matches!(f, Fault::Zombie { .. })).count();
+            assert_eq!(zombie_faults, zombies as usize);
             let protocol_faults = first.faults.iter().filter(|f| matches!(f, Fault::Protocol { .. })).count();
             assert_eq!(protocol_faults, protocol as usize);
             assert_eq!(first.chunks.len(), first.faults.len() + 1);
@@ -173,7 +186,7 @@ mod tests {
                 .iter()
                 .filter_map(|fault| match fault {
                     Fault::Churn { add, .. } => Some(*add),
-                    Fault::Kill { .. } | Fault::Protocol { .. } => None,
+                    Fault::Kill { .. } | Fault::Protocol { .. } | Fault::Zombie { .. } => None,
                 })
                 .collect();
             let expected: Vec<bool> = (0..churn).map(|index| index % 2 == 0).collect();

@@ -212,7 +212,15 @@ pub fn trace(mut command: Command, scope: Scope, shared: Arc<Shared>, ready: Rea
     }
     // The std handle is not waited on: this thread reaps every tracee.
     drop(child);
-    let mut tracer = Tracer { root: pid, scope, shared, pending: BTreeMap::new(), started: BTreeSet::new() };
+    let mut tracer = Tracer {
+        root: pid,
+        scope,
+        shared,
+        pending: BTreeMap::new(),
+        started: BTreeSet::new(),
+        held: Vec::new(),
+        stopped: BTreeSet::new(),
+    };
     tracer.serve();
 }
 
@@ -224,12 +232,33 @@ struct Tracer {
     pending: BTreeMap<Pid, (&'static str, PathBuf)>,
     /// Auto-attached tracees whose first stop (a SIGSTOP) was seen.
     started: BTreeSet<Pid>,
+    /// While frozen: every stop not yet resumed, to be handled as usual at the thaw.
+    held: Vec<WaitStatus>,
+    /// Threads sent the freeze's SIGSTOP whose stop for it has not been seen: it is dropped.
+    stopped: BTreeSet<Pid>,
 }
+
+/// How often a frozen tracer looks for a thaw.
+const FROZEN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 
 impl Tracer {
     fn serve(&mut self) {
         loop {
-            let status = match waitpid(None, Some(WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD)) {
+            let frozen = self.shared.lock().frozen;
+            let mut flags = WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD;
+            if frozen {
+                // Nothing would wake a blocking wait for the thaw: every thread is held.
+                flags |= WaitPidFlag::WNOHANG;
+                if self.shared.lock().thaw {
+                    self.thaw();
+                    continue;
+                }
+            }
+            let status = match waitpid(None, Some(flags)) {
+                Ok(WaitStatus::StillAlive) => {
+                    std::thread::sleep(FROZEN_POLL);
+                    continue;
+                }
                 Ok(status) => status,
                 Err(Errno::EINTR) => continue,
                 Err(Errno::ECHILD) => return,
@@ -247,7 +276,28 @@ impl Tracer {
         }
     }
 
+    /// Resumes every held thread as its stop asks, dropping the freeze's SIGSTOPs.
+    fn thaw(&mut self) {
+        {
+            let mut state = self.shared.lock();
+            state.frozen = false;
+            state.thaw = false;
+        }
+        for status in std::mem::take(&mut self.held) {
+            if let Err(error) = self.handle(status) {
+                if error != Errno::ESRCH {
+                    self.shared.lock().failure.get_or_insert_with(|| format!("ptrace: {error}"));
+                }
+            }
+        }
+    }
+
     fn handle(&mut self, status: WaitStatus) -> nix::Result<()> {
+        let exit = matches!(status, WaitStatus::Exited(..) | WaitStatus::Signaled(..));
+        if !exit && self.shared.lock().frozen {
+            self.held.push(status);
+            return Ok(());
+        }
         match status {
             WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _) => {
                 self.pending.remove(&pid);
@@ -269,6 +319,7 @@ impl Tracer {
                 ptrace::cont(pid, None)
             }
             WaitStatus::PtraceSyscall(pid) => self.on_exit(pid),
+            WaitStatus::Stopped(pid, Signal::SIGSTOP) if self.stopped.remove(&pid) => ptrace::cont(pid, None),
             WaitStatus::Stopped(pid, signal) => {
                 // A new tracee's first stop, or a group stop (no signal information): resume
                 // it without a signal; any other signal is delivered.
@@ -331,6 +382,12 @@ impl Tracer {
                 let mut state = self.shared.lock();
                 if state.free {
                     state.store_calls += 1;
+                    if super::SYNC_CALLS.contains(&name) {
+                        state.sync_calls += 1;
+                    }
+                    if let Some(watched) = state.watched.as_mut().filter(|w| w.len() < super::WATCHED_MAX) {
+                        watched.push(std::time::Instant::now());
+                    }
                     if count_down(&mut state, pid, name, &file) {
                         // Stop again at this thread's next call, where the kill strikes.
                         return ptrace::syscall(pid, None);
@@ -341,6 +398,11 @@ impl Tracer {
                 }
             }
         }
+        // A freeze due at this thread steps it call by call until it leaves the store.
+        let stepping = self.shared.lock().striking.as_ref().is_some_and(|(thread, _)| *thread == pid.as_raw());
+        if stepping {
+            return ptrace::syscall(pid, None);
+        }
         ptrace::cont(pid, None)
     }
 
@@ -349,19 +411,84 @@ impl Tracer {
     /// calls the thread ran only in user space, so what it did in memory (SQLite's WAL index
     /// in a shared mapping, which makes a commit visible to the other connections) is done and
     /// nothing more: the latest moment a crash "right after" the call can fall.
-    fn strike_now(&self, pid: Pid) -> bool {
+    fn strike_now(&mut self, pid: Pid) -> bool {
         let mut state = self.shared.lock();
         let due = state.striking.as_ref().is_some_and(|(thread, _)| *thread == pid.as_raw());
         if !due {
             return false;
         }
+        if state.freeze_due {
+            // A freeze waits until the thread holds no lock of the store: at its first call
+            // outside the store, or as it takes a lock on a store file (the next transaction
+            // begins, its record in hand). Frozen inside a transaction it would hold the
+            // database's lock, and every other instance would wait on it instead of taking its
+            // partitions over: not a zombie, a stall.
+            drop(state);
+            let Ok(info) = syscall_info(pid) else { return false };
+            if info.op != libc::PTRACE_SYSCALL_INFO_ENTRY {
+                return false;
+            }
+            if self.touches_store(pid, &info) && !takes_lock(pid, &info) {
+                return false;
+            }
+            state = self.shared.lock();
+        }
         let (_, strike) = state.striking.take().expect("checked");
+        if state.freeze_due {
+            // Frozen, not killed: this thread stays held at its call's entry; every other one
+            // is stopped by a SIGSTOP of its own, which the tracer holds and later drops.
+            state.freeze_due = false;
+            state.frozen = true;
+            state.struck = Some(strike);
+            let others: Vec<i32> = state.live.iter().copied().filter(|&other| other != pid.as_raw()).collect();
+            drop(state);
+            self.held.push(WaitStatus::PtraceSyscall(pid));
+            for other in others {
+                // SAFETY: tkill only sends a signal; a thread gone meanwhile makes it fail.
+                if unsafe { libc::syscall(libc::SYS_tkill, other, libc::SIGSTOP) } == 0 {
+                    self.stopped.insert(Pid::from_raw(other));
+                }
+            }
+            return true;
+        }
         for &pid in &state.live {
             kill(pid);
         }
         state.struck = Some(strike);
         true
     }
+}
+
+impl Tracer {
+    /// Whether a call, at its entry, works on a store file through its first argument (a
+    /// descriptor): a lock, a write, a sync, a close of the database.
+    fn touches_store(&self, pid: Pid, info: &libc::ptrace_syscall_info) -> bool {
+        // SAFETY: an entry stop holds the entry's fields.
+        let first = unsafe { info.u.entry.args[0] };
+        let Ok(fd) = i32::try_from(first) else { return false };
+        fd_path(pid, fd).is_some_and(|path| self.scope.relative(&path).is_some())
+    }
+}
+
+/// Whether a call, at its entry, takes a record lock (`fcntl` F_SETLK, F_SETLKW or their
+/// open-file forms, a read or write lock): SQLite's locks, at a transaction's start.
+fn takes_lock(pid: Pid, info: &libc::ptrace_syscall_info) -> bool {
+    // SAFETY: an entry stop holds the entry's fields.
+    let (nr, args) = unsafe { (info.u.entry.nr, info.u.entry.args) };
+    if nr != libc::SYS_fcntl as u64 {
+        return false;
+    }
+    let command = args[1] as u32 as i32;
+    let setting = [libc::F_SETLK, libc::F_SETLKW, libc::F_OFD_SETLK, libc::F_OFD_SETLKW].contains(&command);
+    if !setting {
+        return false;
+    }
+    // `struct flock` starts with its `l_type` (a short).
+    let mut kind = [0u8; 2];
+    let Ok(address) = usize::try_from(args[2]) else { return false };
+    let remote = [RemoteIoVec { base: address, len: kind.len() }];
+    let read = process_vm_readv(pid, &mut [IoSliceMut::new(&mut kind)], &remote);
+    read.is_ok_and(|n| n == kind.len()) && i16::from_ne_bytes(kind) != libc::F_UNLCK as i16
 }
 
 /// Counts an armed kill down at a successful call under the store; at zero, the kill is due
@@ -375,8 +502,9 @@ fn count_down(state: &mut super::State, pid: Pid, name: &'static str, file: &std
     if trigger.remaining > 0 {
         return false;
     }
-    let (after_calls, syncs_only) = (trigger.after_calls, trigger.syncs_only);
+    let (after_calls, syncs_only, freeze) = (trigger.after_calls, trigger.syncs_only, trigger.freeze);
     state.trigger = None;
+    state.freeze_due = freeze;
     let strike = super::Strike { syscall: name, file: file.to_path_buf(), after_calls, syncs_only };
     state.striking = Some((pid.as_raw(), strike));
     true
