@@ -24,7 +24,9 @@
 pub mod history;
 pub mod instances;
 pub mod judge;
+mod reruns;
 pub mod schedule;
+pub mod shrink;
 pub mod windows;
 
 use crate::killpoints::Strike;
@@ -35,7 +37,7 @@ use kafka_lane::broker::Broker;
 use kafka_lane::client::Clients;
 use kafka_lane::error::LaneError;
 use kafka_lane::proxy::{ProtocolFault, Proxy};
-use schedule::{Counts, Fault, Plan};
+use schedule::{Counts, Fault, Plan, Schedule};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -115,6 +117,22 @@ pub struct AppArgs {
     /// The consumer group the instances join (ONCEPROOF_GROUP).
     #[arg(long, default_value = "onceproof-app")]
     pub group: String,
+    /// Run this schedule file again instead of drawing one (the records, the instances at the
+    /// start and the faults: a run's DIR/schedule.toml, or a shrink's DIR/shrunk.toml), `--runs`
+    /// times, and say in how many the anomaly came back.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["records", "partitions", "instances", "kills", "churn", "protocol_faults", "zombies", "seed"])]
+    pub schedule: Option<PathBuf>,
+    /// With --schedule: how many times to run it (each in DIR/runs/N).
+    #[arg(long, default_value_t = 3, requires = "schedule", value_parser = model::cli::count_in::<u32>(1, 100))]
+    pub runs: u32,
+    /// On an anomaly, at most this many smaller schedules are tried (each a run in
+    /// DIR/shrink/N) to drop the faults it does not need; 0: no shrink.
+    #[arg(long, default_value_t = 8, value_parser = model::cli::count_in::<u32>(0, 1_000))]
+    pub shrink_candidates: u32,
+    /// How many times a smaller schedule is run before it counts as not bringing the anomaly
+    /// back (processes' timing differs from run to run).
+    #[arg(long, default_value_t = 2, value_parser = model::cli::count_in::<u32>(1, 20))]
+    pub shrink_tries: u32,
     /// Measurement only (scripts/kafka-app-bench.sh): the instances reach the broker itself,
     /// with no proxy, no protocol history, no protocol fault and no zombie.
     #[arg(long, hide = true)]
@@ -240,6 +258,8 @@ pub struct AppReport {
     pub history: Vec<String>,
     /// The windows: struck, reachable or not.
     pub windows: Vec<String>,
+    /// What a shrink or a schedule's runs found.
+    pub afterword: Vec<String>,
 }
 
 /// How long the run took, and how long its instances took to have every record applied or
@@ -267,6 +287,7 @@ impl AppReport {
         lines.extend(self.history.iter().cloned());
         lines.extend(judge::tried_lines(&self.tried));
         lines.extend(self.windows.iter().cloned());
+        lines.extend(self.afterword.iter().cloned());
         let logs = self.dir.join("logs");
         lines.push(format!(
             "output: {} incarnations, each in {}/NAME.INCARNATION.out and .err (first {}, last {})",
@@ -352,20 +373,41 @@ pub fn run(args: &AppArgs, say: &mut dyn FnMut(&str) -> std::io::Result<()>) -> 
             "--without-proxy: protocol faults and zombies need the proxy (give --protocol-faults 0 --zombies 0)";
         return Err(AppError::Usage(problem.to_string()));
     }
+    let schedule = match &args.schedule {
+        Some(path) => Schedule::load(path).map_err(AppError::Usage)?,
+        None => drawn(args),
+    };
     let dir = match &args.dir {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join(format!("onceproof-app-{}", std::process::id())),
     };
     prepare(&dir)?;
-    let outcome = run_in(args, spec, &dir, say);
+    let outcome = match args.schedule {
+        None => reruns::run_and_shrink(args, &schedule, &dir, say),
+        Some(_) => reruns::run_again(args, &schedule, &dir, say),
+    };
     if let Err(AppError::Interrupted(_)) = outcome {
         let _ = std::fs::remove_dir_all(&dir);
     }
     outcome
 }
 
+/// The schedule the options draw from their seed.
+fn drawn(args: &AppArgs) -> Schedule {
+    let counts = Counts { kills: args.kills, churn: args.churn, protocol: args.protocol_faults, zombies: args.zombies };
+    let plan = schedule::plan(args.seed, args.records, args.partitions, counts);
+    Schedule {
+        version: schedule::SCHEDULE_VERSION,
+        seed: args.seed,
+        records: args.records,
+        partitions: args.partitions,
+        instances: args.instances,
+        faults: plan.faults,
+    }
+}
+
 /// Refuses a directory that holds anything; makes it and its parts.
-fn prepare(dir: &Path) -> Result<(), AppError> {
+pub(crate) fn prepare(dir: &Path) -> Result<(), AppError> {
     if let Ok(mut entries) = std::fs::read_dir(dir) {
         if entries.next().is_some() {
             return Err(AppError::Usage(format!(
@@ -381,10 +423,11 @@ fn prepare(dir: &Path) -> Result<(), AppError> {
     Ok(())
 }
 
-fn run_in(
+pub(crate) fn run_in(
     args: &AppArgs,
     spec: ObserveSpec,
     dir: &Path,
+    plan: Plan,
     say: &mut dyn FnMut(&str) -> std::io::Result<()>,
 ) -> Result<AppReport, AppError> {
     let store = dir.join("store").canonicalize().map_err(|error| AppError::Io { what: "the store".into(), error })?;
@@ -407,8 +450,6 @@ fn run_in(
         heartbeat_interval_ms: args.session_timeout_ms / 5,
         store,
     };
-    let counts = Counts { kills: args.kills, churn: args.churn, protocol: args.protocol_faults, zombies: args.zombies };
-    let plan = schedule::plan(args.seed, args.records, args.partitions, counts);
     let tried = Tried { records: plan.records.len(), partitions: args.partitions, ..Tried::default() };
     let mut run = Run {
         args,
@@ -457,7 +498,8 @@ fn run_in(
     let started = run.started;
     let windows = windows::lines(&run.windows);
     let tried = run.tried;
-    Ok(AppReport { verdict, kinds, tried, dir: dir.to_path_buf(), started, by_id, timing, history, windows })
+    let dir = dir.to_path_buf();
+    Ok(AppReport { verdict, kinds, tried, dir, started, by_id, timing, history, windows, afterword: Vec::new() })
 }
 
 impl Run<'_> {
@@ -494,7 +536,9 @@ impl Run<'_> {
                     self.churn(add, pick, gap_ms)?;
                 }
                 Fault::Protocol { fault, restart_ms } => self.protocol_fault(fault, restart_ms, index + 1)?,
-                Fault::Zombie { after_calls, syncs_only } => self.zombie(after_calls, syncs_only, index + 1)?,
+                Fault::Zombie { after_calls, syncs_only, transactions_passed } => {
+                    self.zombie((after_calls, syncs_only, transactions_passed), index + 1)?;
+                }
             }
         }
         self.restart_strays()?;
@@ -876,11 +920,15 @@ impl Run<'_> {
     /// thread held, until the protocol history shows one of its partitions synced to another
     /// member in a newer generation (at most `ZOMBIE_WAIT`); then it is resumed and its writes
     /// under the store are watched until it syncs again (at most `ZOMBIE_WATCH`).
-    fn zombie(&mut self, after_calls: u64, syncs_only: bool, chunk: usize) -> Result<(), AppError> {
+    fn zombie(
+        &mut self,
+        (after_calls, syncs_only, transactions_passed): (u64, bool, u64),
+        chunk: usize,
+    ) -> Result<(), AppError> {
         let port = self.port();
         let armed: Vec<usize> = (0..self.running.len()).filter(|&i| self.running[i].connected_to(port)).collect();
         for &index in &armed {
-            self.running[index].arm_freeze(after_calls, syncs_only);
+            self.running[index].arm_freeze(after_calls, syncs_only, transactions_passed);
         }
         self.produce_chunk(chunk)?;
         let started = Instant::now();
@@ -905,8 +953,13 @@ impl Run<'_> {
         let strike = self.running[index].freeze_strike().expect("a frozen instance struck");
         let frozen_ms = self.proxy().now_ms();
         let holding = history::membership(&self.proxy().history(), &label).unwrap_or_default();
+        let passed = match transactions_passed {
+            0 => String::new(),
+            1 => " and 1 transaction begun".to_string(),
+            begun => format!(" and {begun} transactions begun"),
+        };
         self.say(format!(
-            "zombie {}: {label} frozen {strike}, held until its partitions move",
+            "zombie {}: {label} frozen {strike}{passed}, held until its partitions move",
             self.tried.zombies.len() + 1
         ))?;
         let wait = Duration::from_millis(u64::from(self.args.session_timeout_ms) * 4) + ZOMBIE_WAIT;

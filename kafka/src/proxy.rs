@@ -34,7 +34,7 @@ const ACCEPT_POLL: Duration = Duration::from_millis(20);
 pub const CONNECTIONS_MAX: usize = 256;
 
 /// A protocol fault, struck at the next OffsetCommit of any connection once armed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ProtocolFault {
     /// The client is killed when its OffsetCommit arrives, before it is forwarded.
@@ -49,6 +49,15 @@ impl ProtocolFault {
     /// Every fault, in the order schedules draw them.
     pub const ALL: [ProtocolFault; 3] =
         [ProtocolFault::KillAtCommit, ProtocolFault::KillAfterCommitAnswer, ProtocolFault::CloseAfterCommitSent];
+
+    /// Its name in a schedule file.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProtocolFault::KillAtCommit => "kill-at-commit",
+            ProtocolFault::KillAfterCommitAnswer => "kill-after-commit-answer",
+            ProtocolFault::CloseAfterCommitSent => "close-after-commit-sent",
+        }
+    }
 
     pub fn describe(self) -> &'static str {
         match self {

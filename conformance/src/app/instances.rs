@@ -119,8 +119,8 @@ impl Instance {
     }
 
     /// As `arm`, a freeze (a zombie) instead of a kill.
-    pub fn arm_freeze(&self, after_calls: u64, syncs_only: bool) {
-        self.traced.arm_freeze(after_calls, syncs_only);
+    pub fn arm_freeze(&self, after_calls: u64, syncs_only: bool, transactions_passed: u64) {
+        self.traced.arm_freeze(after_calls, syncs_only, transactions_passed);
     }
 
     pub fn frozen(&self) -> bool {

@@ -64,7 +64,7 @@ impl Zombie {
         let holding: Vec<String> = self.holding.iter().map(|(topic, p)| format!("{topic}:{p}")).collect();
         let holding = if holding.is_empty() { "nothing".to_string() } else { holding.join(" ") };
         format!(
-            "zombie {}: {} frozen {} (held from its next call that takes no lock of the store) at {} ms, holding {holding}; {}",
+            "zombie {}: {} frozen {} (held as it next began a transaction, its work in hand; in a store it never locks, at its next call outside it) at {} ms, holding {holding}; {}",
             index + 1,
             self.instance,
             self.strike,
@@ -141,6 +141,16 @@ pub enum Anomaly {
 }
 
 impl Anomaly {
+    /// Its name in a report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Anomaly::Duplicate => "duplicate",
+            Anomaly::Skip => "skip",
+            Anomaly::Backwards => "committed offset moved back",
+            Anomaly::ZombieWrite => "zombie write",
+        }
+    }
+
     /// The model's row whose counterexample is this anomaly, and why.
     pub fn row(self) -> (&'static str, &'static str) {
         match self {

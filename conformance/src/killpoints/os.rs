@@ -342,16 +342,16 @@ impl Tracer {
             state.window.is_some() || state.free
         };
         if !open {
-            return ptrace::cont(pid, None);
+            return self.resume(pid);
         }
         let info = syscall_info(pid)?;
         if info.op != libc::PTRACE_SYSCALL_INFO_SECCOMP {
-            return ptrace::cont(pid, None);
+            return self.resume(pid);
         }
         // SAFETY: `op` says the union holds the seccomp stop's fields.
         let (nr, args) = unsafe { (info.u.seccomp.nr, info.u.seccomp.args) };
         let Some(call) = CALLS.iter().find(|call| u64::try_from(call.nr).is_ok_and(|known| known == nr)) else {
-            return ptrace::cont(pid, None);
+            return self.resume(pid);
         };
         let file =
             call.targets.iter().find_map(|&target| resolve(pid, target, &args).and_then(|p| self.scope.relative(&p)));
@@ -360,7 +360,17 @@ impl Tracer {
                 self.pending.insert(pid, (call.name, file));
                 ptrace::syscall(pid, None)
             }
-            None => ptrace::cont(pid, None),
+            None => self.resume(pid),
+        }
+    }
+
+    /// Lets a thread run to its next seccomp stop, or, while a freeze due at it steps it call
+    /// by call (`strike_now`), to its next system call.
+    fn resume(&self, pid: Pid) -> nix::Result<()> {
+        let stepping = self.shared.lock().striking.as_ref().is_some_and(|(thread, _)| *thread == pid.as_raw());
+        match stepping {
+            true => ptrace::syscall(pid, None),
+            false => ptrace::cont(pid, None),
         }
     }
 
@@ -398,12 +408,7 @@ impl Tracer {
                 }
             }
         }
-        // A freeze due at this thread steps it call by call until it leaves the store.
-        let stepping = self.shared.lock().striking.as_ref().is_some_and(|(thread, _)| *thread == pid.as_raw());
-        if stepping {
-            return ptrace::syscall(pid, None);
-        }
-        ptrace::cont(pid, None)
+        self.resume(pid)
     }
 
     /// A kill that counted down at this thread's last call strikes at its next one: every
@@ -417,27 +422,54 @@ impl Tracer {
         if !due {
             return false;
         }
-        if state.freeze_due {
-            // A freeze waits until the thread holds no lock of the store: at its first call
-            // outside the store, or as it takes a lock on a store file (the next transaction
-            // begins, its record in hand). Frozen inside a transaction it would hold the
-            // database's lock, and every other instance would wait on it instead of taking its
-            // partitions over: not a zombie, a stall.
+        if let Some(due) = state.freeze_due {
+            // A freeze waits until the thread holds no lock of the store and has its work in
+            // hand: as a transaction begins (a lock on a store file taken after a release),
+            // past the transactions it is to pass; in a store it never locks, at its first
+            // call outside the store.
+            // Frozen inside a transaction it would hold the database's lock, and every other
+            // instance would wait on it instead of taking its partitions over: not a zombie, a
+            // stall. Frozen at a call outside the store, right after its commit, it would wake
+            // with nothing in hand and learn its partitions moved before it wrote again.
             drop(state);
             let Ok(info) = syscall_info(pid) else { return false };
             if info.op != libc::PTRACE_SYSCALL_INFO_ENTRY {
                 return false;
             }
-            if self.touches_store(pid, &info) && !takes_lock(pid, &info) {
+            let in_store = self.touches_store(pid, &info);
+            let lock = in_store.then(|| lock_kind(pid, &info)).flatten();
+            let mut due = due;
+            due.store_locks |= lock.is_some();
+            let lands = match lock {
+                // A lock taken with none held since the last release: a transaction begins.
+                Some(LockKind::Take) if due.released => {
+                    due.released = false;
+                    match due.transactions_left {
+                        0 => true,
+                        _ => {
+                            due.transactions_left -= 1;
+                            false
+                        }
+                    }
+                }
+                Some(LockKind::Take) => false,
+                Some(LockKind::Release) => {
+                    due.released = true;
+                    false
+                }
+                None => !in_store && !due.store_locks && due.transactions_left == 0,
+            };
+            state = self.shared.lock();
+            if !lands {
+                state.freeze_due = Some(due);
                 return false;
             }
-            state = self.shared.lock();
         }
         let (_, strike) = state.striking.take().expect("checked");
-        if state.freeze_due {
+        if state.freeze_due.is_some() {
             // Frozen, not killed: this thread stays held at its call's entry; every other one
             // is stopped by a SIGSTOP of its own, which the tracer holds and later drops.
-            state.freeze_due = false;
+            state.freeze_due = None;
             state.frozen = true;
             state.struck = Some(strike);
             let others: Vec<i32> = state.live.iter().copied().filter(|&other| other != pid.as_raw()).collect();
@@ -470,25 +502,39 @@ impl Tracer {
     }
 }
 
-/// Whether a call, at its entry, takes a record lock (`fcntl` F_SETLK, F_SETLKW or their
-/// open-file forms, a read or write lock): SQLite's locks, at a transaction's start.
-fn takes_lock(pid: Pid, info: &libc::ptrace_syscall_info) -> bool {
+/// What a record lock call does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LockKind {
+    /// A read or write lock taken (SQLite's locks, at a transaction's start).
+    Take,
+    /// A lock released.
+    Release,
+}
+
+/// Whether a call, at its entry, sets a record lock (`fcntl` F_SETLK, F_SETLKW or their
+/// open-file forms), and whether it takes or releases one.
+fn lock_kind(pid: Pid, info: &libc::ptrace_syscall_info) -> Option<LockKind> {
     // SAFETY: an entry stop holds the entry's fields.
     let (nr, args) = unsafe { (info.u.entry.nr, info.u.entry.args) };
     if nr != libc::SYS_fcntl as u64 {
-        return false;
+        return None;
     }
     let command = args[1] as u32 as i32;
-    let setting = [libc::F_SETLK, libc::F_SETLKW, libc::F_OFD_SETLK, libc::F_OFD_SETLKW].contains(&command);
-    if !setting {
-        return false;
+    if ![libc::F_SETLK, libc::F_SETLKW, libc::F_OFD_SETLK, libc::F_OFD_SETLKW].contains(&command) {
+        return None;
     }
     // `struct flock` starts with its `l_type` (a short).
     let mut kind = [0u8; 2];
-    let Ok(address) = usize::try_from(args[2]) else { return false };
+    let address = usize::try_from(args[2]).ok()?;
     let remote = [RemoteIoVec { base: address, len: kind.len() }];
     let read = process_vm_readv(pid, &mut [IoSliceMut::new(&mut kind)], &remote);
-    read.is_ok_and(|n| n == kind.len()) && i16::from_ne_bytes(kind) != libc::F_UNLCK as i16
+    if !read.is_ok_and(|n| n == kind.len()) {
+        return None;
+    }
+    Some(match i16::from_ne_bytes(kind) == libc::F_UNLCK as i16 {
+        true => LockKind::Release,
+        false => LockKind::Take,
+    })
 }
 
 /// Counts an armed kill down at a successful call under the store; at zero, the kill is due
@@ -504,7 +550,8 @@ fn count_down(state: &mut super::State, pid: Pid, name: &'static str, file: &std
     }
     let (after_calls, syncs_only, freeze) = (trigger.after_calls, trigger.syncs_only, trigger.freeze);
     state.trigger = None;
-    state.freeze_due = freeze;
+    state.freeze_due =
+        freeze.map(|transactions_left| super::FreezeDue { transactions_left, store_locks: false, released: true });
     let strike = super::Strike { syscall: name, file: file.to_path_buf(), after_calls, syncs_only };
     state.striking = Some((pid.as_raw(), strike));
     true
