@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
 # Installs, where missing, every system package and client the tests need besides cargo:
 # PostgreSQL's server binaries, SPIN with gcc and GNU time, Chromium with chromedriver, Python 3
-# with the confluent-kafka client, and Perl with DBI and DBD::SQLite. README's test command
-# (`bash scripts/test.sh`) and CI (.ci/run) run it first.
+# with the confluent-kafka client, Node.js with the JavaScript example's kafkajs and pg, and
+# Perl with DBI and DBD::SQLite. README's test command (`bash scripts/test.sh`) and CI (.ci/run)
+# run it first.
 #
 # Idempotent: when everything is there it only checks (well under a second) and prints one line.
-# As root it installs what is missing from Debian's packages (apt-get) and confluent-kafka from
-# PyPI (pip), then checks again. As another user it installs nothing: it names what is missing
-# and how to install it, and exits 1. Without the set-up `cargo test` still runs: a test family
+# As root it installs what is missing from Debian's packages (apt-get), confluent-kafka from
+# PyPI (pip) and the JavaScript example's packages from npm (npm ci), then checks again. As
+# another user it installs nothing: it names what is missing and how to install it, and exits 1. Without the set-up `cargo test` still runs: a test family
 # whose tool is missing prints `skipped: TOOL not installed (bash scripts/setup.sh installs it)`
 # (and fails instead when CI is set).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
+cd "$(dirname "$0")/.."
 
 # The Python client's pinned version (PyPI).
 CONFLUENT_KAFKA=2.16.2
 
+# The JavaScript examples' packages (kafkajs, pg), pinned in examples/kafka/js/package-lock.json.
+JS_EXAMPLES=examples/kafka/js
+
 packages=() # the Debian packages to install, in order
 missing=()  # one line per missing tool: what, for which tests, how to install it
 pip=''      # set when confluent-kafka must be installed with pip
+npm=''      # set when the JavaScript examples' packages must be installed with npm ci
 
 # need PACKAGE WHAT TESTS: Debian's PACKAGE provides WHAT, which TESTS need.
 need() {
@@ -41,6 +47,7 @@ check() {
     packages=()
     missing=()
     pip=''
+    npm=''
 
     # PostgreSQL's server binaries (initdb, pg_ctl: /usr/lib/postgresql/*/bin or PATH), Debian's
     # postgresql package: impl/tests/postgres.rs and the other PostgreSQL tests (impl/tests,
@@ -75,6 +82,15 @@ check() {
         missing+=("Python's confluent-kafka $CONFLUENT_KAFKA (for the Kafka example of examples/kafka/); to install it: python3 -m pip install confluent-kafka==$CONFLUENT_KAFKA (with --break-system-packages where pip refuses an externally managed environment)")
     fi
 
+    # Node.js with npm, and the JavaScript example's kafkajs and pg (npm ci from its lock file
+    # into examples/kafka/js/node_modules): conformance/tests/kafka_app.rs runs it on PostgreSQL.
+    found node || need nodejs "Node.js" "conformance/tests/kafka_app.rs"
+    found npm || need npm "npm" "installing the JavaScript example's kafkajs and pg"
+    if ! node -e "require('./$JS_EXAMPLES/node_modules/kafkajs'); require('./$JS_EXAMPLES/node_modules/pg')" >/dev/null 2>&1; then
+        npm=1
+        missing+=("the JavaScript example's kafkajs and pg (for conformance/tests/kafka_app.rs); to install them: (cd $JS_EXAMPLES && npm ci)")
+    fi
+
     # Perl 5 with DBI and DBD::SQLite (Debian's libdbd-sqlite3-perl, which pulls in perl and with
     # it JSON::PP): conformance/tests/protocol.rs, budgets.rs and observe.rs replay the corpus and
     # walks against the dedup-atomic example consumer of examples/perl/, whose store is a SQLite file.
@@ -85,7 +101,7 @@ check() {
 
 # One line naming what is there (the fast path's only output).
 summary() {
-    echo "scripts/setup.sh: the tests' tools are installed (PostgreSQL, SPIN, gcc, time, Chromium, chromedriver, Python 3, confluent-kafka, Perl's DBI and DBD::SQLite)"
+    echo "scripts/setup.sh: the tests' tools are installed (PostgreSQL, SPIN, gcc, time, Chromium, chromedriver, Python 3, confluent-kafka, Node.js with kafkajs and pg, Perl's DBI and DBD::SQLite)"
 }
 
 report() {
@@ -123,6 +139,10 @@ if [ -n "$pip" ]; then
     # install unless told to; a pyenv or virtual environment's Python ignores the setting.
     PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
         python3 -m pip install -q "confluent-kafka==$CONFLUENT_KAFKA"
+fi
+if [ -n "$npm" ]; then
+    echo "installing the JavaScript example's kafkajs and pg (npm ci in $JS_EXAMPLES)"
+    (cd "$JS_EXAMPLES" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
 check

@@ -24,13 +24,14 @@
 pub mod history;
 pub mod instances;
 pub mod judge;
+mod postgres;
 mod reruns;
 pub mod schedule;
 pub mod shrink;
 pub mod windows;
 
 use crate::killpoints::Strike;
-use crate::observe::{AppObserved, ObserveError, ObserveSpec};
+use crate::observe::{self, AppObserved, ObserveError, ObserveSpec};
 use instances::{Contract, Instance, Owners, StartError};
 use judge::{Judgement, Kill, ProtocolStrike, Tried, Verdict};
 use kafka_lane::broker::Broker;
@@ -117,6 +118,12 @@ pub struct AppArgs {
     /// The consumer group the instances join (ONCEPROOF_GROUP).
     #[arg(long, default_value = "onceproof-app")]
     pub group: String,
+    /// A PostgreSQL server (a postgres:// URL of a role that may CREATE DATABASE): the run
+    /// creates a database of its own there, tells the instances its URL
+    /// (ONCEPROOF_DATABASE_URL), and reads it with the spec's queries (`store = "postgres"`).
+    /// Its writes go to the server, not to files: only the proxy's faults and churn are tried.
+    #[arg(long, value_name = "URL")]
+    pub postgres: Option<String>,
     /// Run this schedule file again instead of drawing one (the records, the instances at the
     /// start and the faults: a run's DIR/schedule.toml, or a shrink's DIR/shrunk.toml), `--runs`
     /// times, and say in how many the anomaly came back.
@@ -335,8 +342,9 @@ struct Run<'a> {
     direct_checked: Option<Instant>,
     /// Labels the proxy killed, not yet matched with their strike.
     proxy_killed: Vec<String>,
-    /// The protocol history judged, once the run is over.
+    /// The protocol history judged, once the run is over, and its partitions' moves.
     history: history::Findings,
+    moves: history::Moves,
     /// The most instances running at once, and the windows counted at the end.
     instances_max: u32,
     windows: Vec<windows::Window>,
@@ -368,6 +376,23 @@ pub fn run(args: &AppArgs, say: &mut dyn FnMut(&str) -> std::io::Result<()>) -> 
         });
     }
     crate::killpoints::supported().map_err(|error| AppError::Usage(format!("kill points: {error}")))?;
+    match (spec.store, &args.postgres) {
+        (observe::Store::Sqlite, None) | (observe::Store::Postgres, Some(_)) => {}
+        (observe::Store::Sqlite, Some(_)) => {
+            let problem = format!(
+                "--postgres: the spec {} reads a SQLite file (give it store = \"postgres\")",
+                args.observe.display()
+            );
+            return Err(AppError::Usage(problem));
+        }
+        (observe::Store::Postgres, None) => {
+            let problem = format!(
+                "the spec {} reads a PostgreSQL store: give the server with --postgres URL",
+                args.observe.display()
+            );
+            return Err(AppError::Usage(problem));
+        }
+    }
     if args.without_proxy && (args.protocol_faults > 0 || args.zombies > 0) {
         let problem =
             "--without-proxy: protocol faults and zombies need the proxy (give --protocol-faults 0 --zombies 0)";
@@ -442,6 +467,10 @@ pub(crate) fn run_in(
                 .map_err(|error| AppError::Io { what: "the proxy's listener".into(), error })?,
         ),
     };
+    let database = match &args.postgres {
+        None => None,
+        Some(url) => Some(postgres::create(url).map_err(AppError::Usage)?),
+    };
     let contract = Contract {
         bootstrap: proxy.as_ref().map_or_else(|| broker.address(), Proxy::address).to_string(),
         topic: args.topic.clone(),
@@ -449,6 +478,7 @@ pub(crate) fn run_in(
         session_timeout_ms: args.session_timeout_ms,
         heartbeat_interval_ms: args.session_timeout_ms / 5,
         store,
+        database_url: database.as_ref().map(|database| database.url.clone()),
     };
     let tried = Tried { records: plan.records.len(), partitions: args.partitions, ..Tried::default() };
     let mut run = Run {
@@ -465,6 +495,7 @@ pub(crate) fn run_in(
         direct_checked: None,
         proxy_killed: Vec::new(),
         history: history::Findings::default(),
+        moves: history::Moves::default(),
         instances_max: 0,
         windows: Vec::new(),
         running: Vec::new(),
@@ -495,6 +526,9 @@ pub(crate) fn run_in(
         ));
     }
     history.extend(run.history.stale_accepted.iter().cloned());
+    if !args.without_proxy {
+        history.push(run.moves.line());
+    }
     let started = run.started;
     let windows = windows::lines(&run.windows);
     let tried = run.tried;
@@ -518,6 +552,9 @@ impl Run<'_> {
             dir.display()
         );
         self.say(line)?;
+        if let Some(url) = &self.contract.database_url {
+            self.say(format!("the store: a PostgreSQL database made for this run and kept after it, {url}"))?;
+        }
         self.produce_chunk(0)?;
         for _ in 0..self.args.instances {
             self.add_instance(false)?;
@@ -528,6 +565,16 @@ impl Run<'_> {
         for (index, fault) in faults.into_iter().enumerate() {
             self.restart_strays()?;
             match fault {
+                Fault::Kill { .. } | Fault::Zombie { .. } if self.contract.database_url.is_some() => {
+                    self.produce_chunk(index + 1)?;
+                    self.tried.not_traced += 1;
+                    self.say(format!(
+                        "fault {}: not tried ({}): a PostgreSQL store's writes go to its server, not to files the tracer sees",
+                        index + 1,
+                        if matches!(fault, Fault::Kill { .. }) { "a kill at the store's writes" } else { "a zombie, frozen as it begins a transaction" }
+                    ))?;
+                    pause(Duration::from_secs(1))?;
+                }
                 Fault::Kill { after_calls, syncs_only, restart_ms } => {
                     self.kill(after_calls, syncs_only, restart_ms, index + 1)?;
                 }
@@ -550,10 +597,19 @@ impl Run<'_> {
         let end = self.observe()?;
         let events = self.proxy.as_ref().map(Proxy::history).unwrap_or_default();
         self.history = history::judge(&events);
+        self.moves = history::moves(&events);
         let path = dir.join("history.jsonl");
         history::write(&events, &path)
             .map_err(|error| AppError::Io { what: format!("cannot write {}", path.display()), error })?;
         if let Some(why) = drained {
+            return Ok((Verdict::NotEstablished(why), Vec::new()));
+        }
+        let dropped = self.proxy.as_ref().map_or(0, Proxy::history_dropped);
+        if dropped > 0 {
+            let why = format!(
+                "the protocol history reached its bound of {} events and left {dropped} out: judged from it, the run would miss them",
+                kafka_lane::proxy::HISTORY_EVENTS_MAX
+            );
             return Ok((Verdict::NotEstablished(why), Vec::new()));
         }
         if let Some(why) = self.proxy.as_ref().and_then(Proxy::broken) {
@@ -596,6 +652,8 @@ impl Run<'_> {
             syncs: self.owners.sync_calls(),
             instances_max: self.instances_max,
             proxied: self.proxy.is_some(),
+            moved: self.moves.moved,
+            moved_in_flight: self.moves.in_flight.len(),
         };
         self.windows = windows::count(&self.tried, seen);
         let unstruck = windows::unstruck(&self.windows);
@@ -724,7 +782,7 @@ impl Run<'_> {
         let started = Instant::now();
         loop {
             self.check_instances()?;
-            let observed = self.spec.observe_app(&self.contract.store, &self.scratch, &self.args.group);
+            let observed = self.read_store();
             let committed = self.committed()?;
             let consumed = match &observed {
                 Ok(seen) => seen.total != 0 || seen.applied.as_ref().is_some_and(|ids| !ids.is_empty()),
@@ -739,7 +797,7 @@ impl Run<'_> {
                 let (instance, last) =
                     self.running.first().map_or_else(Default::default, |first| (first.label(), first.last_line()));
                 return Err(match observed {
-                    Err(_) if !database.exists() => {
+                    Err(_) if self.contract.database_url.is_none() && !database.exists() => {
                         let problem = format!(
                             "never consumed: its database {} was never created in {} s; {last}",
                             database.display(),
@@ -773,7 +831,16 @@ impl Run<'_> {
     }
 
     fn observe(&self) -> Result<AppObserved, AppError> {
-        Ok(self.spec.observe_app(&self.contract.store, &self.scratch, &self.args.group)?)
+        Ok(self.read_store()?)
+    }
+
+    /// The application's store read with the spec's queries: a copy of the SQLite files, or
+    /// the run's PostgreSQL database.
+    fn read_store(&self) -> Result<AppObserved, ObserveError> {
+        match &self.contract.database_url {
+            None => self.spec.observe_app(&self.contract.store, &self.scratch, &self.args.group),
+            Some(url) => self.spec.observe_app_postgres(url, &self.args.group),
+        }
     }
 
     /// One kill: armed on every instance connected to the broker (each past its start), the

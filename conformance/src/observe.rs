@@ -27,6 +27,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
+mod postgres;
+
 /// The version of the observation spec's format this build reads.
 pub const SPEC_VERSION: u64 = 1;
 
@@ -215,8 +217,20 @@ impl std::error::Error for ObserveError {}
 #[serde(deny_unknown_fields)]
 struct SpecFile {
     version: u64,
-    database: String,
+    /// `sqlite` (the default) or `postgres` (`kafka app --postgres` only).
+    store: Option<String>,
+    database: Option<String>,
     queries: BTreeMap<String, String>,
+}
+
+/// Where the queries run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Store {
+    /// A SQLite database in the store directory, read from a copy of its files.
+    Sqlite,
+    /// The PostgreSQL database `kafka app --postgres` creates for the run, read through a
+    /// read-only transaction.
+    Postgres,
 }
 
 /// A loaded observation spec: where the database is in the store directory, and the queries.
@@ -224,8 +238,9 @@ struct SpecFile {
 pub struct ObserveSpec {
     /// The file, as named on the command line (for messages and reproduce lines).
     pub path: PathBuf,
-    /// The database, relative to the store directory.
+    /// The database, relative to the store directory (SQLite; empty for PostgreSQL).
     database: PathBuf,
+    pub store: Store,
     queries: BTreeMap<Query, String>,
 }
 
@@ -242,15 +257,30 @@ impl ObserveSpec {
         if file.version != SPEC_VERSION {
             return Err(fail(format!("version {} (this build reads version {SPEC_VERSION})", file.version)));
         }
-        let database = PathBuf::from(&file.database);
-        let plain = database.components().all(|c| matches!(c, Component::Normal(_)));
-        if file.database.is_empty() || !plain {
-            let problem = format!(
-                "database '{}' must be a path inside the store directory (relative, without '..')",
-                file.database
-            );
-            return Err(fail(problem));
-        }
+        let (store, database) = match (file.store.as_deref(), file.database) {
+            (None | Some("sqlite"), None) => {
+                return Err(fail("no database: a SQLite store names its file (database = \"app.db\")".to_string()));
+            }
+            (None | Some("sqlite"), Some(database)) => {
+                let path = PathBuf::from(&database);
+                let plain = path.components().all(|c| matches!(c, Component::Normal(_)));
+                if database.is_empty() || !plain {
+                    let problem = format!(
+                        "database '{database}' must be a path inside the store directory (relative, without '..')"
+                    );
+                    return Err(fail(problem));
+                }
+                (Store::Sqlite, path)
+            }
+            (Some("postgres"), None) => (Store::Postgres, PathBuf::new()),
+            (Some("postgres"), Some(database)) => {
+                let problem = format!(
+                    "database '{database}' with store = \"postgres\": the run creates the database, give no file"
+                );
+                return Err(fail(problem));
+            }
+            (Some(other), _) => return Err(fail(format!("store '{other}' (the stores are sqlite, postgres)"))),
+        };
         let mut queries = BTreeMap::new();
         for (name, sql) in file.queries {
             let Some(query) = Query::ALL.into_iter().find(|query| query.name() == name) else {
@@ -259,12 +289,16 @@ impl ObserveSpec {
             };
             queries.insert(query, sql);
         }
-        Ok(ObserveSpec { path: path.to_path_buf(), database, queries })
+        Ok(ObserveSpec { path: path.to_path_buf(), database, store, queries })
     }
 
     /// Refuses a spec without a query the claimed row's store uses (a field left out would be
     /// read as empty, and the model's rows there would show as a divergence of the consumer).
     pub fn require(&self, strategy: Strategy) -> Result<(), ObserveError> {
+        if self.store == Store::Postgres {
+            let problem = "store = \"postgres\" is read by `kafka app --postgres` only: a model row's store is SQLite";
+            return Err(self.error(None, None, problem.to_string()));
+        }
         if self.queries.contains_key(&Query::Applied) {
             let problem = "query 'applied' is read by `kafka app` only: a model row's store has no such field";
             return Err(self.error(Some(Query::Applied), None, problem.to_string()));

@@ -5,8 +5,11 @@
 //! protocol history; and the command's refusals of bad input and its interruption.
 #![cfg(all(feature = "kafka", target_os = "linux"))]
 
-#[path = "../../tests/support/tools.rs"]
-mod tools;
+#[path = "../../impl/tests/common/pg.rs"]
+#[allow(dead_code)]
+mod pg;
+
+use pg::tools;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -281,6 +284,91 @@ fn a_shrunk_schedule_brings_its_anomaly_back() {
             show(&output)
         );
     }
+}
+
+/// Node.js with the JavaScript example's packages (scripts/setup.sh), or `None` after a skip line.
+fn node() -> Option<()> {
+    let modules = root().join("examples/kafka/js/node_modules");
+    let script = format!("require('{0}/kafkajs'); require('{0}/pg')", modules.display());
+    let found = Command::new("node").args(["-e", &script]).stdin(Stdio::null()).output();
+    tools::require("Node.js with kafkajs and pg", found.is_ok_and(|output| output.status.success())).then_some(())
+}
+
+/// A second language, client and store: the JavaScript example (kafkajs, node-postgres) on a
+/// PostgreSQL database the run makes on a private server. Its writes go to the server, so the
+/// kills at store writes and the zombies are not tried and the report says so; the proxy's
+/// protocol faults are, and the kill as its OffsetCommit arrives, after its transaction
+/// committed, applies records again: the duplicate of process-then-commit, with row
+/// effect-first.
+#[test]
+fn a_javascript_application_on_postgres_is_judged_through_the_proxy() {
+    let Some(()) = node() else { return };
+    let Some(server) = pg::server() else { return };
+    let started = Instant::now();
+    let dir = run_dir("js-postgres");
+    let dir_text = dir.display().to_string();
+    let admin = server.url("postgres");
+    let script = "examples/kafka/js/process_then_commit.js";
+    let args = [
+        "--postgres",
+        &admin,
+        "--observe",
+        "examples/kafka/js/app.observe.toml",
+        "--records",
+        "100",
+        "--kills",
+        "2",
+        "--churn",
+        "2",
+        "--zombies",
+        "1",
+        "--shrink-candidates",
+        "0",
+        "--dir",
+        &dir_text,
+    ];
+    let output = app(&args, &["node", script]).output().expect("conformance runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let reproduce = format!(
+        "reproduce (with a PostgreSQL server at URL): cargo run -p conformance --features kafka -- kafka app {} -- node {script}",
+        args.join(" ")
+    );
+    assert_eq!(output.status.code(), Some(1), "{}\n{reproduce}", show(&output));
+    let words = [
+        "the store: a PostgreSQL database made for this run",
+        "records applied more than once",
+        "counterexample in row effect-first",
+        "3 protocol faults struck (kill at commit 1, kill after commit answer 1, close after commit sent 1)",
+        "not tried: 3 kills at the store's writes and zombies, since a PostgreSQL store's writes go to its server",
+        "no instance was seen connected to the broker around the proxy",
+    ];
+    for word in words {
+        assert!(stdout.contains(word), "no {word:?} in the report\n{}\n{reproduce}", show(&output));
+    }
+    eprintln!("process_then_commit.js on PostgreSQL: exit 1, {:.1} s", started.elapsed().as_secs_f64());
+    // A store and a spec that disagree, and a URL the instances could not be given: one line, exit 2.
+    let sqlite_spec = "examples/kafka/app.observe.toml";
+    let js_spec = "examples/kafka/js/app.observe.toml";
+    let table: [(&[&str], &str); 3] = [
+        (&["--postgres", &admin, "--observe", sqlite_spec], "reads a SQLite file (give it store = \"postgres\")"),
+        (&["--observe", js_spec], "reads a PostgreSQL store: give the server with --postgres URL"),
+        (&["--postgres", "mysql://localhost/x", "--observe", js_spec], "not a postgres:// or postgresql:// URL"),
+    ];
+    for (args, words) in table {
+        let refused = run_dir("js-refused");
+        let refused_text = refused.display().to_string();
+        let mut all = args.to_vec();
+        all.extend_from_slice(&["--dir", &refused_text]);
+        let output = app(&all, &["node", script]).output().expect("conformance runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let one_line = stderr.lines().count() == 1 && stderr.starts_with("error: ") && stderr.contains(words);
+        assert!(
+            output.status.code() == Some(2) && one_line,
+            "{args:?}: expected exit 2 and {words:?}\n{}",
+            show(&output)
+        );
+    }
+    assert!(started.elapsed() < FAMILY_CAP, "the JavaScript run took {:?}, over the cap", started.elapsed());
 }
 
 /// Bad input: one line on stderr naming the problem and exit 2, nothing on stdout but the

@@ -29,6 +29,10 @@ use wire::{Answer, Said};
 /// How often the accepting thread looks for a stop.
 const ACCEPT_POLL: Duration = Duration::from_millis(20);
 
+/// The most events the protocol history keeps (a few hundred bytes each): a run of 1,000
+/// records with 40 faults records about ten thousand. Past it, events are counted, not kept.
+pub const HISTORY_EVENTS_MAX: usize = 500_000;
+
 /// The most connections the proxy keeps open at once: a group's instances open a handful
 /// each; far more is a client in a loop.
 pub const CONNECTIONS_MAX: usize = 256;
@@ -151,6 +155,8 @@ struct Shared {
 #[derive(Default)]
 struct State {
     history: Vec<Event>,
+    /// Events left out of the history once it held `HISTORY_EVENTS_MAX`.
+    dropped: u64,
     armed: Option<ProtocolFault>,
     struck: Option<Strike>,
     /// Live connections: the client's and the broker's streams, to close them at a stop.
@@ -227,6 +233,11 @@ impl Proxy {
     }
 
     /// The first response the proxy could not rewrite, if any.
+    /// Events left out of the history past its bound (`HISTORY_EVENTS_MAX`).
+    pub fn history_dropped(&self) -> u64 {
+        self.shared.lock().dropped
+    }
+
     pub fn broken(&self) -> Option<String> {
         self.shared.lock().broken.clone()
     }
@@ -262,7 +273,7 @@ impl Shared {
 
     fn record(&self, conn: u64, peer_port: u16, what: What) {
         let at_ms = self.now_ms();
-        self.lock().history.push(Event { at_ms, conn, peer_port, what });
+        self.lock().keep(Event { at_ms, conn, peer_port, what });
     }
 
     /// Closes both streams of a connection (the other thread's read then ends).
@@ -290,7 +301,18 @@ impl Shared {
         let mut state = self.lock();
         let owner = state.owners.get(&conn).cloned().flatten();
         state.struck = Some(Strike { fault, conn, peer_port, owner, at_ms });
-        state.history.push(Event { at_ms, conn, peer_port, what: What::Fault { fault, correlation } });
+        state.keep(Event { at_ms, conn, peer_port, what: What::Fault { fault, correlation } });
+    }
+}
+
+impl State {
+    /// Adds an event to the history within its bound, else counts it as left out.
+    fn keep(&mut self, event: Event) {
+        if self.history.len() < HISTORY_EVENTS_MAX {
+            self.history.push(event);
+        } else {
+            self.dropped += 1;
+        }
     }
 }
 

@@ -194,6 +194,127 @@ pub fn rejoined(events: &[Event], owner: &str, after_ms: u64) -> Option<u64> {
     })
 }
 
+/// The partitions that moved from one instance to another, and those that moved with records
+/// in flight: records the old owner had fetched (its last Fetch position past them) that the
+/// new owner fetched again (its first Fetch position before the old one's).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Moves {
+    pub moved: usize,
+    /// Per move with records in flight: the partition, from whom, to whom, when (the new
+    /// owner's sync), the old owner's position and the new owner's start.
+    pub in_flight: Vec<InFlight>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InFlight {
+    pub partition: (String, i32),
+    pub from: String,
+    pub to: String,
+    pub at_ms: u64,
+    pub from_position: i64,
+    pub to_start: i64,
+}
+
+impl Moves {
+    /// The report's line: the moves, those with records in flight, and the first of those.
+    pub fn line(&self) -> String {
+        let first = match self.in_flight.first() {
+            None => String::new(),
+            Some(first) => format!(
+                " (the first: {}:{} from {} to {} at {} ms, fetched up to offset {} there, fetched again from {})",
+                first.partition.0,
+                first.partition.1,
+                first.from,
+                first.to,
+                first.at_ms,
+                first.from_position,
+                first.to_start
+            ),
+        };
+        format!(
+            "partition moves: {} between instances, {} with records in flight{first}",
+            self.moved,
+            self.in_flight.len()
+        )
+    }
+}
+
+/// A move whose new owner has not fetched the partition yet.
+struct Pending {
+    topic: String,
+    from: String,
+    to: String,
+    at_ms: u64,
+    from_position: Option<i64>,
+}
+
+/// Every partition's moves between instances (in the order the syncs were answered), with the
+/// records in flight at each.
+pub fn moves(events: &[Event]) -> Moves {
+    let mut found = Moves::default();
+    let mut owners: BTreeMap<u64, &str> = BTreeMap::new();
+    let mut syncs: BTreeMap<(u64, i32), i32> = BTreeMap::new();
+    // By partition number alone: the run's group reads one topic, which SyncGroup names and
+    // Fetch (version 13 on) gives by its id.
+    let mut holders: BTreeMap<i32, (&str, i32)> = BTreeMap::new();
+    let mut positions: BTreeMap<(&str, i32), i64> = BTreeMap::new();
+    let mut pending: BTreeMap<i32, Pending> = BTreeMap::new();
+    for event in events {
+        match &event.what {
+            What::Opened { owner: Some(owner) } => {
+                owners.insert(event.conn, owner.as_str());
+            }
+            What::Request { correlation, said: Said::Sync { generation, .. }, .. } => {
+                syncs.insert((event.conn, *correlation), *generation);
+            }
+            What::Request { said: Said::Fetch { offsets }, .. } => {
+                let Some(&owner) = owners.get(&event.conn) else { continue };
+                for offset in offsets {
+                    let partition = offset.partition;
+                    if let Some(move_) = pending.get(&partition).filter(|move_| move_.to == owner) {
+                        if let Some(from_position) = move_.from_position.filter(|&position| offset.offset < position) {
+                            found.in_flight.push(InFlight {
+                                partition: (move_.topic.clone(), partition),
+                                from: move_.from.clone(),
+                                to: owner.to_string(),
+                                at_ms: move_.at_ms,
+                                from_position,
+                                to_start: offset.offset,
+                            });
+                        }
+                        pending.remove(&partition);
+                    }
+                    positions.insert((owner, partition), offset.offset);
+                }
+            }
+            What::Response { correlation, answer: Answer::Synced { error: 0, assigned }, .. } => {
+                let (Some(generation), Some(&owner)) =
+                    (syncs.remove(&(event.conn, *correlation)), owners.get(&event.conn))
+                else {
+                    continue;
+                };
+                for (topic, partition) in assigned {
+                    let before = holders.insert(*partition, (owner, generation));
+                    let Some((from, from_generation)) = before.filter(|(from, _)| *from != owner) else { continue };
+                    if from_generation >= generation {
+                        continue;
+                    }
+                    found.moved += 1;
+                    let from_position = positions.get(&(from, *partition)).copied();
+                    let (from, to, topic) = (from.to_string(), owner.to_string(), topic.clone());
+                    pending.insert(*partition, Pending { topic, from, to, at_ms: event.at_ms, from_position });
+                }
+            }
+            What::Opened { owner: None }
+            | What::Request { .. }
+            | What::Response { .. }
+            | What::Fault { .. }
+            | What::Closed { .. } => {}
+        }
+    }
+    found
+}
+
 fn offsets_text(offsets: &[PartitionOffset]) -> String {
     let parts: Vec<String> = offsets.iter().map(|o| format!("{}:{}={}", o.topic, o.partition, o.offset)).collect();
     parts.join(" ")
@@ -306,6 +427,45 @@ mod tests {
         assert_eq!(reassigned(&events, "app-1", &held), Some(("app-2".into(), 90, 3)));
         assert_eq!(rejoined(&events, "app-1", 90), Some(120));
         assert_eq!(rejoined(&events, "app-1", 120), None);
+    }
+
+    /// A Fetch request naming its topic by id, as version 13 on does (SyncGroup names it).
+    fn fetch(conn: u64, correlation: i32, at_ms: u64, partition: i32, offset: i64) -> Event {
+        let offsets = vec![PartitionOffset { topic: "01a2501b6c99722c877b3a1dde195d6f".into(), partition, offset }];
+        event(at_ms, conn, What::Request { api: "Fetch", version: 11, correlation, said: Said::Fetch { offsets } })
+    }
+
+    /// A partition moves when another instance syncs it in a newer generation; records were in
+    /// flight when the new owner's first fetch starts before the old owner's last position. A
+    /// table of (the new owner's first fetch offset, moves with records in flight).
+    #[test]
+    fn a_move_has_records_in_flight_when_the_new_owner_starts_before_the_old_ones_position() {
+        for (start, in_flight) in [(3, 1), (7, 0), (9, 0)] {
+            let events = [
+                vec![opened(1, "app-1 (incarnation 1)"), opened(2, "app-2 (incarnation 1)")],
+                sync(1, 1, 1, 10, &[0, 1]).to_vec(),
+                vec![fetch(1, 2, 12, 0, 0), fetch(1, 3, 14, 0, 7), fetch(1, 4, 15, 1, 2)],
+                // A resync of the same owner is no move; app-2 takes partition 0 in generation 2.
+                sync(1, 5, 2, 20, &[1]).to_vec(),
+                sync(2, 1, 2, 21, &[0]).to_vec(),
+                vec![fetch(2, 2, 22, 0, start), fetch(2, 3, 23, 0, start + 1)],
+            ]
+            .concat();
+            let found = moves(&events);
+            assert_eq!(found.moved, 1, "start {start}: {found:?}");
+            assert_eq!(found.in_flight.len(), in_flight, "start {start}: {found:?}");
+            if let Some(first) = found.in_flight.first() {
+                let expected = InFlight {
+                    partition: ("t".into(), 0),
+                    from: "app-1 (incarnation 1)".into(),
+                    to: "app-2 (incarnation 1)".into(),
+                    at_ms: 21,
+                    from_position: 7,
+                    to_start: 3,
+                };
+                assert_eq!(first, &expected);
+            }
+        }
     }
 
     /// A refused commit (an error code) moves nothing.

@@ -23,12 +23,14 @@ pub struct Contract {
     pub heartbeat_interval_ms: u32,
     /// The store directory, shared by the instances: the application's database is there.
     pub store: PathBuf,
+    /// With `--postgres`: the URL of the run's own PostgreSQL database.
+    pub database_url: Option<String>,
 }
 
 impl Contract {
     /// The environment variables, in the order the documentation lists them.
     pub fn environment(&self, instance: &str) -> Vec<(&'static str, String)> {
-        vec![
+        let mut variables = vec![
             ("ONCEPROOF_BOOTSTRAP", self.bootstrap.clone()),
             ("ONCEPROOF_TOPIC", self.topic.clone()),
             ("ONCEPROOF_GROUP", self.group.clone()),
@@ -36,7 +38,11 @@ impl Contract {
             ("ONCEPROOF_SESSION_TIMEOUT_MS", self.session_timeout_ms.to_string()),
             ("ONCEPROOF_HEARTBEAT_INTERVAL_MS", self.heartbeat_interval_ms.to_string()),
             ("ONCEPROOF_STORE", self.store.display().to_string()),
-        ]
+        ];
+        if let Some(url) = &self.database_url {
+            variables.push(("ONCEPROOF_DATABASE_URL", url.clone()));
+        }
+        variables
     }
 }
 

@@ -110,6 +110,8 @@ pub struct Tried {
     /// Zombies made, and those armed that met no store call in the wait.
     pub zombies: Vec<Zombie>,
     pub zombies_missed: u32,
+    /// Kills and zombies not tried: the store is a database server's (`--postgres`).
+    pub not_traced: u32,
     pub restarts: u32,
     pub added: u32,
     /// Instances removed by churn (SIGKILLed, not started again).
@@ -391,6 +393,12 @@ pub fn tried_lines(tried: &Tried) -> Vec<String> {
     for (index, zombie) in tried.zombies.iter().enumerate() {
         lines.push(format!("  {}", zombie.line(index)));
     }
+    if tried.not_traced > 0 {
+        lines.push(format!(
+            "not tried: {} kills at the store's writes and zombies, since a PostgreSQL store's writes go to its server, not to files the tracer sees (the proxy's faults and churn were tried)",
+            tried.not_traced
+        ));
+    }
     lines
 }
 
@@ -538,6 +546,7 @@ mod tests {
             protocol_missed: 2,
             zombies: Vec::new(),
             zombies_missed: 0,
+            not_traced: 3,
             restarts: 2,
             added: 1,
             removed: 0,
@@ -564,5 +573,11 @@ mod tests {
             lines[5],
             "  protocol fault 1: app-2 (incarnation 1) killed when its OffsetCommit arrived, before the broker saw it at 1234 ms; group committed 0:3 1:-"
         );
+        // A store on a database server: the kills at its writes and the zombies, not tried, said.
+        assert!(
+            lines[7].starts_with("not tried: 3 kills at the store's writes and zombies, since a PostgreSQL"),
+            "{lines:?}"
+        );
+        assert_eq!(lines.len(), 8, "{lines:?}");
     }
 }

@@ -62,8 +62,9 @@ fn rerun_command(args: &AppArgs, schedule_path: &Path) -> String {
         false => format!("'{}'", word.replace('\'', "'\\''")),
     };
     let command: Vec<String> = args.command.iter().map(|word| quote(word)).collect();
+    let postgres = args.postgres.as_deref().map_or_else(String::new, |url| format!(" --postgres {}", quote(url)));
     format!(
-        "conformance kafka app --schedule {} --observe {} --session-timeout-ms {} -- {}",
+        "conformance kafka app --schedule {} --observe {}{postgres} --session-timeout-ms {} -- {}",
         quote(&schedule_path.display().to_string()),
         quote(&args.observe.display().to_string()),
         args.session_timeout_ms,

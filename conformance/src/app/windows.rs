@@ -10,10 +10,10 @@
 //! - a commit whose response was lost (the connection closed right after it went on): the same;
 //! - a kill right after a sync under the store (the tracer's kill whose call was a sync): reachable
 //!   when the application synced under the store;
-//! - a zombie resumed after its partitions moved: reachable with two instances or more.
-//!
-//! Not counted: a rebalance with records in flight (every kill and zombie makes one, but the run
-//! does not see which records were in flight at that moment).
+//! - a zombie resumed after its partitions moved: reachable with two instances or more;
+//! - a rebalance with records in flight (the protocol history's: a partition moved to another
+//!   instance, whose first fetch of it started before the old owner's last): reachable when a
+//!   partition moved between instances.
 
 use super::judge::Tried;
 use crate::killpoints::SYNC_CALLS;
@@ -37,6 +37,9 @@ pub struct Seen {
     pub instances_max: u32,
     /// Whether a proxy saw the protocol (not with the benchmark's `--without-proxy`).
     pub proxied: bool,
+    /// Partitions moved between instances, and the moves with records in flight.
+    pub moved: usize,
+    pub moved_in_flight: usize,
 }
 
 /// The windows, in the order the report lists them.
@@ -58,6 +61,13 @@ pub fn count(tried: &Tried, seen: Seen) -> Vec<Window> {
         Ok(format!("{} instances at once", seen.instances_max))
     } else {
         Err("one instance at a time: nobody to take its partitions over".to_string())
+    };
+    let moves = if !seen.proxied {
+        Err("not observed: no proxy".to_string())
+    } else if seen.moved > 0 {
+        Ok(format!("{} partition moves between instances", seen.moved))
+    } else {
+        Err("no partition moved between instances".to_string())
     };
     vec![
         Window {
@@ -85,6 +95,7 @@ pub fn count(tried: &Tried, seen: Seen) -> Vec<Window> {
             reachable: zombies,
             struck: tried.zombies.iter().filter(|zombie| zombie.reassigned.is_some()).count(),
         },
+        Window { name: "a rebalance with records in flight", reachable: moves, struck: seen.moved_in_flight },
     ]
 }
 
@@ -113,35 +124,47 @@ mod tests {
     use super::*;
     use crate::app::judge::{ProtocolStrike, Tried};
 
-    /// A table: (OffsetCommits, syncs, instances at most, protocol faults struck) in, the
-    /// unstruck reachable windows out.
+    /// A table: (OffsetCommits, syncs, instances at most, partition moves and those with
+    /// records in flight, protocol faults struck) in, the unstruck reachable windows out.
     #[test]
     fn a_reachable_window_no_fault_struck_is_named() {
         let strike = |fault| ProtocolStrike { fault, instance: "app-1".into(), at_ms: 0, committed: vec![] };
-        type Case = (usize, u64, u32, Vec<ProtocolFault>, Vec<&'static str>);
+        type Case = (usize, u64, u32, (usize, usize), Vec<ProtocolFault>, Vec<&'static str>);
         let table: Vec<Case> = vec![
-            // Offsets elsewhere, one instance, no sync: nothing is reachable.
-            (0, 0, 1, vec![], vec![]),
+            // Offsets elsewhere, one instance, no sync, no move: nothing is reachable.
+            (0, 0, 1, (0, 0), vec![], vec![]),
             // Commits sent, one protocol fault of one kind: the other two kinds are named.
             (
                 5,
                 0,
                 1,
+                (0, 0),
                 vec![ProtocolFault::KillAtCommit],
                 vec!["a kill after an OffsetCommit was answered", "an OffsetCommit whose response was lost"],
             ),
-            // Syncs and two instances, nothing struck: both named.
+            // Syncs and two instances, nothing struck, partitions moved with nothing in flight:
+            // all three named.
             (
                 0,
                 3,
                 2,
+                (4, 0),
                 vec![],
-                vec!["a kill right after a sync under the store", "a zombie resumed after its partitions moved"],
+                vec![
+                    "a kill right after a sync under the store",
+                    "a zombie resumed after its partitions moved",
+                    "a rebalance with records in flight",
+                ],
             ),
+            // A move with records in flight strikes its window.
+            (0, 0, 1, (4, 1), vec![], vec![]),
         ];
-        for (index, (commits, syncs, instances_max, faults, expected)) in table.into_iter().enumerate() {
+        for (index, (commits, syncs, instances_max, (moved, moved_in_flight), faults, expected)) in
+            table.into_iter().enumerate()
+        {
             let tried = Tried { protocol: faults.into_iter().map(strike).collect(), ..Tried::default() };
-            let windows = count(&tried, Seen { commits, syncs, instances_max, proxied: true });
+            let seen = Seen { commits, syncs, instances_max, proxied: true, moved, moved_in_flight };
+            let windows = count(&tried, seen);
             assert_eq!(unstruck(&windows), expected, "case {index}");
             assert_eq!(lines(&windows).len(), windows.len() + 1);
         }

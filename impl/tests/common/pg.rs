@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 #[path = "../../../tests/support/tools.rs"]
-mod tools;
+pub mod tools;
 
 /// One running cluster.
 pub struct Server {
