@@ -73,7 +73,7 @@ pub fn cross_check(trace: &Trace, options: &Options) -> Result<CrossCheck, Error
         harness.apply(action)?;
         let windows = harness.take_windows();
         let Some(kind) = step_kind(action) else { continue };
-        let points: Vec<_> = windows.iter().flat_map(|window| &window.points).collect();
+        let points: Vec<_> = windows.iter().flat_map(|(_, _, window)| &window.points).collect();
         if points.is_empty() {
             continue;
         }
@@ -92,7 +92,7 @@ pub fn cross_check(trace: &Trace, options: &Options) -> Result<CrossCheck, Error
                     index + 1,
                     model::view::action_text(&expected[index], action),
                     point.ordinal,
-                    windows.iter().map(|window| window.found).sum::<usize>(),
+                    windows.iter().map(|(_, _, window)| window.found).sum::<usize>(),
                     low.name,
                     high.name,
                     stores,
@@ -171,7 +171,7 @@ fn crash_at(
         Err(Error::Worker { source: WorkerError::Ended, .. }) => {}
         Err(other) => return Err(other),
     }
-    let calls = harness.take_windows().iter().map(|window| window.found).sum();
+    let calls = harness.take_windows().iter().map(|(_, _, window)| window.found).sum();
     let snapshot = harness.store_snapshot()?;
     let stores = harness.observe_copies(&[&snapshot])?.remove(0);
     Ok(Some((calls, stores)))

@@ -317,12 +317,59 @@ struct CopyReader {
 
 impl CopyReader {
     fn read(&self, snapshot: &Snapshot, index: usize) -> Result<Vec<ModelStore>, Error> {
-        let copy = self.dir.join(format!("kill-point-{index}"));
+        let copy = self.write_copy(snapshot, &format!("kill-point-{index}"))?;
+        let stores = self.stores_in(&copy);
+        let _ = std::fs::remove_dir_all(&copy);
+        stores
+    }
+
+    /// An owner started on a copy as a restart after a crash there would start it: its leases
+    /// once its start has replied, and every group's store after that start.
+    fn restart(&self, snapshot: &Snapshot, index: usize, spec: &OwnerSpec) -> Result<Restarted, Error> {
+        let copy = self.write_copy(snapshot, &format!("restart-point-{index}"))?;
+        let restarted = self.restart_in(&copy, spec);
+        let _ = std::fs::remove_dir_all(&copy);
+        restarted
+    }
+
+    fn restart_in(&self, copy: &Path, spec: &OwnerSpec) -> Result<Restarted, Error> {
+        let launch = self.launch.as_ref().ok_or(Error::Unsupported("a restart on a copy without a command"))?;
+        let launch = Launch { store: copy.to_path_buf(), inside_step: false, ..launch.clone() };
+        let spec = OwnerSpec { launch: Some(launch.clone()), inside_step: false, ..spec.clone() };
+        let mut owner: Box<dyn OwnerHandle> = Box::new(crate::protocol::ProtocolOwner::spawn(&launch, &spec)?);
+        let leases = owner.leases();
+        owner.kill();
+        let mut seen = vec![None; usize::from(self.partitions)];
+        for (partition, lease) in leases? {
+            let Some(slot) = seen.get_mut(partition as usize) else {
+                let (group, owner) = (spec.group.clone(), spec.owner.clone());
+                return Err(Unobservable::NoSuchPartition { group, owner, partition }.into());
+            };
+            *slot = Some(model_lease(&lease)?);
+        }
+        // The store after the start is read by the consumer's SQL only: through the store role
+        // it would cost a process per copy, and that role is trusted anyway.
+        let stores = match self.observe {
+            Some(_) => Some(self.stores_in(copy)?),
+            None => None,
+        };
+        Ok(Restarted { leases: seen, stores })
+    }
+
+    /// A fresh directory `name` beside the store holding the copy.
+    fn write_copy(&self, snapshot: &Snapshot, name: &str) -> Result<PathBuf, Error> {
+        let copy = self.dir.join(name);
         if copy.exists() {
             std::fs::remove_dir_all(&copy).map_err(Error::io(&copy, "remove"))?;
         }
         std::fs::create_dir(&copy).map_err(Error::io(&copy, "create"))?;
         snapshot.write_to(&copy).map_err(Error::io(&copy, "write a copy of the store into"))?;
+        Ok(copy)
+    }
+
+    /// Every group's store as the directory `copy` holds it, read by a fresh reader.
+    fn stores_in(&self, copy: &Path) -> Result<Vec<ModelStore>, Error> {
+        let copy = copy.to_path_buf();
         let groups = 0..self.groups;
         let observed: Vec<consumer::protocol::Observed> = match (&self.launch, &self.observe) {
             // The consumer's own SQL on the copy: no process to start, and nothing trusted.
@@ -342,9 +389,26 @@ impl CopyReader {
                 observed.collect::<Result<_, _>>()?
             }
         };
-        let _ = std::fs::remove_dir_all(&copy);
         let stores = observed.into_iter().map(|observed| model_store(observed, self.partitions));
         Ok(stores.collect::<Result<_, _>>()?)
+    }
+}
+
+/// What an owner restarted on a copy of the store made of it (`Harness::restart_copies`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restarted {
+    /// Per partition, the lease the restarted owner reports (`None`: not its partition).
+    pub leases: Vec<Option<Lease>>,
+    /// Every group's store after its start (a restart claims its epochs); read with an
+    /// observation spec only (`None` otherwise).
+    pub stores: Option<Vec<ModelStore>>,
+}
+
+impl Restarted {
+    /// Whether a real restart agrees with the model's: the same leases, and the same stores
+    /// where the real one's were read.
+    pub fn agrees_with(&self, model: &Restarted) -> bool {
+        self.leases == model.leases && (self.stores.is_none() || self.stores == model.stores)
     }
 }
 
@@ -512,12 +576,34 @@ impl Harness {
 
     /// The kill points inside the model steps since the last call (every owner's windows, in
     /// slot order: a step has one acting owner, so they are that step's).
-    pub fn take_windows(&mut self) -> Vec<Window> {
+    pub fn take_windows(&mut self) -> Vec<(u8, u8, Window)> {
         let mut windows = Vec::new();
-        for handle in self.owners.iter_mut().flatten().flatten() {
-            windows.extend(handle.take_windows());
+        for (group, slots) in self.owners.iter_mut().enumerate() {
+            for (slot, handle) in slots.iter_mut().enumerate() {
+                let Some(handle) = handle else { continue };
+                let at = |window| (narrow_index(group), narrow_index(slot), window);
+                windows.extend(handle.take_windows().into_iter().map(at));
+            }
         }
         windows
+    }
+
+    /// Whether a file outside the consumer's store is one of onceproof's own that owners write
+    /// (spec.md §10): the email provider's and the index's databases beside the log, and the
+    /// txn rows' output log (`output/`). Anything else an owner writes outside its
+    /// store fails the trace (`replay::ReplayFailure::OutsideStore`).
+    pub fn is_onceproof_file(&self, path: &Path) -> bool {
+        let Ok(data) = self.dir.path.canonicalize() else { return false };
+        let Ok(relative) = path.strip_prefix(&data) else { return false };
+        let Some(first) = relative.components().next() else { return false };
+        let first = first.as_os_str().to_string_lossy();
+        let external = ["external.db", "index.db"].iter().any(|name| first.starts_with(name));
+        external || (first == "output" && self.transactional.is_some())
+    }
+
+    /// Whether `slot` of a group is an owner's current incarnation (not a paused one's).
+    pub fn is_current_slot(&self, slot: u8) -> bool {
+        slot < self.config.owners
     }
 
     /// Every group's durable store as each copy taken at a kill point holds it, read by a fresh
@@ -526,14 +612,7 @@ impl Harness {
     /// hot journal a kill inside a transaction left, as it would on the real store. The copies
     /// are read `COPY_READERS_MAX` at a time (a reader is mostly a process's start).
     pub fn observe_copies(&self, snapshots: &[&Snapshot]) -> Result<Vec<Vec<ModelStore>>, Error> {
-        let reader = CopyReader {
-            dir: self.dir.path.clone(),
-            launch: self.launch.clone(),
-            observe: self.options.observe.clone(),
-            strategy: self.config.strategy,
-            groups: self.config.groups,
-            partitions: self.config.partitions,
-        };
+        let reader = self.copy_reader();
         let reader = &reader;
         let readers = COPY_READERS_MAX.min(snapshots.len()).max(1);
         let mut results: Vec<Option<Result<Vec<ModelStore>, Error>>> = (0..snapshots.len()).map(|_| None).collect();
@@ -553,6 +632,60 @@ impl Harness {
             }
         });
         results.into_iter().map(|result| result.expect("every copy read")).collect()
+    }
+
+    /// Whether a kill inside an owner's step is also judged by restarting there: protocol mode,
+    /// where the consumer's own start is what reads its restart position (this consumer's is
+    /// conformance's own and replayed step by step already).
+    pub fn restarts_copies(&self) -> bool {
+        self.launch.is_some() && self.traced()
+    }
+
+    /// For each copy, the owner `owner` of `group` (a current incarnation's slot) started on it
+    /// as a restart after a crash there would start it, `COPY_READERS_MAX` at a time.
+    pub fn restart_copies(&self, snapshots: &[&Snapshot], group: u8, owner: u8) -> Result<Vec<Restarted>, Error> {
+        let reader = self.copy_reader();
+        let (reader, spec) = (&reader, &self.spec(group, owner));
+        let readers = COPY_READERS_MAX.min(snapshots.len()).max(1);
+        let mut results: Vec<Option<Result<Restarted, Error>>> = (0..snapshots.len()).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..readers)
+                .map(|first| {
+                    scope.spawn(move || {
+                        let mine = (first..snapshots.len()).step_by(readers);
+                        mine.map(|index| (index, reader.restart(snapshots[index], index, spec))).collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for worker in workers {
+                for (index, result) in worker.join().expect("a copy's restart does not panic") {
+                    results[index] = Some(result);
+                }
+            }
+        });
+        results.into_iter().map(|result| result.expect("every copy restarted")).collect()
+    }
+
+    /// What of a copy besides the store its reader shows can change what a restart on it does:
+    /// with an observation spec, every file but the database's (a restart on two copies that
+    /// show the same store and hold the same other files is judged once); without one, all of
+    /// it.
+    pub fn restart_residue(&self, snapshot: &Snapshot) -> Snapshot {
+        let Some(spec) = &self.options.observe else { return snapshot.clone() };
+        let database = spec.database_files();
+        let entries = snapshot.entries.iter().filter(|(path, _)| !database.contains(path));
+        Snapshot { entries: entries.map(|(path, entry)| (path.clone(), entry.clone())).collect() }
+    }
+
+    fn copy_reader(&self) -> CopyReader {
+        CopyReader {
+            dir: self.dir.path.clone(),
+            launch: self.launch.clone(),
+            observe: self.options.observe.clone(),
+            strategy: self.config.strategy,
+            groups: self.config.groups,
+            partitions: self.config.partitions,
+        }
     }
 
     /// Performs one model action on the real system and returns the observed state after it.
@@ -1438,6 +1571,11 @@ struct PartitionSeen {
     deltas: Vec<i64>,
     start: u8,
     damaged: bool,
+}
+
+/// A group's or slot's index as the model numbers it (both are bounded far below 256).
+fn narrow_index(index: usize) -> u8 {
+    u8::try_from(index).expect("groups and owner slots are bounded below 256")
 }
 
 pub(crate) fn narrow<T: TryInto<u8> + Into<i128> + Copy>(value: T, what: &'static str) -> Result<u8, Unobservable> {

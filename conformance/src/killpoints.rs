@@ -38,6 +38,9 @@ pub const POINTS_PER_STEP_MAX: usize = 64;
 /// copies in memory, so 16 MiB bounds a window at 1 GiB.
 pub const SNAPSHOT_BYTES_MAX: u64 = 16 << 20;
 
+/// The most files outside the store a window names (`Window::outside`).
+const OUTSIDE_MAX: usize = 16;
+
 /// How long `Traced::status` waits for a process's end to be reaped before saying it is unknown.
 const STATUS_WAIT_MS: u64 = 5_000;
 
@@ -172,6 +175,25 @@ impl fmt::Display for KillPoint {
 pub struct Window {
     pub found: usize,
     pub points: Vec<KillPoint>,
+    /// Files outside the store that the process opened for writing in the window and that
+    /// still exist as regular files when it closed (a temporary file removed meanwhile, a
+    /// device, `/proc` and `/sys` are left out): the open call and the file's real path.
+    pub outside: Vec<(&'static str, PathBuf)>,
+    /// Store files the process has mapped shared and writable by the window's close: its
+    /// stores to that memory change the file with no call a kill point could follow.
+    pub mapped: Vec<PathBuf>,
+}
+
+/// Whether a file opened for writing outside the store holds no state of the consumer's: a
+/// device (`/dev/null`, a terminal; `/dev/shm` is a file system like any other), the kernel's
+/// files, Python's byte-code cache (`__pycache__`), or one gone by the window's close (a
+/// temporary file).
+fn holds_no_state(path: &Path) -> bool {
+    let kernel = ["/proc", "/sys"].iter().any(|root| path.starts_with(root));
+    let device = path.starts_with("/dev") && !path.starts_with("/dev/shm");
+    // Python's byte-code cache, written at an import: made again from the source when missing.
+    let cache = path.components().any(|part| part.as_os_str() == "__pycache__");
+    kernel || device || cache || !std::fs::metadata(path).is_ok_and(|meta| meta.is_file())
 }
 
 /// Why a process cannot be traced.
@@ -295,6 +317,8 @@ struct State {
     watched: Option<Vec<Instant>>,
     /// Every live tracee (the process, its threads and children), for a kill.
     live: BTreeSet<i32>,
+    /// Store files the process mapped shared and writable (`Window::mapped`).
+    mapped: BTreeSet<PathBuf>,
     /// How the traced process ended, once reaped.
     ended: Option<String>,
     /// The tracer stopped on an error of its own.
@@ -316,6 +340,13 @@ impl OpenWindow {
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
+    }
+
+    /// Records a file opened for writing outside the store (once per path).
+    fn record_outside(&mut self, call: &'static str, path: PathBuf) {
+        if self.window.outside.len() < OUTSIDE_MAX && !self.window.outside.iter().any(|(_, seen)| *seen == path) {
+            self.window.outside.push((call, path));
+        }
     }
 
     /// Records a kill point: kept while the window has room, else in place of a kept one with
@@ -551,6 +582,8 @@ impl Traced {
         }
         let mut window = open.window;
         window.points.sort_by_key(|point| point.ordinal);
+        window.outside.retain(|(_, path)| !holds_no_state(path));
+        window.mapped = state.mapped.iter().cloned().collect();
         Ok(window)
     }
 

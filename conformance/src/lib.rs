@@ -5,6 +5,7 @@
 pub mod app;
 pub mod batch;
 pub mod corpus;
+pub mod coverage;
 pub mod crosscheck;
 pub mod diff;
 pub mod driver;

@@ -223,7 +223,8 @@ struct ReplayArgs {
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Replay only the traces of this model row: the strategy your consumer claims (required
-    /// with --worker; the summary says whether the claim holds on every trace).
+    /// with --worker, which adds the traces of rows your consumer serves alike where they bring
+    /// a step or fault the row's lack; the summary counts the traces and names what none had).
     #[arg(long, value_name = "ROW")]
     strategy: Option<Strategy>,
     /// Print one JSON document (spec.md §11, "JSON output") instead of the lines.
@@ -555,9 +556,22 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let traces: Vec<(PathBuf, Trace)> =
         files.into_iter().map(|path| corpus::load(&path).map(|t| (path, t))).collect::<Result<_, _>>()?;
     let found = traces.len();
-    let traces: Vec<(PathBuf, Trace)> =
-        traces.into_iter().filter(|(_, trace)| args.strategy.is_none_or(|row| trace.config.strategy == row)).collect();
-    if let Some(row) = args.strategy.filter(|_| traces.is_empty()) {
+    // A consumer's claim replays, besides the row's traces, those of the rows it serves alike
+    // where they bring a kind of step or fault the row's lack (`coverage`).
+    let claim_of = args.strategy.filter(|_| args.run.worker.is_some());
+    let selection = match claim_of {
+        Some(row) => conformance::coverage::select(row, traces),
+        None => {
+            let traces: Vec<(PathBuf, Trace)> = traces
+                .into_iter()
+                .filter(|(_, trace)| args.strategy.is_none_or(|row| trace.config.strategy == row))
+                .collect();
+            let own = traces.len();
+            conformance::coverage::Selection { traces, own, added: Vec::new(), missing: Vec::new() }
+        }
+    };
+    let traces = &selection.traces;
+    if let Some(row) = args.strategy.filter(|_| selection.own == 0) {
         bail!("no trace of {row} among the {found} given");
     }
     preflight(&options)?;
@@ -568,12 +582,18 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         outln!("{TOOL} (model: {})", model::TOOL)?;
     }
     if let Some(row) = args.strategy.filter(|_| text) {
-        outln!("replaying the {} traces of {row} ({} of other rows left out)", traces.len(), found - traces.len())?;
+        let added = selection.added.iter().map(|(other, n)| format!("{n} of {other}")).collect::<Vec<_>>();
+        let added = match added.is_empty() {
+            true => String::new(),
+            false => format!(" and, for the steps and faults they add, {} (rows it serves alike)", added.join(", ")),
+        };
+        let left = found - traces.len();
+        outln!("replaying the {} traces of {row}{added} ({left} of other rows left out)", selection.own)?;
     }
     let started = Instant::now();
     let (mut failures, mut steps, mut inside) = (Vec::new(), 0, Inside::default());
     let mut records = Vec::with_capacity(traces.len());
-    for (path, trace) in &traces {
+    for (path, trace) in traces {
         match replay_counted(trace, &options, &mut inside) {
             Ok(report) => {
                 steps += report.steps;
@@ -619,9 +639,14 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let seconds = started.elapsed().as_secs_f64();
-    let code = if failures.is_empty() { 0 } else { DIVERGED };
+    // Some owner steps changed the model's store with no traced write while others showed
+    // theirs: writes the tracer cannot see (a memory map) and so never split; the claim is not
+    // certified. A store with no traced write at all is a database server, and the summary says
+    // that no kill inside a step was tried.
+    let unseen = inside.writes_unseen > 0 && inside.found > 0;
+    let code = if failures.is_empty() && !unseen { 0 } else { DIVERGED };
     let tried = tried_summary(&options, &inside);
-    let claim = args.strategy.map(|row| claim_summary(row, traces.len(), &failures));
+    let claim = args.strategy.map(|row| claim_summary(row, &selection, &failures, &inside));
     if !text {
         let mut document = document_head("replay");
         document["traces"] = json!(records);
@@ -716,12 +741,32 @@ fn preflight(options: &Options) -> anyhow::Result<()> {
     })
 }
 
-/// The summary of a replay of one row's traces: whether the consumer's claim holds on every
-/// trace, or where it first diverges (`failures`: each failed trace and its place).
-fn claim_summary(row: Strategy, traces: usize, failures: &[String]) -> String {
+/// The summary of a replay of one row's traces: on how many traces the consumer's claim holds
+/// and what they left out, or why it is not certified (`failures`: each failed trace and its
+/// place; steps whose writes the tracer did not see).
+fn claim_summary(
+    row: Strategy,
+    selection: &conformance::coverage::Selection,
+    failures: &[String],
+    inside: &Inside,
+) -> String {
+    let traces = selection.traces.len();
     let conform = traces - failures.len();
+    let missing = match selection.missing.as_slice() {
+        [] => String::new(),
+        kinds => format!("; not tried, as no replayed trace has it: {}", kinds.join(", ")),
+    };
     match failures {
-        [] => format!("summary: {traces} traces, {conform} conform; claimed strategy {row} holds for this consumer on every trace"),
+        [] if inside.writes_unseen > 0 && inside.found > 0 => format!(
+            "summary: {traces} traces, {conform} conform; claimed strategy {row} NOT CERTIFIED for this consumer: {} \
+             owner steps changed the model's store with no write the tracer saw (through a memory map?), so no \
+             kill inside them was tried",
+            inside.writes_unseen
+        ),
+        [] => {
+            let replayed = if traces == 1 { "the 1 trace replayed".to_string() } else { format!("the {traces} traces replayed") };
+            format!("summary: {traces} traces, {conform} conform; claimed strategy {row} holds for this consumer on {replayed}{missing}")
+        }
         [first, ..] => format!(
             "summary: {traces} traces, {conform} conform; claimed strategy {row} diverges for this consumer on {}, first at {first}",
             failures.len()
@@ -1112,6 +1157,33 @@ mod tests {
         ];
         for (text, line) in cases {
             assert_eq!(one_line(text), line);
+        }
+    }
+
+    /// A claim's summary: counted, never "every"; not certified when some owner steps changed
+    /// the store with no traced write while others showed theirs; a store with no traced write
+    /// at all (a database server) may hold, the kill points' part of the summary saying so.
+    #[test]
+    fn a_claim_summary_counts_its_traces_and_never_certifies_unseen_writes() {
+        use conformance::coverage::Selection;
+        use conformance::replay::Inside;
+        let selection =
+            Selection { traces: Vec::new(), own: 0, added: Vec::new(), missing: vec!["a second partition".into()] };
+        let row = model::Strategy::AtomicFenced;
+        let cases = [
+            (
+                Inside { found: 5, ..Inside::default() },
+                "holds for this consumer on the 0 traces replayed; not tried, as no replayed trace has it: a second partition",
+            ),
+            (
+                Inside { found: 5, writes_unseen: 2, ..Inside::default() },
+                "NOT CERTIFIED for this consumer: 2 owner steps",
+            ),
+            (Inside { found: 0, writes_unseen: 2, ..Inside::default() }, "holds for this consumer on the 0 traces replayed"),
+        ];
+        for (inside, expected) in cases {
+            let summary = super::claim_summary(row, &selection, &[], &inside);
+            assert!(summary.contains(expected), "{inside:?}: {summary}");
         }
     }
 }

@@ -403,6 +403,13 @@ impl ObserveSpec {
         store_dir.join(&self.database)
     }
 
+    /// The database's files relative to the store directory: the database and its journal,
+    /// write-ahead log and WAL index, as SQLite names them.
+    pub fn database_files(&self) -> [PathBuf; 4] {
+        let name = self.database.as_os_str().to_string_lossy();
+        ["", "-journal", "-wal", "-shm"].map(|suffix| PathBuf::from(format!("{name}{suffix}")))
+    }
+
     /// Whether the spec reads the applied ids.
     pub fn has_applied(&self) -> bool {
         self.queries.contains_key(&Query::Applied)

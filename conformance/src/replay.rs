@@ -2,15 +2,15 @@
 //! after every step and the properties' verdicts at the end.
 
 use crate::error::Error;
-use crate::harness::{Harness, Options};
-use crate::killpoints::Snapshot;
+use crate::harness::{Harness, Options, Restarted};
+use crate::killpoints::{KillPoint, Snapshot, Window};
 use model::check::{replay as model_replay, Verdict};
 use model::properties::properties_for;
 use model::state::{State, Store as ModelStore};
 use model::strategy::EffectKind;
 use model::trace::Trace;
 use model::{Action, ConsumerModel};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 /// What a conforming replay established.
@@ -43,6 +43,9 @@ pub struct Inside {
     pub steps: usize,
     /// Steps whose model store changes and where the consumer wrote nothing under its store.
     pub writes_unseen: usize,
+    /// Distinct copies an owner was restarted on (protocol mode): each kill point judged by
+    /// what a restart there makes of it too.
+    pub restarts: usize,
 }
 
 impl Inside {
@@ -66,8 +69,12 @@ impl Inside {
                 crate::killpoints::POINTS_PER_STEP_MAX
             ),
         };
+        let restarts = match self.restarts {
+            0 => String::new(),
+            n => format!(", an owner restarted on {n}"),
+        };
         let mut text = format!(
-            "{} kill points inside {} steps, {judged} ({} distinct stores read)",
+            "{} kill points inside {} steps, {judged} ({} distinct stores read{restarts})",
             self.found, self.steps, self.reads
         );
         if self.writes_unseen > 0 {
@@ -88,6 +95,7 @@ impl std::ops::AddAssign for Inside {
         self.reads += other.reads;
         self.steps += other.steps;
         self.writes_unseen += other.writes_unseen;
+        self.restarts += other.restarts;
     }
 }
 
@@ -122,6 +130,25 @@ pub enum ReplayFailure {
     /// With an observation spec, the store role reported a store the database does not hold
     /// (`error` is `Error::RoleDisagrees`, naming the fields).
     Misreported { step: usize, action: Option<Action>, named: Option<String>, error: Box<Error> },
+    /// An owner restarted on the copy a kill point left took leases, or left a store, that the
+    /// model's restart from neither side of the step takes: `differs` says the first
+    /// difference in words, `table` the two restarts of the model beside the real one.
+    RestartDiverges {
+        step: usize,
+        action: Option<Action>,
+        named: Option<String>,
+        point: String,
+        /// Who was restarted and what it did differently: `g0/o0 restarted on what the kill
+        /// left, the restarted owner took ...`.
+        differs: String,
+        table: String,
+    },
+    /// An owner's step opened a file outside the store directory for writing (`call` and the
+    /// file's real path): state there is in no copy a kill point takes, so no kill is judged.
+    OutsideStore { step: usize, action: Option<Action>, named: Option<String>, call: String, path: String },
+    /// An owner maps a store file shared and writable: its stores to memory change the file
+    /// between any two instructions, where no traced call is, so no kill among them is tried.
+    MappedStore { step: usize, action: Option<Action>, named: Option<String>, file: String },
 }
 
 impl ReplayFailure {
@@ -136,7 +163,10 @@ impl ReplayFailure {
             ReplayFailure::RealFailed { step, .. }
             | ReplayFailure::Divergence { step, .. }
             | ReplayFailure::Misreported { step, .. }
-            | ReplayFailure::NotAtomic { step, .. } => *step,
+            | ReplayFailure::NotAtomic { step, .. }
+            | ReplayFailure::RestartDiverges { step, .. }
+            | ReplayFailure::OutsideStore { step, .. }
+            | ReplayFailure::MappedStore { step, .. } => *step,
             ReplayFailure::VerdictMismatch { .. } | ReplayFailure::NotReached { .. } => steps,
         }
     }
@@ -150,7 +180,10 @@ impl ReplayFailure {
             ReplayFailure::RealFailed { step, .. }
             | ReplayFailure::Divergence { step, .. }
             | ReplayFailure::Misreported { step, .. }
-            | ReplayFailure::NotAtomic { step, .. } => format!("step {step}"),
+            | ReplayFailure::NotAtomic { step, .. }
+            | ReplayFailure::RestartDiverges { step, .. }
+            | ReplayFailure::OutsideStore { step, .. }
+            | ReplayFailure::MappedStore { step, .. } => format!("step {step}"),
             ReplayFailure::VerdictMismatch { property, .. } | ReplayFailure::NotReached { property, .. } => {
                 format!("the verdict of {property}")
             }
@@ -197,6 +230,26 @@ impl fmt::Display for ReplayFailure {
                 "{} is not atomic: killed after {point}, the store shows {shows}\n{table}",
                 step_name(step, named)
             ),
+            ReplayFailure::RestartDiverges { step, named, point, differs, table, .. } => write!(
+                f,
+                "a restart inside {} diverges: killed after {point} and {differs} (a restart position kept \
+                 where the store's reader does not look?)\n{table}",
+                step_name(step, named)
+            ),
+            ReplayFailure::OutsideStore { step, named, call, path, .. } => write!(
+                f,
+                "{} wrote outside the store directory: {call} {path}; a kill's copy of the store directory \
+                 does not hold it, so no kill inside a step can be judged (keep every durable file under \
+                 init's store directory)",
+                step_name(step, named)
+            ),
+            ReplayFailure::MappedStore { step, named, file, .. } => write!(
+                f,
+                "an owner maps {file} of its store shared and writable (seen by the end of {}): a kill can fall \
+                 between any two of its stores to that memory, where the tracer has no call to stop at, so the \
+                 claim cannot be certified (write the store with write calls, as a database does)",
+                step_name(step, named)
+            ),
         }
     }
 }
@@ -209,7 +262,10 @@ impl std::error::Error for ReplayFailure {
             | ReplayFailure::Divergence { .. }
             | ReplayFailure::VerdictMismatch { .. }
             | ReplayFailure::NotReached { .. }
-            | ReplayFailure::NotAtomic { .. } => None,
+            | ReplayFailure::NotAtomic { .. }
+            | ReplayFailure::RestartDiverges { .. }
+            | ReplayFailure::OutsideStore { .. }
+            | ReplayFailure::MappedStore { .. } => None,
         }
     }
 }
@@ -250,14 +306,14 @@ fn replay_judged(trace: &Trace, options: &Options, judge: &mut Judge) -> Result<
     let mut observed = vec![harness.observe().map_err(|error| fail(0, (None, None), error))?];
     compare(0, (None, None), &expected[0], &observed[0])?;
     // The initial owners' starts: the model's initial state is the one after them.
-    judge.step(&mut harness, 0, None, &expected[0], &expected[0])?;
+    judge.step(&mut harness, &model, 0, None, &expected[0], &expected[0])?;
     for (index, action) in trace.actions.iter().enumerate() {
         let step = index + 1;
         let at = || (Some(*action), Some(model::view::action_text(&expected[index], action)));
         let state = harness.apply(action).map_err(|error| fail(step, at(), error))?;
         compare(step, at(), &expected[step], &state)?;
         observed.push(state);
-        judge.step(&mut harness, step, Some(*action), &expected[index], &expected[step])?;
+        judge.step(&mut harness, &model, step, Some(*action), &expected[index], &expected[step])?;
     }
     verdicts(&model, trace, &expected, &observed)
 }
@@ -271,12 +327,16 @@ struct Judge {
     inside: Inside,
     unseen: Vec<String>,
     read: HashMap<Snapshot, Vec<ModelStore>>,
+    /// What an owner (group, slot) restarted on a copy made of it, by the store the copy shows
+    /// and the rest of its files (`Harness::restart_residue`).
+    restarted: HashMap<RestartKey, Restarted>,
 }
 
 impl Judge {
     fn step(
         &mut self,
         harness: &mut Harness,
+        model: &ConsumerModel,
         step: usize,
         action: Option<Action>,
         before: &State,
@@ -284,7 +344,36 @@ impl Judge {
     ) -> Result<(), ReplayFailure> {
         let named = action.map(|action| model::view::action_text(before, &action));
         let windows = harness.take_windows();
-        let found: usize = windows.iter().map(|window| window.found).sum();
+        self.atomic(harness, step, action, &named, &windows, before, after)?;
+        if harness.restarts_copies() {
+            self.restarts(harness, model, step, action, &named, &windows, (before, after))?;
+        }
+        Ok(())
+    }
+
+    /// Every kill point must leave the model's store from before the step or from after it.
+    #[allow(clippy::too_many_arguments)]
+    fn atomic(
+        &mut self,
+        harness: &mut Harness,
+        step: usize,
+        action: Option<Action>,
+        named: &Option<String>,
+        windows: &[(u8, u8, Window)],
+        before: &State,
+        after: &State,
+    ) -> Result<(), ReplayFailure> {
+        let named = named.clone();
+        let mut outside = windows.iter().flat_map(|(_, _, window)| &window.outside);
+        if let Some((call, path)) = outside.find(|(_, path)| !harness.is_onceproof_file(path)) {
+            let (call, path) = (call.to_string(), path.display().to_string());
+            return Err(ReplayFailure::OutsideStore { step, action, named, call, path });
+        }
+        if let Some(file) = windows.iter().find_map(|(_, _, window)| window.mapped.first()) {
+            let file = file.display().to_string();
+            return Err(ReplayFailure::MappedStore { step, action, named, file });
+        }
+        let found: usize = windows.iter().map(|(_, _, window)| window.found).sum();
         let (stores_before, stores_after) = (stores_of(before), stores_of(after));
         let traced = harness.traced();
         if found == 0 {
@@ -300,9 +389,9 @@ impl Judge {
         }
         self.inside.found += found;
         self.inside.steps += 1;
-        self.inside.sampled_out += windows.iter().map(|window| window.found - window.points.len()).sum::<usize>();
+        self.inside.sampled_out += windows.iter().map(|(_, _, w)| w.found - w.points.len()).sum::<usize>();
         let points: Vec<_> =
-            windows.iter().flat_map(|window| window.points.iter().map(move |p| (p, window.found))).collect();
+            windows.iter().flat_map(|(_, _, window)| window.points.iter().map(move |p| (p, window.found))).collect();
         let mut unread: Vec<&Snapshot> = Vec::new();
         for (point, _) in &points {
             if !self.read.contains_key(&point.snapshot) && !unread.contains(&&point.snapshot) {
@@ -346,6 +435,139 @@ impl Judge {
         }
         first_failure.map_or(Ok(()), Err)
     }
+
+    /// Every kill point of an owner's step is judged again by what a restart makes of it: the
+    /// owner (a current incarnation) started on the copy must take the leases, and leave the
+    /// store, that the model's restart takes from the state the copy shows (before the step or
+    /// after it). A restart position kept where the store's reader does not look (a file of its
+    /// own) shows here, whatever the store's rows say.
+    #[allow(clippy::too_many_arguments)]
+    fn restarts(
+        &mut self,
+        harness: &mut Harness,
+        model: &ConsumerModel,
+        step: usize,
+        action: Option<Action>,
+        named: &Option<String>,
+        windows: &[(u8, u8, Window)],
+        (before, after): (&State, &State),
+    ) -> Result<(), ReplayFailure> {
+        let failed = |error| ReplayFailure::RealFailed { step, action, named: named.clone(), error: Box::new(error) };
+        let owners: BTreeSet<(u8, u8)> = windows
+            .iter()
+            .filter(|(_, slot, window)| harness.is_current_slot(*slot) && !window.points.is_empty())
+            .map(|(group, slot, _)| (*group, *slot))
+            .collect();
+        for (group, slot) in owners {
+            let points: Vec<(&KillPoint, usize, RestartKey)> = windows
+                .iter()
+                .filter(|(g, o, _)| (*g, *o) == (group, slot))
+                .flat_map(|(_, _, window)| window.points.iter().map(move |point| (point, window.found)))
+                .map(|(point, of)| {
+                    let key =
+                        (self.read[&point.snapshot].clone(), harness.restart_residue(&point.snapshot), group, slot);
+                    (point, of, key)
+                })
+                .collect();
+            let (mut unread, mut keys): (Vec<&Snapshot>, Vec<&RestartKey>) = (Vec::new(), Vec::new());
+            for (point, _, key) in &points {
+                if !self.restarted.contains_key(key) && !keys.contains(&key) {
+                    unread.push(&point.snapshot);
+                    keys.push(key);
+                }
+            }
+            let restarted = harness.restart_copies(&unread, group, slot).map_err(failed)?;
+            self.inside.restarts += unread.len();
+            for (key, restarted) in keys.into_iter().zip(restarted) {
+                self.restarted.insert(key.clone(), restarted);
+            }
+            let expected = [before, after].map(|state| model_restart(model, state, group, slot));
+            let sides = [stores_of(before), stores_of(after)];
+            for (point, of, key) in points {
+                let real = &self.restarted[&key];
+                // The restart must be the model's from the side of the step the copy shows (both,
+                // when the step changed no store): leases from after beside a store from before
+                // is a restart position kept elsewhere.
+                let shown = &self.read[&point.snapshot];
+                let agrees = sides.iter().zip(&expected).any(|(side, model)| side == shown && real.agrees_with(model));
+                if agrees {
+                    continue;
+                }
+                let from = if *shown == sides[1] { &expected[1] } else { &expected[0] };
+                return Err(ReplayFailure::RestartDiverges {
+                    step,
+                    action,
+                    named: named.clone(),
+                    point: format!("{} {} of {of} ({point})", point_noun(point.syscall), point.ordinal),
+
+                    table: crate::diff::three_columns(
+                        ("model's restart from before", &restart_lines(&expected[0], group)),
+                        ("from after", &restart_lines(&expected[1], group)),
+                        ("restarted there", &restart_lines(real, group)),
+                    ),
+                    differs: format!(
+                        "{}/{} restarted on what the kill left, {}",
+                        crate::harness::group_name(group),
+                        crate::harness::owner_name(slot),
+                        restart_difference(from, real)
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a restart on a copy is judged by: the stores the copy shows, the rest of its files,
+/// the group and the owner's slot.
+type RestartKey = (Vec<ModelStore>, Snapshot, u8, u8);
+
+/// The model's restart of `owner` (a current slot) of `group` after a crash in `state`: the
+/// leases it takes and the stores after its start.
+fn model_restart(model: &ConsumerModel, state: &State, group: u8, owner: u8) -> Restarted {
+    let crashed = model::step::next_state(&model.config, state, Action::Crash { group, owner });
+    let started = model::step::next_state(&model.config, &crashed, Action::Restart { group, owner });
+    let leases = started.groups[usize::from(group)].owners[usize::from(owner)].leases.clone();
+    Restarted { leases, stores: Some(stores_of(&started)) }
+}
+
+/// A restart's leases (the restarted owner's) and its group's partition rows, one per line.
+fn restart_lines(restarted: &Restarted, group: u8) -> String {
+    let mut lines: Vec<String> = restarted.leases.iter().enumerate().map(|(p, lease)| lease_text(p, lease)).collect();
+    if restarted.stores.is_none() {
+        lines.push("(its store not read:".to_string());
+        lines.push(" no observation spec)".to_string());
+    }
+    if let Some(store) = restarted.stores.as_ref().and_then(|stores| stores.get(usize::from(group))) {
+        lines.push(format!("total {}", store.total));
+        for (p, row) in store.partitions.iter().enumerate() {
+            lines.push(format!("p{p} row next {} epoch {} owner o{}", row.next_offset, row.epoch, row.owner));
+        }
+    }
+    lines.join("\n")
+}
+
+fn lease_text(partition: usize, lease: &Option<model::state::Lease>) -> String {
+    match lease {
+        None => format!("p{partition} no lease"),
+        Some(lease) => {
+            let records =
+                if lease.records.is_empty() { String::new() } else { format!(" records {:?}", lease.records) };
+            format!("p{partition} lease at {} epoch {}{records}", lease.position, lease.epoch)
+        }
+    }
+}
+
+/// The first difference between the model's restart and the real one, in words.
+fn restart_difference(model: &Restarted, real: &Restarted) -> String {
+    for (p, (expected, got)) in model.leases.iter().zip(&real.leases).enumerate() {
+        if expected != got {
+            let (got, expected) = (lease_text(p, got), lease_text(p, expected));
+            return format!("the restarted owner took {got} where the model's restart takes {expected}");
+        }
+    }
+    let text = |stores: &Option<Vec<ModelStore>>| stores.as_deref().map_or_else(|| "unread".to_string(), stores_text);
+    format!("its start left {} where the model's leaves {}", text(&real.stores), text(&model.stores))
 }
 
 /// Every group's durable store in a model state: what a kill can leave, and all it can.

@@ -184,6 +184,9 @@ fn failed_at(failure: &ReplayFailure) -> Option<(usize, Option<Action>)> {
         | ReplayFailure::VerdictMismatch { .. }
         | ReplayFailure::NotReached { .. }
         | ReplayFailure::NotAtomic { .. }
+        | ReplayFailure::RestartDiverges { .. }
+        | ReplayFailure::OutsideStore { .. }
+        | ReplayFailure::MappedStore { .. }
         | ReplayFailure::Misreported { .. } => None,
     }
 }

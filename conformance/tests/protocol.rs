@@ -214,11 +214,11 @@ fn a_consumer_that_splits_effect_and_offset_is_caught_by_kill_points_inside_step
 }
 
 /// A consumer whose store is not under the directory `init` names (here the atomic-fenced
-/// example with its store moved elsewhere, as a database server's would be) still conforms, but
-/// no kill point can be found: every owner step that changes the model's store is reported as
-/// one with no write under the store directory, and the summary says that nothing was split.
+/// example with its store moved elsewhere, as a pointer in the store directory could send it)
+/// is refused at its first step: the tracer sees the owner open a file outside the store for
+/// writing, which no kill point's copy of the store directory holds.
 #[test]
-fn a_store_outside_the_store_directory_is_reported_not_split() {
+fn a_store_opened_outside_the_store_directory_is_refused() {
     let Some(example) = python("atomic_fenced.py", "") else { return };
     let elsewhere = tempfile::tempdir().expect("a directory for the store");
     let script = elsewhere.path().join("elsewhere.py");
@@ -239,12 +239,60 @@ fn a_store_outside_the_store_directory_is_reported_not_split() {
     );
     let trace = conformance::corpus::load(&root().join("tests/traces/atomic-fenced--replay.json")).expect("a trace");
     let options = Options { command: Some(command.clone()), inside_step: true, ..Options::new(Mode::Protocol) };
-    let mut inside = Inside::default();
-    let report = replay_counted(&trace, &options, &mut inside).unwrap_or_else(|failure| panic!("{command}: {failure}"));
-    assert_eq!(inside.found, 0, "{inside:?}");
-    assert!(inside.writes_unseen > 0 && report.unseen_writes.len() == inside.writes_unseen, "{report:?}");
-    assert!(report.unseen_writes.iter().any(|step| step.contains("applies p0 offset 0")), "{report:?}");
-    assert!(inside.summary(true).starts_with("kill points inside steps: none found"), "{}", inside.summary(true));
+    match replay_counted(&trace, &options, &mut Inside::default()) {
+        Err(ReplayFailure::OutsideStore { step: 0, path, .. }) => {
+            let store = elsewhere.path().canonicalize().expect("the directory").join("store.db");
+            assert_eq!(path, store.display().to_string());
+        }
+        other => panic!("{command}: not refused for its store outside the directory: {other:?}"),
+    }
+}
+
+/// Whether a replay's failure is the one a broken consumer must be caught with.
+type Caught = fn(&ReplayFailure) -> bool;
+
+/// The consumers of `conformance/tests/consumers/`, each broken in a way only this version's
+/// checks see, replayed on one trace with the default kill points: a restart position in a file
+/// of its own (caught by restarting an owner on a kill point's copy), the same file outside the
+/// store renamed into place there (refused, naming it), and a store file mapped into memory
+/// (refused, naming the file).
+#[test]
+fn a_side_file_restart_and_a_mapped_store_are_caught_inside_steps() {
+    let Some(interpreter) = tools::python3() else { return };
+    let trace = conformance::corpus::load(&root().join("tests/traces/atomic-fenced--replay.json")).expect("a trace");
+    let spec = conformance::observe::ObserveSpec::load(&root().join("examples/python/store.observe.toml"))
+        .expect("the examples' observation spec");
+    let outside = tempfile::tempdir().expect("a directory outside the store");
+    let outside_flag = format!(" --outside {}", shell_quote(&outside.path().to_string_lossy()));
+    let table: [(&str, &str, Caught); 3] = [
+        ("side_file.py", "", |failure| {
+            matches!(failure, ReplayFailure::RestartDiverges { step: 4, point, differs, .. }
+                if point.contains("position") && differs.contains("took p0 lease at 1"))
+        }),
+        // The same file kept outside, under a temporary name renamed into place there.
+        ("side_file.py", &outside_flag, |failure| {
+            matches!(failure, ReplayFailure::OutsideStore { step: 4, call, path, .. }
+                if call == "rename" && path.contains("position-"))
+        }),
+        (
+            "mapped.py",
+            "",
+            |failure| matches!(failure, ReplayFailure::MappedStore { step: 0, file, .. } if file == "counter"),
+        ),
+    ];
+    for (script, flags, caught) in table {
+        let command = command(&interpreter, "conformance/tests/consumers", script, flags);
+        let options = Options {
+            command: Some(command.clone()),
+            inside_step: true,
+            observe: Some(std::sync::Arc::new(spec.clone())),
+            ..Options::new(Mode::Protocol)
+        };
+        match replay_counted(&trace, &options, &mut Inside::default()) {
+            Err(failure) if caught(&failure) => {}
+            other => panic!("{script}: not caught as it should be: {other:?}"),
+        }
+    }
 }
 
 /// `conformance test --worker` walks (`--walks 4 --seed 1`, the row's default bounds) catch the
@@ -511,4 +559,38 @@ fn a_frozen_consumer_fails_the_replay_at_the_wait_given_on_the_command_line() {
     let reproduce = format!("--strategy atomic-fenced --reply-timeout-ms 300 {}", trace.display());
     assert!(stdout.contains(&reproduce), "the reproduce command keeps the wait:\n{stdout}");
     assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+}
+
+/// A claim replays, besides the row's traces, those of the rows its consumer serves alike that
+/// bring a step the row's lack: a consumer that resets to the log's start where atomic-fenced
+/// fails out of range conforms on atomic-fenced's trace and is caught on reset-fail's, and the
+/// correct example conforms on both, the summary counting the traces and naming what none had.
+#[test]
+fn a_claim_replays_the_alike_rows_traces_and_counts_what_it_replayed() {
+    let Some(interpreter) = tools::python3() else { return };
+    let corpus = tempfile::tempdir().expect("a corpus of two traces");
+    for name in ["atomic-fenced--replay.json", "reset-fail--out-of-range.json", "commit-first--replay.json"] {
+        std::fs::copy(root().join("tests/traces").join(name), corpus.path().join(name)).expect("a trace copied");
+    }
+    let table = [
+        ("conformance/tests/consumers", "reset_to_start.py", Some(1), "diverges for this consumer on 1, first at"),
+        ("examples/python", "atomic_fenced.py", Some(0), "holds for this consumer on the 2 traces replayed; not tried"),
+    ];
+    for (dir, script, code, summary) in table {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_conformance"))
+            .args(["replay", "--worker", &command(&interpreter, dir, script, ""), "--strategy", "atomic-fenced"])
+            .arg(corpus.path())
+            .output()
+            .expect("conformance runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), code, "{script}:\n{stdout}");
+        assert!(
+            stdout.contains(
+                "replaying the 1 traces of atomic-fenced and, for the steps and faults they add, 1 of reset-fail"
+            ),
+            "{script}:\n{stdout}"
+        );
+        assert!(stdout.contains(summary), "{script}:\n{stdout}");
+        assert!(!stdout.contains("every trace"), "{script}:\n{stdout}");
+    }
 }

@@ -64,6 +64,8 @@ const CALLS: &[Call] = &[
     call(libc::SYS_fdatasync, "fdatasync", FD0),
     call(libc::SYS_sync_file_range, "sync_file_range", FD0),
     call(libc::SYS_copy_file_range, "copy_file_range", &[Target::Fd(2)]),
+    call(libc::SYS_sendfile, "sendfile", FD0),
+    call(libc::SYS_splice, "splice", &[Target::Fd(2)]),
     call(libc::SYS_msync, "msync", &[Target::Mapping(0)]),
     call(libc::SYS_truncate, "truncate", PATH0),
     call(libc::SYS_unlinkat, "unlinkat", AT_PATH1),
@@ -91,10 +93,18 @@ const CALLS: &[Call] = &[
     Call { nr: libc::SYS_open, name: "open", targets: PATH0, flags: Some(1) },
 ];
 
+/// The calls that put a file in place, or change one, by path: their last target is where.
+const PLACING_CALLS: [&str; 8] =
+    ["rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "truncate"];
+
 const RENAMEAT: &[Target] = &[Target::Path { dirfd: Some(0), path: 1 }, Target::Path { dirfd: Some(2), path: 3 }];
 
 /// The flags that make an open a change: it may create the file or empty it.
-const CHANGING_OPEN_FLAGS: [libc::c_int; 2] = [libc::O_CREAT, libc::O_TRUNC];
+const CHANGING_OPEN_FLAGS: libc::c_int = libc::O_CREAT | libc::O_TRUNC;
+
+/// The flags that stop an open for the tracer: a change, or an open for writing (which, while
+/// a window is open, must name a file under the store: `Window::outside`).
+const STOPPING_OPEN_FLAGS: [libc::c_int; 4] = [libc::O_CREAT, libc::O_TRUNC, libc::O_WRONLY, libc::O_RDWR];
 
 #[cfg(target_arch = "x86_64")]
 const ARCH: seccompiler::TargetArch = seccompiler::TargetArch::x86_64;
@@ -110,7 +120,7 @@ fn filter() -> Result<BpfProgram, TraceError> {
             None => Vec::new(),
             Some(argument) => {
                 let mut alternatives = Vec::new();
-                for flag in CHANGING_OPEN_FLAGS {
+                for flag in STOPPING_OPEN_FLAGS {
                     let bit = u64::from(flag.unsigned_abs());
                     let condition =
                         SeccompCondition::new(argument, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(bit), bit)
@@ -122,6 +132,13 @@ fn filter() -> Result<BpfProgram, TraceError> {
         };
         rules.insert(call.nr, conditions);
     }
+    // A shared writable mapping: its stores to memory change the file with no call to stop at.
+    let bit = |argument: u8, bit: libc::c_int| {
+        let bit = u64::from(bit.unsigned_abs());
+        SeccompCondition::new(argument, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(bit), bit).map_err(refuse)
+    };
+    let shared_writable = vec![bit(2, libc::PROT_WRITE)?, bit(3, libc::MAP_SHARED)?];
+    rules.insert(libc::SYS_mmap, vec![SeccompRule::new(shared_writable).map_err(refuse)?]);
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Trace(0), ARCH).map_err(refuse)?;
     BpfProgram::try_from(filter).map_err(refuse)
 }
@@ -217,6 +234,8 @@ pub fn trace(mut command: Command, scope: Scope, shared: Arc<Shared>, ready: Rea
         scope,
         shared,
         pending: BTreeMap::new(),
+        opening: BTreeMap::new(),
+        placing: BTreeMap::new(),
         started: BTreeSet::new(),
         held: Vec::new(),
         stopped: BTreeSet::new(),
@@ -230,6 +249,11 @@ struct Tracer {
     shared: Arc<Shared>,
     /// Per stopped thread, the call it is in and the file it changes (recorded at its exit).
     pending: BTreeMap<Pid, (&'static str, PathBuf)>,
+    /// Threads in an open for writing (while a window is open), checked at its exit.
+    opening: BTreeMap<Pid, &'static str>,
+    /// Threads in a rename, link or truncation whose destination is outside the store (while a
+    /// window is open), checked at its exit.
+    placing: BTreeMap<Pid, (&'static str, PathBuf)>,
     /// Auto-attached tracees whose first stop (a SIGSTOP) was seen.
     started: BTreeSet<Pid>,
     /// While frozen: every stop not yet resumed, to be handled as usual at the thaw.
@@ -301,6 +325,8 @@ impl Tracer {
         match status {
             WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _) => {
                 self.pending.remove(&pid);
+                self.opening.remove(&pid);
+                self.placing.remove(&pid);
                 let mut state = self.shared.lock();
                 state.live.remove(&pid.as_raw());
                 if pid == self.root {
@@ -337,6 +363,7 @@ impl Tracer {
     /// The seccomp stop, at a changing call's entry: while a window is open and the call
     /// touches the store, stop again at its exit; else let it run.
     fn on_entry(&mut self, pid: Pid) -> nix::Result<()> {
+        self.note_mapping(pid);
         let open = {
             let state = self.shared.lock();
             state.window.is_some() || state.free
@@ -353,14 +380,93 @@ impl Tracer {
         let Some(call) = CALLS.iter().find(|call| u64::try_from(call.nr).is_ok_and(|known| known == nr)) else {
             return self.resume(pid);
         };
-        let file =
-            call.targets.iter().find_map(|&target| resolve(pid, target, &args).and_then(|p| self.scope.relative(&p)));
-        match file {
-            Some(file) => {
-                self.pending.insert(pid, (call.name, file));
-                ptrace::syscall(pid, None)
+        // An open for writing without O_CREAT or O_TRUNC changes nothing by itself: not a kill
+        // point, but (in a window) where it leads is checked at its exit.
+        let (changing, writing) = match call.flags {
+            Some(argument) => {
+                let flags = args[usize::from(argument)] as libc::c_int;
+                let changing = flags & CHANGING_OPEN_FLAGS != 0;
+                (changing, changing || flags & libc::O_ACCMODE != libc::O_RDONLY)
             }
-            None => self.resume(pid),
+            None => (true, call.name == "creat"),
+        };
+        let windowed = self.shared.lock().window.is_some();
+        if writing && windowed {
+            self.opening.insert(pid, call.name);
+        }
+        // A file put in place by a rename or a link, or cut by path, outside the store: state
+        // kept where no copy of the store directory holds it (a temporary name renamed out).
+        if windowed && PLACING_CALLS.contains(&call.name) {
+            let destination = call.targets.last().and_then(|&target| resolve(pid, target, &args));
+            if let Some(path) = destination.filter(|path| self.scope.relative(path).is_none()) {
+                self.placing.insert(pid, (call.name, path));
+            }
+        }
+        let file = changing
+            .then(|| call.targets.iter().find_map(|&t| resolve(pid, t, &args).and_then(|p| self.scope.relative(&p))))
+            .flatten();
+        if let Some(file) = file {
+            self.pending.insert(pid, (call.name, file));
+        }
+        match self.pending.contains_key(&pid) || self.opening.contains_key(&pid) || self.placing.contains_key(&pid) {
+            true => ptrace::syscall(pid, None),
+            false => self.resume(pid),
+        }
+    }
+
+    /// At a shared writable `mmap`'s entry: a store file it maps is remembered (SQLite's WAL
+    /// index, `-shm`, is left out: SQLite rebuilds it from the WAL, which it writes by calls).
+    fn note_mapping(&mut self, pid: Pid) {
+        let Ok(info) = syscall_info(pid) else { return };
+        if info.op != libc::PTRACE_SYSCALL_INFO_SECCOMP {
+            return;
+        }
+        // SAFETY: `op` says the union holds the seccomp stop's fields.
+        let (nr, args) = unsafe { (info.u.seccomp.nr, info.u.seccomp.args) };
+        if nr != libc::SYS_mmap as u64 {
+            return;
+        }
+        let Some(file) = fd_path(pid, args[4] as i32).and_then(|path| self.scope.relative(&path)) else { return };
+        if !file.to_string_lossy().ends_with("-shm") {
+            self.shared.lock().mapped.insert(file);
+        }
+    }
+
+    /// At a rename's, link's or truncation's exit (in a window): its destination outside the
+    /// store, once it succeeded, by its directory's real path (a symlinked directory followed).
+    fn check_placed(&mut self, pid: Pid, info: &libc::ptrace_syscall_info) {
+        let Some((name, path)) = self.placing.remove(&pid) else { return };
+        // SAFETY: an exit stop holds the exit's fields.
+        if info.op != libc::PTRACE_SYSCALL_INFO_EXIT || unsafe { info.u.exit.is_error } != 0 {
+            return;
+        }
+        let real = match (path.parent().and_then(|dir| dir.canonicalize().ok()), path.file_name()) {
+            (Some(dir), Some(name)) => dir.join(name),
+            _ => path,
+        };
+        if self.scope.relative(&real).is_none() {
+            if let Some(window) = self.shared.lock().window.as_mut() {
+                window.record_outside(name, real);
+            }
+        }
+    }
+
+    /// At an open's exit (in a window): the file it opened for writing, by its descriptor's
+    /// real path (a symlink followed), when that is outside the store.
+    fn check_opened(&mut self, pid: Pid, info: &libc::ptrace_syscall_info) {
+        let Some(name) = self.opening.remove(&pid) else { return };
+        if info.op != libc::PTRACE_SYSCALL_INFO_EXIT {
+            return;
+        }
+        // SAFETY: an exit stop holds the exit's fields.
+        let (failed, value) = unsafe { (info.u.exit.is_error != 0, info.u.exit.sval) };
+        let Some(path) = (!failed).then(|| i32::try_from(value).ok().and_then(|fd| fd_path(pid, fd))).flatten() else {
+            return;
+        };
+        if self.scope.relative(&path).is_none() {
+            if let Some(window) = self.shared.lock().window.as_mut() {
+                window.record_outside(name, path);
+            }
         }
     }
 
@@ -385,6 +491,8 @@ impl Tracer {
             // Kernels before 4.8 report the entry after the seccomp stop: on to the exit.
             return ptrace::syscall(pid, None);
         }
+        self.check_opened(pid, &info);
+        self.check_placed(pid, &info);
         if let Some((name, file)) = self.pending.remove(&pid) {
             // SAFETY: an exit stop holds the exit's fields.
             let failed = info.op == libc::PTRACE_SYSCALL_INFO_EXIT && unsafe { info.u.exit.is_error } != 0;
