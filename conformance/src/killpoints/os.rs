@@ -363,7 +363,14 @@ impl Tracer {
     /// The seccomp stop, at a changing call's entry: while a window is open and the call
     /// touches the store, stop again at its exit; else let it run.
     fn on_entry(&mut self, pid: Pid) -> nix::Result<()> {
-        self.note_mapping(pid);
+        // The call's number and arguments, read once per stop.
+        let info = syscall_info(pid)?;
+        if info.op != libc::PTRACE_SYSCALL_INFO_SECCOMP {
+            return self.resume(pid);
+        }
+        // SAFETY: `op` says the union holds the seccomp stop's fields.
+        let (nr, args) = unsafe { (info.u.seccomp.nr, info.u.seccomp.args) };
+        self.note_mapping(pid, nr, &args);
         let open = {
             let state = self.shared.lock();
             state.window.is_some() || state.free
@@ -371,12 +378,6 @@ impl Tracer {
         if !open {
             return self.resume(pid);
         }
-        let info = syscall_info(pid)?;
-        if info.op != libc::PTRACE_SYSCALL_INFO_SECCOMP {
-            return self.resume(pid);
-        }
-        // SAFETY: `op` says the union holds the seccomp stop's fields.
-        let (nr, args) = unsafe { (info.u.seccomp.nr, info.u.seccomp.args) };
         let Some(call) = CALLS.iter().find(|call| u64::try_from(call.nr).is_ok_and(|known| known == nr)) else {
             return self.resume(pid);
         };
@@ -416,13 +417,7 @@ impl Tracer {
 
     /// At a shared writable `mmap`'s entry: a store file it maps is remembered (SQLite's WAL
     /// index, `-shm`, is left out: SQLite rebuilds it from the WAL, which it writes by calls).
-    fn note_mapping(&mut self, pid: Pid) {
-        let Ok(info) = syscall_info(pid) else { return };
-        if info.op != libc::PTRACE_SYSCALL_INFO_SECCOMP {
-            return;
-        }
-        // SAFETY: `op` says the union holds the seccomp stop's fields.
-        let (nr, args) = unsafe { (info.u.seccomp.nr, info.u.seccomp.args) };
+    fn note_mapping(&mut self, pid: Pid, nr: u64, args: &[u64; 6]) {
         if nr != libc::SYS_mmap as u64 {
             return;
         }
