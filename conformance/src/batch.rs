@@ -6,7 +6,7 @@ use crate::corpus::{reproduce_command, run_flags};
 use crate::error::Error;
 use crate::generate;
 use crate::harness::Options;
-use crate::replay::{replay_counted, Inside};
+use crate::replay::{replay_shared, CopyCache, Inside};
 use model::trace::Trace;
 use model::{Action, Config, ConsumerModel};
 use std::fmt;
@@ -144,6 +144,7 @@ pub fn replay_generated_each(
     let started = Instant::now();
     let mut summary =
         Summary { traces: 0, divergences: 0, steps: 0, seconds: 0.0, cut: None, inside: Inside::default() };
+    let mut restarts = CopyCache::default();
     let mut replay_one = |actions: &[Action]| -> Result<(), Error> {
         let index = summary.traces;
         summary.traces += 1;
@@ -157,7 +158,7 @@ pub fn replay_generated_each(
             Generated::Walks { seed, .. } => Some(seed.wrapping_add(index as u64)),
             Generated::Paths { .. } => None,
         };
-        let (steps, verdict) = match replay_counted(&trace, options, &mut summary.inside) {
+        let (steps, verdict) = match replay_shared(&trace, options, &mut summary.inside, &mut restarts) {
             Ok(replayed) => {
                 let violated_in_both = replayed.violated.into_iter().filter(|(_, v)| *v).map(|(n, _)| n).collect();
                 (actions.len(), PathVerdict::Conforms { violated_in_both })

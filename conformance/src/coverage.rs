@@ -52,8 +52,10 @@ pub fn kinds(trace: &Trace) -> BTreeSet<String> {
     kinds
 }
 
-/// Picks the traces a claim of `row` replays from every trace given: the row's own, then, in
-/// order, each trace of an alike row that brings a kind the ones picked so far lack.
+/// Picks the traces a claim of `row` replays from every trace given: the row's own, then, from
+/// the alike rows' traces, the fewest that bring every kind they have beyond the row's own:
+/// each time the one that brings the most kinds still lacking (the first given on a tie),
+/// until none brings one (a greedy cover: few traces, as each costs a consumer's starts).
 pub fn select(row: Strategy, given: Vec<(PathBuf, Trace)>) -> Selection {
     let alike = alike(row);
     let (mut traces, others): (Vec<_>, Vec<_>) = given.into_iter().partition(|(_, t)| t.config.strategy == row);
@@ -63,20 +65,44 @@ pub fn select(row: Strategy, given: Vec<(PathBuf, Trace)>) -> Selection {
     if traces.first().is_some_and(|(_, trace)| allows_second_partition(trace)) {
         universe.insert(SECOND_PARTITION.to_string());
     }
-    let mut added: Vec<(Strategy, usize)> = Vec::new();
-    for (path, trace) in others.into_iter().filter(|(_, trace)| alike.contains(&trace.config.strategy)) {
-        let brought = kinds(&trace);
-        universe.extend(brought.iter().cloned());
-        if brought.is_subset(&covered) {
-            continue;
+    // (Its place among those given, the trace, the kinds it brings.)
+    let mut candidates: Vec<(usize, (PathBuf, Trace), BTreeSet<String>)> = others
+        .into_iter()
+        .filter(|(_, trace)| alike.contains(&trace.config.strategy))
+        .enumerate()
+        .map(|(place, (path, trace))| {
+            let brought = kinds(&trace);
+            (place, (path, trace), brought)
+        })
+        .collect();
+    universe.extend(candidates.iter().flat_map(|(_, _, brought)| brought.iter().cloned()));
+    let mut picked = Vec::new();
+    loop {
+        let new_kinds = |brought: &BTreeSet<String>| brought.difference(&covered).count();
+        // The most new kinds; on a tie, the first given (`max_by_key` keeps the last maximum).
+        let best = candidates
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, (place, _, brought))| (new_kinds(brought), std::cmp::Reverse(*place)));
+        let Some((index, (_, _, brought))) = best else { break };
+        if new_kinds(brought) == 0 {
+            break;
         }
+        let (place, trace, brought) = candidates.remove(index);
         covered.extend(brought);
+        picked.push((place, trace));
+    }
+    // Replayed in the order given.
+    picked.sort_by_key(|(place, _)| *place);
+    let picked: Vec<(PathBuf, Trace)> = picked.into_iter().map(|(_, trace)| trace).collect();
+    let mut added: Vec<(Strategy, usize)> = Vec::new();
+    for (_, trace) in &picked {
         match added.iter_mut().find(|(strategy, _)| *strategy == trace.config.strategy) {
             Some((_, count)) => *count += 1,
             None => added.push((trace.config.strategy, 1)),
         }
-        traces.push((path, trace));
     }
+    traces.extend(picked);
     let missing = universe.difference(&covered).cloned().collect();
     Selection { traces, own, added, missing }
 }
@@ -94,8 +120,9 @@ mod tests {
     use model::Strategy;
     use std::path::PathBuf;
 
-    /// The committed corpus: a claim of atomic-fenced adds reset-fail's out-of-range and
-    /// log-loss-refuse's lost tail, and names a second partition as never tried.
+    /// The committed corpus: a claim of atomic-fenced adds reset-fail's out-of-range,
+    /// log-loss-refuse's lost tail and refusal and producer-idempotent's retried append, one
+    /// trace each, and names a second partition as never tried.
     #[test]
     fn a_claim_adds_the_traces_of_rows_it_serves_alike_where_they_bring_a_kind() {
         assert_eq!(
@@ -109,8 +136,8 @@ mod tests {
         let selection = select(Strategy::AtomicFenced, given);
         assert_eq!(selection.own, 9, "the row's seven, the zombie scenario and a kept trace");
         let added: Vec<_> = selection.added.iter().map(|(row, n)| (row.name(), *n)).collect();
-        assert!(added.iter().any(|(row, _)| *row == "reset-fail"), "{added:?}");
-        assert!(added.iter().any(|(row, _)| *row == "log-loss-refuse"), "{added:?}");
+        // One trace each: log-loss-refuse's refusal brings its lost tail too.
+        assert_eq!(added, [("log-loss-refuse", 1), ("producer-idempotent", 1), ("reset-fail", 1)]);
         let kinds: std::collections::BTreeSet<String> =
             selection.traces.iter().flat_map(|(_, trace)| super::kinds(trace)).collect();
         for kind in ["fail-out-of-range", "retain", "lose-tail"] {

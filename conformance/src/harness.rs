@@ -305,7 +305,12 @@ pub fn step_kind(action: &Action) -> Option<StepKind> {
     }
 }
 
+/// How many copies an owner was restarted on in this process: each copy's directory is named
+/// by the count.
+static RESTARTS_NAMED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// What reads a copy of the store: the harness's parts a reader needs, shared by the readers.
+#[derive(Clone)]
 struct CopyReader {
     dir: PathBuf,
     launch: Option<Launch>,
@@ -325,35 +330,61 @@ impl CopyReader {
 
     /// An owner started on a copy as a restart after a crash there would start it: its leases
     /// once its start has replied, and every group's store after that start.
-    fn restart(&self, snapshot: &Snapshot, index: usize, spec: &OwnerSpec) -> Result<Restarted, Error> {
-        let copy = self.write_copy(snapshot, &format!("restart-point-{index}"))?;
-        let restarted = self.restart_in(&copy, spec);
+    fn restart(&self, snapshot: &Snapshot, spec: &OwnerSpec, next: &[Step]) -> Result<Restarted, Error> {
+        // A name never used before: a consumer that keys state kept outside its store by the
+        // store's path must not find another restart's there.
+        let fresh = RESTARTS_NAMED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let copy = self.write_copy(snapshot, &format!("restart-point-{fresh}"))?;
+        let launch = self.launch.as_ref().ok_or(Error::Unsupported("a restart on a copy without a command"))?;
+        let launch = Launch { store: copy.clone(), inside_step: false, ..launch.clone() };
+        let spec = OwnerSpec { launch: Some(launch.clone()), inside_step: false, ..spec.clone() };
+        let restarted = crate::protocol::ProtocolOwner::spawn(&launch, &spec).and_then(|owner| {
+            let mut owner: Box<dyn OwnerHandle> = Box::new(owner);
+            let restarted = self.restart_in(&copy, &spec, &mut owner, next);
+            owner.kill();
+            restarted
+        });
         let _ = std::fs::remove_dir_all(&copy);
         restarted
     }
 
-    fn restart_in(&self, copy: &Path, spec: &OwnerSpec) -> Result<Restarted, Error> {
-        let launch = self.launch.as_ref().ok_or(Error::Unsupported("a restart on a copy without a command"))?;
-        let launch = Launch { store: copy.to_path_buf(), inside_step: false, ..launch.clone() };
-        let spec = OwnerSpec { launch: Some(launch.clone()), inside_step: false, ..spec.clone() };
-        let mut owner: Box<dyn OwnerHandle> = Box::new(crate::protocol::ProtocolOwner::spawn(&launch, &spec)?);
-        let leases = owner.leases();
-        owner.kill();
-        let mut seen = vec![None; usize::from(self.partitions)];
-        for (partition, lease) in leases? {
-            let Some(slot) = seen.get_mut(partition as usize) else {
-                let (group, owner) = (spec.group.clone(), spec.owner.clone());
-                return Err(Unobservable::NoSuchPartition { group, owner, partition }.into());
-            };
-            *slot = Some(model_lease(&lease)?);
-        }
+    /// The restarted `owner`'s leases and, with a spec, the stores after its start; then what
+    /// each of `next` leaves in turn, until one is refused (the refusal in words).
+    fn restart_in(
+        &self,
+        copy: &Path,
+        spec: &OwnerSpec,
+        owner: &mut Box<dyn OwnerHandle>,
+        next: &[Step],
+    ) -> Result<Restarted, Error> {
+        let leases = self.leases_of(spec, owner)?;
         // The store after the start is read by the consumer's SQL only: through the store role
         // it would cost a process per copy, and that role is trusted anyway.
         let stores = match self.observe {
             Some(_) => Some(self.stores_in(copy)?),
             None => None,
         };
-        Ok(Restarted { leases: seen, stores })
+        let next = match next.split_first() {
+            None => None,
+            Some((step, rest)) => Some(match owner.step(*step) {
+                Err(error) => Err(error.to_string()),
+                Ok(_) => Ok(Box::new(self.restart_in(copy, spec, owner, rest)?)),
+            }),
+        };
+        Ok(Restarted { leases, stores, next })
+    }
+
+    /// An owner's leases by partition, in the model's terms.
+    fn leases_of(&self, spec: &OwnerSpec, owner: &mut Box<dyn OwnerHandle>) -> Result<Vec<Option<Lease>>, Error> {
+        let mut seen = vec![None; usize::from(self.partitions)];
+        for (partition, lease) in owner.leases()? {
+            let Some(slot) = seen.get_mut(partition as usize) else {
+                let (group, owner) = (spec.group.clone(), spec.owner.clone());
+                return Err(Unobservable::NoSuchPartition { group, owner, partition }.into());
+            };
+            *slot = Some(model_lease(&lease)?);
+        }
+        Ok(seen)
     }
 
     /// A fresh directory `name` beside the store holding the copy.
@@ -394,7 +425,44 @@ impl CopyReader {
     }
 }
 
-/// What an owner restarted on a copy of the store made of it (`Harness::restart_copies`).
+/// Starts one owner on copies of the store (`Harness::restarter`).
+pub struct Restarter {
+    reader: CopyReader,
+    spec: OwnerSpec,
+}
+
+impl Restarter {
+    /// For each copy, the owner started on it as a restart after a crash there would start
+    /// it, then asked `next` in order, `COPY_READERS_MAX` copies at a time.
+    pub fn restart_all(&self, snapshots: &[Snapshot], next: &[Step]) -> Result<Vec<Restarted>, Error> {
+        fan_out(snapshots.len(), |index| self.reader.restart(&snapshots[index], &self.spec, next))
+    }
+}
+
+/// `job(0..count)`, `COPY_READERS_MAX` at a time (a copy's reader or restart is mostly a
+/// process's start), the results in order; the first error is returned.
+fn fan_out<T: Send>(count: usize, job: impl Fn(usize) -> Result<T, Error> + Sync) -> Result<Vec<T>, Error> {
+    let workers_max = COPY_READERS_MAX.min(count).max(1);
+    let job = &job;
+    let mut results: Vec<Option<Result<T, Error>>> = (0..count).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..workers_max)
+            .map(|first| {
+                scope.spawn(move || {
+                    (first..count).step_by(workers_max).map(|index| (index, job(index))).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for worker in workers {
+            for (index, result) in worker.join().expect("a copy's reader does not panic") {
+                results[index] = Some(result);
+            }
+        }
+    });
+    results.into_iter().map(|result| result.expect("every copy read")).collect()
+}
+
+/// What an owner restarted on a copy of the store made of it (`Restarter::restart_all`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Restarted {
     /// Per partition, the lease the restarted owner reports (`None`: not its partition).
@@ -402,14 +470,54 @@ pub struct Restarted {
     /// Every group's store after its start (a restart claims its epochs); read with an
     /// observation spec only (`None` otherwise).
     pub stores: Option<Vec<ModelStore>>,
+    /// What the restarted owner's next step left (with the steps after it), or its refusal in
+    /// words; `None` when no further step was asked.
+    pub next: Option<Result<Box<Restarted>, String>>,
 }
 
 impl Restarted {
     /// Whether a real restart agrees with the model's: the same leases, and the same stores
-    /// where the real one's were read.
+    /// where the real one's were read, after the start and after the next step.
     pub fn agrees_with(&self, model: &Restarted) -> bool {
-        self.leases == model.leases && (self.stores.is_none() || self.stores == model.stores)
+        let next = match (&self.next, &model.next) {
+            (None, None) => true,
+            (Some(Ok(real)), Some(Ok(model))) => real.agrees_with(model),
+            (Some(_), _) | (None, Some(_)) => false,
+        };
+        self.leases == model.leases && (self.stores.is_none() || self.stores == model.stores) && next
     }
+}
+
+/// A step a restarted owner is asked, as the real owner is sent it, when it is one
+/// that touches nothing but the store and the log: `action` is the model's, `state` the
+/// model's state it is taken from (the log start and lease position the out-of-range steps
+/// name). The steps that write outside the store (an output, an email, an index) are not
+/// asked of an owner on a copy, whose world is the copy.
+pub fn restart_step(action: &Action, state: &State) -> Option<Step> {
+    use StepKind as Kind;
+    let kind = step_kind(action)?;
+    let (group, owner, partition) = action.lease_step()?;
+    let position = || {
+        let owners = &state.groups[usize::from(group)].owners;
+        owners.get(usize::from(owner))?.leases[usize::from(partition)].as_ref().map(|lease| lease.position)
+    };
+    let offset = match kind {
+        Kind::ProduceOutput | Kind::CommitTxn | Kind::SendEmail | Kind::WriteIndex => return None,
+        Kind::Fetch => {
+            let Action::Fetch { offset, .. } = *action else { return None };
+            offset
+        }
+        Kind::ResetOffset => state.log_start[usize::from(partition)],
+        Kind::FailOutOfRange | Kind::RefuseAhead => position()?,
+        Kind::ApplyEffect
+        | Kind::InsertProcessed
+        | Kind::CommitOffset
+        | Kind::ApplyStamped
+        | Kind::ApplyDeduped
+        | Kind::ApplyAtomic
+        | Kind::DeadLetter => action.owner_write()?.value,
+    };
+    Some(Step { kind, partition: u32::from(partition), offset: u64::from(offset) })
 }
 
 /// How many copies of the store are read at once after a step (`Harness::observe_copies`):
@@ -613,25 +721,7 @@ impl Harness {
     /// are read `COPY_READERS_MAX` at a time (a reader is mostly a process's start).
     pub fn observe_copies(&self, snapshots: &[&Snapshot]) -> Result<Vec<Vec<ModelStore>>, Error> {
         let reader = self.copy_reader();
-        let reader = &reader;
-        let readers = COPY_READERS_MAX.min(snapshots.len()).max(1);
-        let mut results: Vec<Option<Result<Vec<ModelStore>, Error>>> = (0..snapshots.len()).map(|_| None).collect();
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..readers)
-                .map(|first| {
-                    scope.spawn(move || {
-                        let mine = (first..snapshots.len()).step_by(readers);
-                        mine.map(|index| (index, reader.read(snapshots[index], index))).collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            for worker in workers {
-                for (index, result) in worker.join().expect("a copy's reader does not panic") {
-                    results[index] = Some(result);
-                }
-            }
-        });
-        results.into_iter().map(|result| result.expect("every copy read")).collect()
+        fan_out(snapshots.len(), |index| reader.read(snapshots[index], index))
     }
 
     /// Whether a kill inside an owner's step is also judged by restarting there: protocol mode,
@@ -641,29 +731,32 @@ impl Harness {
         self.launch.is_some() && self.traced()
     }
 
-    /// For each copy, the owner `owner` of `group` (a current incarnation's slot) started on it
-    /// as a restart after a crash there would start it, `COPY_READERS_MAX` at a time.
-    pub fn restart_copies(&self, snapshots: &[&Snapshot], group: u8, owner: u8) -> Result<Vec<Restarted>, Error> {
-        let reader = self.copy_reader();
-        let (reader, spec) = (&reader, &self.spec(group, owner));
-        let readers = COPY_READERS_MAX.min(snapshots.len()).max(1);
-        let mut results: Vec<Option<Result<Restarted, Error>>> = (0..snapshots.len()).map(|_| None).collect();
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..readers)
-                .map(|first| {
-                    scope.spawn(move || {
-                        let mine = (first..snapshots.len()).step_by(readers);
-                        mine.map(|index| (index, reader.restart(snapshots[index], index, spec))).collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            for worker in workers {
-                for (index, result) in worker.join().expect("a copy's restart does not panic") {
-                    results[index] = Some(result);
-                }
-            }
+    /// Who reads a copy of the store, as text: what besides the copy the stores it shows
+    /// depend on (the store role's start request but for the harness directory's paths, or the
+    /// observation spec, and the groups and partitions read).
+    pub fn reader_identity(&self) -> String {
+        let launch = self.launch.as_ref().map(|launch| {
+            let launch = Launch { store: PathBuf::new(), dir: PathBuf::new(), ..launch.clone() };
+            format!("{} {:?}", launch.command, launch.store_request())
         });
-        results.into_iter().map(|result| result.expect("every copy restarted")).collect()
+        let spec = self.options.observe.as_ref().map(|spec| format!("{spec:?}"));
+        let (groups, partitions, strategy) = (self.config.groups, self.config.partitions, self.config.strategy);
+        format!("{launch:?} {spec:?} {groups} {partitions} {strategy:?}")
+    }
+
+    /// All the owner `owner` of `group` is told at its start but the harness directory's paths
+    /// (the copy's and the log's), as text: what besides a copy a restart on it depends on.
+    pub fn restart_request(&self, group: u8, owner: u8) -> String {
+        let Some(launch) = &self.launch else { return String::new() };
+        let spec = self.spec(group, owner);
+        let launch = Launch { store: PathBuf::new(), dir: PathBuf::new(), ..launch.clone() };
+        format!("{} {:?}", launch.command, launch.request(&spec))
+    }
+
+    /// What starts the owner `owner` of `group` (a current incarnation's slot) on copies of
+    /// the store: owned, so the restarts can run on another thread while the replay goes on.
+    pub fn restarter(&self, group: u8, owner: u8) -> Restarter {
+        Restarter { reader: self.copy_reader(), spec: self.spec(group, owner) }
     }
 
     /// What of a copy besides the store its reader shows can change what a restart on it does:

@@ -11,7 +11,7 @@ use conformance::batch::{self, Generated};
 use conformance::corpus;
 use conformance::driver::{self, Mode};
 use conformance::harness::Options;
-use conformance::replay::{replay_counted, Inside};
+use conformance::replay::{replay_shared, CopyCache, Inside};
 use consumer::crash::CrashPlan;
 use consumer::log::{Log, LogError};
 use consumer::owner::{Mutation, Owner, OwnerError, Settings};
@@ -592,9 +592,10 @@ fn run_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     }
     let started = Instant::now();
     let (mut failures, mut steps, mut inside) = (Vec::new(), 0, Inside::default());
+    let mut restarts = CopyCache::default();
     let mut records = Vec::with_capacity(traces.len());
     for (path, trace) in traces {
-        match replay_counted(trace, &options, &mut inside) {
+        match replay_shared(trace, &options, &mut inside, &mut restarts) {
             Ok(report) => {
                 steps += report.steps;
                 let violated: Vec<&str> = report.violated.iter().filter(|(_, v)| *v).map(|(n, _)| n.as_str()).collect();

@@ -441,6 +441,16 @@ pub struct Launch {
 }
 
 impl Launch {
+    /// An owner's start request.
+    pub fn request(&self, spec: &OwnerSpec) -> Init {
+        self.init(Role::Owner, Some(spec))
+    }
+
+    /// The store role's start request.
+    pub fn store_request(&self) -> Init {
+        self.init(Role::Store, None)
+    }
+
     fn init(&self, role: Role, spec: Option<&OwnerSpec>) -> Init {
         let settings = spec.map_or(&self.settings, |spec| &spec.settings);
         Init {

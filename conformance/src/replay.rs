@@ -2,15 +2,17 @@
 //! after every step and the properties' verdicts at the end.
 
 use crate::error::Error;
-use crate::harness::{Harness, Options, Restarted};
-use crate::killpoints::{KillPoint, Snapshot, Window};
+use crate::harness::{restart_step, Harness, Options, Restarted, Restarter};
+use crate::killpoints::{Snapshot, Window};
+use consumer::strategy::Step;
+use model::action::Actor;
 use model::check::{replay as model_replay, Verdict};
 use model::properties::properties_for;
 use model::state::{State, Store as ModelStore};
 use model::strategy::EffectKind;
 use model::trace::Trace;
 use model::{Action, ConsumerModel};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 
 /// What a conforming replay established.
@@ -232,8 +234,8 @@ impl fmt::Display for ReplayFailure {
             ),
             ReplayFailure::RestartDiverges { step, named, point, differs, table, .. } => write!(
                 f,
-                "a restart inside {} diverges: killed after {point} and {differs} (a restart position kept \
-                 where the store's reader does not look?)\n{table}",
+                "a restart inside {} diverges: killed after {point} and {differs} (state kept where the \
+                 store's reader does not look, a restart position or what was applied?)\n{table}",
                 step_name(step, named)
             ),
             ReplayFailure::OutsideStore { step, named, call, path, .. } => write!(
@@ -286,10 +288,37 @@ pub fn replay(trace: &Trace, options: &Options) -> Result<ReplayReport, ReplayFa
 /// `replay`, adding the kill points it tried inside steps to `tried` whether or not the trace
 /// conforms (the report's `inside` is this trace's alone).
 pub fn replay_counted(trace: &Trace, options: &Options, tried: &mut Inside) -> Result<ReplayReport, ReplayFailure> {
-    let mut judge = Judge::default();
+    replay_shared(trace, options, tried, &mut CopyCache::default())
+}
+
+/// `replay_counted`, with the restarts on copies that earlier replays made (`restarts`, which
+/// this one adds to): a restart is judged by all it depends on (`RestartKey`: the copy, the
+/// owner's start request, the log and the steps asked), whichever trace asked it first, so
+/// the traces of one run that share a prefix restart an owner on it once.
+pub fn replay_shared(
+    trace: &Trace,
+    options: &Options,
+    tried: &mut Inside,
+    restarts: &mut CopyCache,
+) -> Result<ReplayReport, ReplayFailure> {
+    let mut judge = Judge { cache: std::mem::take(restarts), ..Judge::default() };
     let result = replay_judged(trace, options, &mut judge);
+    *restarts = std::mem::take(&mut judge.cache);
     *tried += judge.inside;
     result.map(|report| ReplayReport { inside: judge.inside, unseen_writes: judge.unseen, ..report })
+}
+
+/// What the replays of one run learnt from copies of the store: the stores each copy showed,
+/// by its reader and its bytes, and the restarts made, by what each is judged on, with what
+/// each made (`Err`: the index of its job's error, kept for the first trace that meets it).
+#[derive(Default)]
+pub struct CopyCache {
+    /// By the reader (`Harness::reader_identity`), then by the copy's bytes.
+    read: HashMap<String, HashMap<Snapshot, Vec<ModelStore>>>,
+    /// (Looked up only, never iterated.)
+    asked: HashSet<RestartKey>,
+    restarted: HashMap<RestartKey, Result<Restarted, usize>>,
+    errors: Vec<Option<Error>>,
 }
 
 fn replay_judged(trace: &Trace, options: &Options, judge: &mut Judge) -> Result<ReplayReport, ReplayFailure> {
@@ -303,50 +332,74 @@ fn replay_judged(trace: &Trace, options: &Options, judge: &mut Judge) -> Result<
         error => ReplayFailure::RealFailed { step, action, named, error: Box::new(error) },
     };
     let mut harness = Harness::new(&trace.config, options).map_err(|error| fail(0, (None, None), error))?;
-    let mut observed = vec![harness.observe().map_err(|error| fail(0, (None, None), error))?];
-    compare(0, (None, None), &expected[0], &observed[0])?;
-    // The initial owners' starts: the model's initial state is the one after them.
-    judge.step(&mut harness, &model, 0, None, &expected[0], &expected[0])?;
-    for (index, action) in trace.actions.iter().enumerate() {
-        let step = index + 1;
-        let at = || (Some(*action), Some(model::view::action_text(&expected[index], action)));
-        let state = harness.apply(action).map_err(|error| fail(step, at(), error))?;
-        compare(step, at(), &expected[step], &state)?;
-        observed.push(state);
-        judge.step(&mut harness, &model, step, Some(*action), &expected[index], &expected[step])?;
-    }
+    let walked = (|| {
+        let mut observed = vec![harness.observe().map_err(|error| fail(0, (None, None), error))?];
+        compare(0, (None, None), &expected[0], &observed[0])?;
+        // The initial owners' starts: the model's initial state is the one after them.
+        judge.step(&mut harness, &model, (0, None), trace.actions.first().copied(), (&expected[0], &expected[0]))?;
+        for (index, action) in trace.actions.iter().enumerate() {
+            let step = index + 1;
+            let at = || (Some(*action), Some(model::view::action_text(&expected[index], action)));
+            // A restart on a copy reads the live log: the ones asked finish before it changes.
+            if !matches!(action.actor(), Actor::Owner { .. }) {
+                judge.settle();
+            }
+            let state = harness.apply(action).map_err(|error| fail(step, at(), error))?;
+            compare(step, at(), &expected[step], &state)?;
+            observed.push(state);
+            let next = trace.actions.get(step).copied();
+            judge.step(&mut harness, &model, (step, Some(*action)), next, (&expected[index], &expected[step]))?;
+        }
+        Ok(observed)
+    })();
+    // The restarts asked along the way are judged now, while the harness's directory (where
+    // their copies are) still exists; the earlier of two failures is the one reported.
+    let restarted = judge.finish();
+    let observed = match (walked, restarted) {
+        (Ok(observed), Ok(())) => observed,
+        (Err(walked), Ok(())) => return Err(walked),
+        (Ok(_), Err(restarted)) => return Err(restarted),
+        (Err(walked), Err(restarted)) => {
+            let earlier = restarted.steps_run(usize::MAX) < walked.steps_run(usize::MAX);
+            return Err(if earlier { restarted } else { walked });
+        }
+    };
+    drop(harness);
     verdicts(&model, trace, &expected, &observed)
 }
 
 /// Judges the kill points inside each step: a SIGKILL there must leave the model's store from
 /// before the step or from after it (spec.md §11: a step is atomic under crashes). The stores a
-/// copy shows are remembered by the copy's bytes, so a copy equal to one read before costs no
-/// reader.
+/// copy shows are remembered by the copy's bytes (`CopyCache`), so a copy equal to one read
+/// before, in this trace or an earlier one of the run, costs no reader.
 #[derive(Default)]
 struct Judge {
     inside: Inside,
     unseen: Vec<String>,
-    read: HashMap<Snapshot, Vec<ModelStore>>,
-    /// What an owner (group, slot) restarted on a copy made of it, by the store the copy shows
-    /// and the rest of its files (`Harness::restart_residue`).
-    restarted: HashMap<RestartKey, Restarted>,
+    /// The restarts asked so far, and what they made once done; the judgements waiting for
+    /// them: they run off the replay's path (`RestartQueue`) and are judged, in step order,
+    /// when the trace ends.
+    cache: CopyCache,
+    checks: Vec<RestartCheck>,
+    queue: Option<RestartQueue>,
 }
 
 impl Judge {
+    /// Judges the kill points of step `step` (`action`, `None` for the initial owners' starts)
+    /// between the model's states `before` and `after`; `next` is the trace's next action.
     fn step(
         &mut self,
         harness: &mut Harness,
         model: &ConsumerModel,
-        step: usize,
-        action: Option<Action>,
-        before: &State,
-        after: &State,
+        (step, action): (usize, Option<Action>),
+        next: Option<Action>,
+        (before, after): (&State, &State),
     ) -> Result<(), ReplayFailure> {
         let named = action.map(|action| model::view::action_text(before, &action));
         let windows = harness.take_windows();
         self.atomic(harness, step, action, &named, &windows, before, after)?;
         if harness.restarts_copies() {
-            self.restarts(harness, model, step, action, &named, &windows, (before, after))?;
+            self.restarts(harness, model, (step, action, &named), next, &windows, (before, after));
         }
         Ok(())
     }
@@ -392,9 +445,10 @@ impl Judge {
         self.inside.sampled_out += windows.iter().map(|(_, _, w)| w.found - w.points.len()).sum::<usize>();
         let points: Vec<_> =
             windows.iter().flat_map(|(_, _, window)| window.points.iter().map(move |p| (p, window.found))).collect();
+        let read = self.cache.read.entry(harness.reader_identity()).or_default();
         let mut unread: Vec<&Snapshot> = Vec::new();
         for (point, _) in &points {
-            if !self.read.contains_key(&point.snapshot) && !unread.contains(&&point.snapshot) {
+            if !read.contains_key(&point.snapshot) && !unread.contains(&&point.snapshot) {
                 unread.push(&point.snapshot);
             }
         }
@@ -406,13 +460,13 @@ impl Judge {
         })?;
         self.inside.reads += unread.len();
         for (snapshot, stores) in unread.into_iter().zip(shown) {
-            self.read.insert(snapshot.clone(), stores);
+            read.insert(snapshot.clone(), stores);
         }
         // Every point is judged (the count stays exact); the first that fails is reported.
         let mut first_failure = None;
         for (point, of) in points {
             self.inside.judged += 1;
-            let shown = &self.read[&point.snapshot];
+            let shown = &read[&point.snapshot];
             if *shown == stores_before || *shown == stores_after || first_failure.is_some() {
                 continue;
             }
@@ -439,99 +493,298 @@ impl Judge {
     /// Every kill point of an owner's step is judged again by what a restart makes of it: the
     /// owner (a current incarnation) started on the copy must take the leases, and leave the
     /// store, that the model's restart takes from the state the copy shows (before the step or
-    /// after it). A restart position kept where the store's reader does not look (a file of its
-    /// own) shows here, whatever the store's rows say.
-    #[allow(clippy::too_many_arguments)]
+    /// after it), and its next steps must leave what the model's leave: the trace's next action
+    /// where the restart enables it, else the first the model enables for it. A restart
+    /// position kept where the store's reader does not look (a file of its own) shows here,
+    /// whatever the store's rows say, and one the owner reports but does not act on shows in
+    /// its next steps. The restarts are asked here and judged by `finish`.
     fn restarts(
         &mut self,
         harness: &mut Harness,
         model: &ConsumerModel,
-        step: usize,
-        action: Option<Action>,
-        named: &Option<String>,
+        (step, action, named): (usize, Option<Action>, &Option<String>),
+        next: Option<Action>,
         windows: &[(u8, u8, Window)],
         (before, after): (&State, &State),
-    ) -> Result<(), ReplayFailure> {
-        let failed = |error| ReplayFailure::RealFailed { step, action, named: named.clone(), error: Box::new(error) };
+    ) {
         let owners: BTreeSet<(u8, u8)> = windows
             .iter()
             .filter(|(_, slot, window)| harness.is_current_slot(*slot) && !window.points.is_empty())
             .map(|(group, slot, _)| (*group, *slot))
             .collect();
+        let sides = [stores_of(before), stores_of(after)];
+        let read = &self.cache.read[&harness.reader_identity()];
         for (group, slot) in owners {
-            let points: Vec<(&KillPoint, usize, RestartKey)> = windows
+            let expected = [before, after].map(|state| model_restart(model, state, group, slot, next));
+            let mut check = RestartCheck {
+                step,
+                action,
+                named: named.clone(),
+                owner: (group, slot),
+                points: Vec::new(),
+                expected: expected.clone(),
+            };
+            let mut asked: [(Vec<Snapshot>, Vec<RestartKey>); 2] = Default::default();
+            let points = windows
                 .iter()
                 .filter(|(g, o, _)| (*g, *o) == (group, slot))
-                .flat_map(|(_, _, window)| window.points.iter().map(move |point| (point, window.found)))
-                .map(|(point, of)| {
-                    let key =
-                        (self.read[&point.snapshot].clone(), harness.restart_residue(&point.snapshot), group, slot);
-                    (point, of, key)
-                })
-                .collect();
-            let (mut unread, mut keys): (Vec<&Snapshot>, Vec<&RestartKey>) = (Vec::new(), Vec::new());
-            for (point, _, key) in &points {
-                if !self.restarted.contains_key(key) && !keys.contains(&key) {
-                    unread.push(&point.snapshot);
-                    keys.push(key);
+                .flat_map(|(_, _, window)| window.points.iter().map(move |point| (point, window.found)));
+            for (point, of) in points {
+                // The side of the step a copy shows: after when it shows the after-state (a
+                // step that changed no store restarts alike from both).
+                let shown = read[&point.snapshot].clone();
+                let side = usize::from(shown == sides[1]);
+                let key = RestartKey {
+                    shown,
+                    residue: harness.restart_residue(&point.snapshot),
+                    owner: (group, slot),
+                    start: harness.restart_request(group, slot),
+                    next: expected[side].1.clone(),
+                    log: (before.log.clone(), before.log_start.clone()),
+                };
+                if self.cache.asked.insert(key.clone()) {
+                    asked[side].0.push(point.snapshot.clone());
+                    asked[side].1.push(key.clone());
                 }
+                let place = format!("{} {} of {of} ({point})", point_noun(point.syscall), point.ordinal);
+                check.points.push((place, side, key));
             }
-            let restarted = harness.restart_copies(&unread, group, slot).map_err(failed)?;
-            self.inside.restarts += unread.len();
-            for (key, restarted) in keys.into_iter().zip(restarted) {
-                self.restarted.insert(key.clone(), restarted);
-            }
-            let expected = [before, after].map(|state| model_restart(model, state, group, slot));
-            let sides = [stores_of(before), stores_of(after)];
-            for (point, of, key) in points {
-                let real = &self.restarted[&key];
-                // The restart must be the model's from the side of the step the copy shows (both,
-                // when the step changed no store): leases from after beside a store from before
-                // is a restart position kept elsewhere.
-                let shown = &self.read[&point.snapshot];
-                let agrees = sides.iter().zip(&expected).any(|(side, model)| side == shown && real.agrees_with(model));
-                if agrees {
+            for (side, (snapshots, keys)) in asked.into_iter().enumerate() {
+                if snapshots.is_empty() {
                     continue;
                 }
-                let from = if *shown == sides[1] { &expected[1] } else { &expected[0] };
-                return Err(ReplayFailure::RestartDiverges {
-                    step,
-                    action,
-                    named: named.clone(),
-                    point: format!("{} {} of {of} ({point})", point_noun(point.syscall), point.ordinal),
-
-                    table: crate::diff::three_columns(
-                        ("model's restart from before", &restart_lines(&expected[0], group)),
-                        ("from after", &restart_lines(&expected[1], group)),
-                        ("restarted there", &restart_lines(real, group)),
-                    ),
-                    differs: format!(
-                        "{}/{} restarted on what the kill left, {}",
-                        crate::harness::group_name(group),
-                        crate::harness::owner_name(slot),
-                        restart_difference(from, real)
-                    ),
-                });
+                self.inside.restarts += snapshots.len();
+                let job = RestartJob {
+                    restarter: harness.restarter(group, slot),
+                    snapshots,
+                    keys,
+                    next: expected[side].1.clone(),
+                };
+                self.queue.get_or_insert_with(RestartQueue::start).submit(job);
             }
+            self.checks.push(check);
+        }
+    }
+
+    /// Waits for every restart asked so far, keeping what each made.
+    fn settle(&mut self) {
+        let Some(queue) = &mut self.queue else { return };
+        for (keys, result) in queue.wait() {
+            let cache = &mut self.cache;
+            match result {
+                Ok(results) => cache.restarted.extend(keys.into_iter().zip(results.into_iter().map(Ok))),
+                Err(error) => {
+                    cache.restarted.extend(keys.into_iter().map(|key| (key, Err(cache.errors.len()))));
+                    cache.errors.push(Some(error));
+                }
+            }
+        }
+    }
+
+    /// Waits for the restarts asked and judges them, in step order: the first that fails.
+    fn finish(&mut self) -> Result<(), ReplayFailure> {
+        self.settle();
+        self.queue = None;
+        for check in std::mem::take(&mut self.checks) {
+            check.judge(&self.cache.restarted, &mut self.cache.errors)?;
         }
         Ok(())
     }
 }
 
-/// What a restart on a copy is judged by: the stores the copy shows, the rest of its files,
-/// the group and the owner's slot.
-type RestartKey = (Vec<ModelStore>, Snapshot, u8, u8);
-
-/// The model's restart of `owner` (a current slot) of `group` after a crash in `state`: the
-/// leases it takes and the stores after its start.
-fn model_restart(model: &ConsumerModel, state: &State, group: u8, owner: u8) -> Restarted {
-    let crashed = model::step::next_state(&model.config, state, Action::Crash { group, owner });
-    let started = model::step::next_state(&model.config, &crashed, Action::Restart { group, owner });
-    let leases = started.groups[usize::from(group)].owners[usize::from(owner)].leases.clone();
-    Restarted { leases, stores: Some(stores_of(&started)) }
+/// The restarts of one owner's kill points in one step, waiting to be judged.
+struct RestartCheck {
+    step: usize,
+    action: Option<Action>,
+    named: Option<String>,
+    /// (group, slot).
+    owner: (u8, u8),
+    /// Each point's place in words, the side of the step its copy shows (0 before, 1 after)
+    /// and what its restart is judged on.
+    points: Vec<(String, usize, RestartKey)>,
+    /// The model's restart from before the step and from after it, with the steps asked next.
+    expected: [(Restarted, Vec<Step>); 2],
 }
 
-/// A restart's leases (the restarted owner's) and its group's partition rows, one per line.
+impl RestartCheck {
+    /// The restart must be the model's from the side of the step the copy shows: leases from
+    /// after beside a store from before is a restart position kept elsewhere.
+    fn judge(
+        self,
+        restarted: &HashMap<RestartKey, Result<Restarted, usize>>,
+        errors: &mut [Option<Error>],
+    ) -> Result<(), ReplayFailure> {
+        let (step, action, (group, slot)) = (self.step, self.action, self.owner);
+        for (point, side, key) in &self.points {
+            let real = match &restarted[key] {
+                Ok(real) => real,
+                Err(index) => {
+                    let error = errors[*index].take().unwrap_or(Error::Unsupported("a restart on a copy that failed"));
+                    return Err(ReplayFailure::RealFailed { step, action, named: self.named, error: Box::new(error) });
+                }
+            };
+            let (from, steps) = &self.expected[*side];
+            if real.agrees_with(from) {
+                continue;
+            }
+            return Err(ReplayFailure::RestartDiverges {
+                step,
+                action,
+                named: self.named.clone(),
+                point: point.clone(),
+                table: crate::diff::three_columns(
+                    ("model's restart from before", &restart_lines(&self.expected[0].0, group)),
+                    ("from after", &restart_lines(&self.expected[1].0, group)),
+                    ("restarted there", &restart_lines(real, group)),
+                ),
+                differs: format!(
+                    "{}/{} restarted on what the kill left, {}",
+                    crate::harness::group_name(group),
+                    crate::harness::owner_name(slot),
+                    restart_difference(from, real, steps)
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Restarts on copies of one owner, asked next of each (`Restarter::restart_all`).
+struct RestartJob {
+    restarter: Restarter,
+    snapshots: Vec<Snapshot>,
+    keys: Vec<RestartKey>,
+    next: Vec<Step>,
+}
+
+type RestartResult = (Vec<RestartKey>, Result<Vec<Restarted>, Error>);
+
+/// Runs the restarts on copies on a thread of their own, one job after another in the order
+/// asked, while the replay goes on: a restart is mostly a process's start, and the replay's
+/// steps mostly wait on the consumer's replies.
+struct RestartQueue {
+    jobs: Option<std::sync::mpsc::Sender<RestartJob>>,
+    results: std::sync::mpsc::Receiver<RestartResult>,
+    worker: Option<std::thread::JoinHandle<()>>,
+    /// Jobs submitted and not yet waited for.
+    waiting: usize,
+}
+
+impl RestartQueue {
+    fn start() -> RestartQueue {
+        let (jobs, asked) = std::sync::mpsc::channel::<RestartJob>();
+        let (answer, results) = std::sync::mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            for job in asked {
+                let result = job.restarter.restart_all(&job.snapshots, &job.next);
+                if answer.send((job.keys, result)).is_err() {
+                    return;
+                }
+            }
+        });
+        RestartQueue { jobs: Some(jobs), results, worker: Some(worker), waiting: 0 }
+    }
+
+    fn submit(&mut self, job: RestartJob) {
+        let jobs = self.jobs.as_ref().expect("a queue takes jobs until it is dropped");
+        jobs.send(job).expect("the restart worker runs until its queue is dropped");
+        self.waiting += 1;
+    }
+
+    /// The results of every job submitted and not yet waited for, once the worker has run
+    /// them.
+    fn wait(&mut self) -> Vec<RestartResult> {
+        let waiting = std::mem::take(&mut self.waiting);
+        (0..waiting).map(|_| self.results.recv().expect("the restart worker answers every job")).collect()
+    }
+
+    fn stop(&mut self) {
+        self.jobs = None;
+        if let Some(worker) = self.worker.take() {
+            worker.join().expect("the restart worker does not panic");
+        }
+    }
+}
+
+impl Drop for RestartQueue {
+    /// The copies live in the harness's directory: the worker is done before the harness goes.
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// What a restart on a copy is judged by: the stores the copy shows, the rest of its files,
+/// the owner (group, slot) and all it is told at its start, the steps it is asked next and the
+/// log they read (its records and start).
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct RestartKey {
+    shown: Vec<ModelStore>,
+    residue: Snapshot,
+    owner: (u8, u8),
+    /// The owner's start request but for the paths of the harness's directory.
+    start: String,
+    next: Vec<Step>,
+    log: (Vec<Vec<i64>>, Vec<model::state::Offset>),
+}
+
+/// How many steps a restarted owner is asked after its start, at most: enough for a fetch and
+/// the write that follows it (a position kept elsewhere may only show in the write).
+const RESTART_STEPS_MAX: usize = 3;
+
+/// The model's restart of `owner` (a current slot) of `group` after a crash in `state`: the
+/// leases it takes, the stores after its start, and what its next steps leave, with those
+/// steps as the real owner is sent them. Each next step is `trace_next` when the state enables
+/// it, else the first step the model enables for the owner that touches only the store and
+/// the log (`harness::restart_step`); the steps end after the first that changes a store, at
+/// `RESTART_STEPS_MAX`, or where the model enables none.
+fn model_restart(
+    model: &ConsumerModel,
+    state: &State,
+    group: u8,
+    owner: u8,
+    trace_next: Option<Action>,
+) -> (Restarted, Vec<Step>) {
+    let config = &model.config;
+    let crashed = model::step::next_state(config, state, Action::Crash { group, owner });
+    let started = model::step::next_state(config, &crashed, Action::Restart { group, owner });
+    let mut steps = Vec::new();
+    let restarted = model_steps(model, &started, (group, owner), (trace_next, false), &mut steps);
+    (restarted, steps)
+}
+
+/// What the owner leaves in `state` and after its next steps (`model_restart`), pushing each
+/// step onto `steps`; `ended`: no further step is asked.
+fn model_steps(
+    model: &ConsumerModel,
+    state: &State,
+    (group, owner): (u8, u8),
+    (trace_next, ended): (Option<Action>, bool),
+    steps: &mut Vec<Step>,
+) -> Restarted {
+    let leases = state.groups[usize::from(group)].owners[usize::from(owner)].leases.clone();
+    let stores = stores_of(state);
+    let mut enabled = Vec::new();
+    if !ended && steps.len() < RESTART_STEPS_MAX {
+        model::step::enabled_actions(&model.config, state, &mut enabled);
+    }
+    let askable = |action: &Action| {
+        matches!(action.actor(), Actor::Owner { group: g, owner: o } if (g, o) == (group, owner))
+            && restart_step(action, state).is_some()
+    };
+    let chosen = trace_next
+        .filter(|action| enabled.contains(action) && askable(action))
+        .or_else(|| enabled.iter().copied().find(|action| askable(action)));
+    let next = chosen.map(|action| {
+        steps.push(restart_step(&action, state).expect("an askable step has a real step"));
+        let after = model::step::next_state(&model.config, state, action);
+        let wrote = stores_of(&after) != stores;
+        Ok(Box::new(model_steps(model, &after, (group, owner), (None, wrote), steps)))
+    });
+    Restarted { leases, stores: Some(stores), next }
+}
+
+/// A restart's leases (the restarted owner's) and its group's partition rows, one per line,
+/// then the same after its next step when one was asked.
 fn restart_lines(restarted: &Restarted, group: u8) -> String {
     let mut lines: Vec<String> = restarted.leases.iter().enumerate().map(|(p, lease)| lease_text(p, lease)).collect();
     if restarted.stores.is_none() {
@@ -542,6 +795,17 @@ fn restart_lines(restarted: &Restarted, group: u8) -> String {
         lines.push(format!("total {}", store.total));
         for (p, row) in store.partitions.iter().enumerate() {
             lines.push(format!("p{p} row next {} epoch {} owner o{}", row.next_offset, row.epoch, row.owner));
+        }
+    }
+    match &restarted.next {
+        None => {}
+        Some(Ok(next)) => {
+            lines.push("after its next step:".to_string());
+            lines.push(restart_lines(next, group));
+        }
+        Some(Err(refusal)) => {
+            lines.push("its next step refused:".to_string());
+            lines.push(refusal.clone());
         }
     }
     lines.join("\n")
@@ -558,16 +822,36 @@ fn lease_text(partition: usize, lease: &Option<model::state::Lease>) -> String {
     }
 }
 
-/// The first difference between the model's restart and the real one, in words.
-fn restart_difference(model: &Restarted, real: &Restarted) -> String {
-    for (p, (expected, got)) in model.leases.iter().zip(&real.leases).enumerate() {
-        if expected != got {
-            let (got, expected) = (lease_text(p, got), lease_text(p, expected));
-            return format!("the restarted owner took {got} where the model's restart takes {expected}");
+/// The first difference between the model's restart and the real one, in words; `next` are
+/// the steps the restarted owner was asked after its start.
+fn restart_difference(model: &Restarted, real: &Restarted, next: &[Step]) -> String {
+    let text = |stores: &Option<Vec<ModelStore>>| stores.as_deref().map_or_else(|| "unread".to_string(), stores_text);
+    let (mut model, mut real) = (model, real);
+    for taken in 0..=next.len() {
+        let (who, left) = match taken {
+            0 => ("the restarted owner".to_string(), "its start left".to_string()),
+            _ => {
+                let steps: Vec<String> = next[..taken].iter().map(Step::to_string).collect();
+                let after = format!("after its steps {}", steps.join(", "));
+                (format!("{after}, the restarted owner"), format!("{after}, it left"))
+            }
+        };
+        for (p, (expected, got)) in model.leases.iter().zip(&real.leases).enumerate() {
+            if expected != got {
+                let (got, expected) = (lease_text(p, got), lease_text(p, expected));
+                return format!("{who} took {got} where the model's takes {expected}");
+            }
+        }
+        if real.stores.is_some() && real.stores != model.stores {
+            return format!("{left} {} where the model's leaves {}", text(&real.stores), text(&model.stores));
+        }
+        match (&model.next, &real.next) {
+            (Some(Ok(model_next)), Some(Ok(real_next))) => (model, real) = (model_next, real_next),
+            (Some(_), Some(Err(refusal))) => return format!("{who} was refused its step {}: {refusal}", next[taken]),
+            (None, None) | (Some(_), None) | (None, Some(_)) | (Some(Err(_)), Some(Ok(_))) => break,
         }
     }
-    let text = |stores: &Option<Vec<ModelStore>>| stores.as_deref().map_or_else(|| "unread".to_string(), stores_text);
-    format!("its start left {} where the model's leaves {}", text(&real.stores), text(&model.stores))
+    "the restart differs from the model's in what it was asked".to_string()
 }
 
 /// Every group's durable store in a model state: what a kill can leave, and all it can.
@@ -755,4 +1039,49 @@ fn external_evidence(group: &model::state::Group, effect: EffectKind) -> String 
         text.push_str(&format!("; facts [{facts}], outbox [{outbox}], index [{index}]"));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use consumer::strategy::StepKind;
+    use model::strategy::Strategy;
+
+    /// The steps a restarted owner (g0/o0 of atomic-fenced) is asked after its start: a fetch and
+    /// the write after it while the log has a record past its checkpoint, none at the log's end,
+    /// and the trace's next step first when the restart allows it.
+    #[test]
+    fn a_restart_is_asked_the_models_next_steps_up_to_its_first_write() {
+        let append = Action::Append { partition: 0, delta: 5 };
+        let fetch = |offset| Action::Fetch { group: 0, owner: 0, partition: 0, offset };
+        let apply = |offset| Action::ApplyAtomic { group: 0, owner: 0, partition: 0, offset };
+        let step = |kind, offset| Step { kind, partition: 0, offset };
+        let table: [(&[Action], Option<Action>, &[Step]); 4] = [
+            (&[], None, &[]),
+            (&[append], None, &[step(StepKind::Fetch, 0), step(StepKind::ApplyAtomic, 0)]),
+            (&[append, fetch(0), apply(0)], None, &[]),
+            // A next step of the trace that a restart from here cannot take is not asked.
+            (
+                &[append, append, fetch(0), apply(0)],
+                Some(fetch(2)),
+                &[step(StepKind::Fetch, 1), step(StepKind::ApplyAtomic, 1)],
+            ),
+        ];
+        let model = ConsumerModel::new(model::Config::new(Strategy::AtomicFenced));
+        for (actions, trace_next, expected) in table {
+            let mut state = model::check::replay(&model, &[]).expect("the initial state").remove(0);
+            for action in actions {
+                state = model::step::next_state(&model.config, &state, *action);
+            }
+            let (restarted, steps) = model_restart(&model, &state, 0, 0, trace_next);
+            assert_eq!(steps, expected, "after {actions:?}");
+            let mut asked = 0;
+            let mut next = &restarted.next;
+            while let Some(Ok(after)) = next {
+                asked += 1;
+                next = &after.next;
+            }
+            assert_eq!(asked, expected.len(), "after {actions:?}: one result per step asked");
+        }
+    }
 }

@@ -75,7 +75,7 @@ enum Expect {
     /// stopping steps, and kill points inside steps were found and judged.
     Conforms,
     /// The broken example: at least one walk diverges, and each divergence's report contains
-    /// every one of these (the bug's signature).
+    /// every one of these (the bug's signature; `a|b`: either of them).
     Caught(&'static [&'static str]),
 }
 
@@ -188,7 +188,8 @@ fn walk_at_every_budget(case: &Walks) {
             );
             for report in &reports {
                 for expected in signature {
-                    assert!(report.contains(expected), "'{command}': a divergence without '{expected}':\n{report}");
+                    let found = expected.split('|').any(|alternative| report.contains(alternative));
+                    assert!(found, "'{command}': a divergence without '{expected}':\n{report}");
                 }
             }
         }
@@ -227,7 +228,9 @@ const BROKEN: [Walks; 3] = [
         flags: " --no-dedup",
         row: Strategy::DedupAtomic,
         walks: 3,
-        expect: Expect::Caught(&["with its id, unless processed", "≠ g0: total"]),
+        // The record applied again shows in the total: in the replay's step, or in a restarted
+        // owner's next steps.
+        expect: Expect::Caught(&["with its id, unless processed", "≠ g0: total|where the model's leaves g0 total"]),
     },
 ];
 
