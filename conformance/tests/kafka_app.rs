@@ -67,7 +67,8 @@ fn show(output: &Output) -> String {
 /// moved, the fenced one does not. A zombie frozen while another instance joins is not
 /// reassigned in its wait (the broker waits for it to rejoin): with four, it is very unlikely
 /// that none is. check_then_write's duplicates come from a zombie frozen between its check
-/// and its write (the freeze passing a lock) or from a rebalance's overlap. The six runs go in
+/// and its write (the freeze passing a lock) or from a rebalance's overlap; a broken example
+/// whose run shows no anomaly runs once more with the next seed (`SEEDS`). The six runs go in
 /// three threads, two one after the other in each: they mostly wait for rebalances.
 #[test]
 fn each_example_is_judged_as_its_design_predicts() {
@@ -101,6 +102,13 @@ fn each_example_is_judged_as_its_design_predicts() {
 /// An example's file, the exit code its design predicts, and words its report must have.
 type Example = (&'static str, i32, &'static [&'static str]);
 
+/// The seeds an example broken on purpose is run with until one shows its anomaly: its faults'
+/// moments are drawn from the seed, but whether a zombie's freeze lands between a check and a
+/// write (one draw in three of how many transactions it lets begin) also depends on the
+/// processes' timing, so one seed's run can miss it (about one run in five for
+/// check_then_write.py with four zombies). A correct example runs with the first only.
+const SEEDS: [&str; 2] = ["1", "2"];
+
 /// Runs one example; the failures, each with the command that reproduces it.
 fn judge_example(python: &str, (example, code, words): &Example) -> Vec<String> {
     let started = Instant::now();
@@ -108,28 +116,42 @@ fn judge_example(python: &str, (example, code, words): &Example) -> Vec<String> 
     let dir_text = dir.display().to_string();
     let script = format!("examples/kafka/{example}");
     let spec = "examples/kafka/app.observe.toml";
-    // No shrink here: the shrink has its own test, on a small schedule.
-    let args = [
-        "--observe",
-        spec,
-        "--records",
-        "200",
-        "--kills",
-        "16",
-        "--churn",
-        "2",
-        "--zombies",
-        "4",
-        "--shrink-candidates",
-        "0",
-        "--dir",
-        &dir_text,
-    ];
-    let output = app(&args, &[python, &script]).output().expect("conformance runs");
+    let mut tried = Vec::new();
+    let (output, args) = loop {
+        let seed = SEEDS[tried.len()];
+        // No shrink here: the shrink has its own test, on a small schedule.
+        let args = [
+            "--observe",
+            spec,
+            "--records",
+            "200",
+            "--kills",
+            "16",
+            "--churn",
+            "2",
+            "--zombies",
+            "4",
+            "--seed",
+            seed,
+            "--shrink-candidates",
+            "0",
+            "--dir",
+            &dir_text,
+        ];
+        let _ = std::fs::remove_dir_all(&dir);
+        let output = app(&args, &[python, &script]).output().expect("conformance runs");
+        tried.push(seed);
+        let missed = *code == 1 && output.status.code() == Some(0);
+        if !missed || tried.len() == SEEDS.len() {
+            break (output, args.map(str::to_string));
+        }
+        eprintln!("{example}: no anomaly with seed {seed}, run again with the next");
+    };
     let stdout = String::from_utf8_lossy(&output.stdout);
     let reproduce = format!(
-        "reproduce: cargo run -p conformance --features kafka -- kafka app {} -- python3 {script}",
-        args.join(" ")
+        "reproduce: cargo run -p conformance --features kafka -- kafka app {} -- python3 {script} (seeds tried: {})",
+        args.join(" "),
+        tried.join(", ")
     );
     if output.status.code() != Some(*code) {
         return vec![format!("{example}: expected exit {code}\n{}\n{reproduce}", show(&output))];
