@@ -62,7 +62,14 @@ fn the_lane_rows_traces_replay_on_the_broker() {
         }
         replayed += 1;
         let name = file.file_name().expect("a file name").to_string_lossy().into_owned();
-        let report = session.replay(&trace).unwrap_or_else(|e| panic!("{name}: the lane failed: {e}"));
+        // The broker's coordinator has once, in about a thousand replays, not assigned a
+        // joining member the partition within 30 s (the member it replaced had left): the
+        // trace runs once more on fresh groups, and a second failure fails the test.
+        let report = session.replay(&trace).or_else(|first| {
+            println!("{name}: the lane failed ({first}); once more on fresh groups");
+            session.replay(&trace)
+        });
+        let report = report.unwrap_or_else(|e| panic!("{name}: the lane failed twice: {e}"));
         println!("{name}: {:?} ({} steps, {:.1} s)", report.verdict, report.steps_run, report.seconds);
         let fenced_expected = BROKER_FENCED.contains(&name.as_str());
         let left_out_expected = LEFT_OUT.contains(&name.as_str());
