@@ -2,7 +2,7 @@
 //! in-process `consumer::owner::Owner`, driven one durable step at a time.
 
 use crate::error::{Error, Unobservable, WorkerError};
-use crate::killpoints::{Scope, Window};
+use crate::killpoints::{Durability, Scope, Window};
 use crate::protocol::{Launch, Process, ProtocolError, ProtocolOwner};
 use consumer::crash::CrashPlan;
 use consumer::log::Log;
@@ -54,6 +54,8 @@ pub struct OwnerSpec {
     pub launch: Option<Launch>,
     /// Process mode: trace the worker and record the kill points inside its steps.
     pub inside_step: bool,
+    /// The store's durable view, followed from the owner's syncs (power cuts judged only).
+    pub durability: Option<Durability>,
 }
 
 /// One running owner.
@@ -193,7 +195,11 @@ impl ProcessOwner {
         // This consumer's store is `store.db` (and its journal) beside the log; a PostgreSQL
         // store has no file to copy, so its owners are never traced.
         let scope = match (spec.inside_step, &spec.store) {
-            (true, None) => Some(Scope::files(&spec.dir, "store.db").map_err(Error::io(&spec.dir, "resolve"))?),
+            (true, None) => Some(
+                Scope::files(&spec.dir, "store.db")
+                    .map_err(Error::io(&spec.dir, "resolve"))?
+                    .with_durability(spec.durability.clone()),
+            ),
             (true, Some(_)) | (false, _) => None,
         };
         let text = exe.display().to_string();

@@ -10,7 +10,7 @@ pub use rows::{real_row, ProducerRetry, RealRow, ReplicaSettings};
 
 use crate::driver::{self, Mode, OwnerHandle, OwnerSpec};
 use crate::error::{Error, Unobservable};
-use crate::killpoints::{Scope, Snapshot, Window};
+use crate::killpoints::{Durability, Scope, Snapshot, Window};
 use crate::observe::ObserveSpec;
 use crate::protocol::{Launch, ProtocolStore};
 use consumer::external::{EmailProvider, ExternalDir, Index, Relay};
@@ -51,6 +51,9 @@ pub struct Options {
     /// Trace every owner process and judge the store at each kill point inside its steps
     /// (`crate::killpoints`): on by default for a `--worker` consumer, off otherwise.
     pub inside_step: bool,
+    /// With kill points inside steps: judge also the store a power cut leaves at each of them
+    /// and after every step, from the syncs traced (`killpoints::Durability`).
+    pub power_cuts: bool,
     /// Protocol mode: read the store by the consumer's own SQL (`--observe FILE`) instead of
     /// trusting its store role; the role's `observe`, where it has one, must agree.
     pub observe: Option<std::sync::Arc<ObserveSpec>>,
@@ -61,6 +64,11 @@ impl Options {
     /// processes, and a store in files (a PostgreSQL store has none to copy).
     pub fn traced(&self) -> bool {
         self.inside_step && self.postgres.is_none() && self.mode != Mode::InProcess
+    }
+
+    /// Whether power cuts are judged: traced, and not switched off.
+    pub fn cuts_power(&self) -> bool {
+        self.traced() && self.power_cuts
     }
 
     /// Data directories go to /dev/shm when it exists: a process crash keeps the page cache,
@@ -77,6 +85,7 @@ impl Options {
             postgres: None,
             reply_timeout_ms: crate::protocol::REPLY_TIMEOUT_MS_DEFAULT,
             inside_step: false,
+            power_cuts: true,
             observe: None,
         }
     }
@@ -138,6 +147,9 @@ pub struct Harness {
     /// restricted to those the model's configuration reads (`witness_mask`).
     witnessed: u32,
     witness_mask: u32,
+    /// What a power cut leaves of the store, followed from every owner's syncs (power cuts
+    /// judged only).
+    durability: Option<Durability>,
     /// Last, so that it is dropped last: every owner and connection using the directory and
     /// the schema has ended before they are removed.
     dir: ScratchDir,
@@ -337,7 +349,7 @@ impl CopyReader {
         let copy = self.write_copy(snapshot, &format!("restart-point-{fresh}"))?;
         let launch = self.launch.as_ref().ok_or(Error::Unsupported("a restart on a copy without a command"))?;
         let launch = Launch { store: copy.clone(), inside_step: false, ..launch.clone() };
-        let spec = OwnerSpec { launch: Some(launch.clone()), inside_step: false, ..spec.clone() };
+        let spec = OwnerSpec { launch: Some(launch.clone()), inside_step: false, durability: None, ..spec.clone() };
         let restarted = crate::protocol::ProtocolOwner::spawn(&launch, &spec).and_then(|owner| {
             let mut owner: Box<dyn OwnerHandle> = Box::new(owner);
             let restarted = self.restart_in(&copy, &spec, &mut owner, next);
@@ -619,7 +631,14 @@ impl Harness {
             last: None,
             witnessed: 0,
             witness_mask: model::ConsumerModel::new(config.clone()).witness_mask(),
+            durability: None,
         };
+        // The store as set up is taken as durable; from here on only what is synced is.
+        if options.cuts_power() {
+            let scope = harness.store_scope()?;
+            let baseline = Durability::baseline(&scope).map_err(Error::io(&harness.dir.path, "copy the store in"))?;
+            harness.durability = Some(baseline);
+        }
         for group in 0..config.groups {
             let mut row = Vec::new();
             for owner in 0..config.owners {
@@ -661,6 +680,7 @@ impl Harness {
             settings,
             launch: self.launch.clone(),
             inside_step: self.options.inside_step,
+            durability: self.durability.clone(),
         }
     }
 
@@ -673,6 +693,27 @@ impl Harness {
     /// Arms a named crash point in a running owner (`STEP:WHEN[@OFFSET]`).
     pub fn arm(&mut self, group: u8, owner: u8, point: &str) -> Result<(), Error> {
         self.handle(group, owner)?.arm(point)
+    }
+
+    /// The files of the store: this consumer's `store.db` and its journal beside the log, or
+    /// a protocol consumer's store directory.
+    fn store_scope(&self) -> Result<Scope, Error> {
+        match &self.launch {
+            Some(launch) => Scope::directory(&launch.store).map_err(Error::io(&launch.store, "resolve")),
+            None => Scope::files(&self.dir.path, "store.db").map_err(Error::io(&self.dir.path, "resolve")),
+        }
+    }
+
+    /// Takes the store as it is now as durable (power cuts judged only): after a write that is
+    /// not an owner's (the store role's or the harness's: the coordinator's claim, the relay).
+    pub fn assume_durable(&self) -> Result<(), Error> {
+        let Some(durability) = &self.durability else { return Ok(()) };
+        durability.assume_durable().map_err(Error::io(&self.dir.path, "copy the store in"))
+    }
+
+    /// The store a power cut leaves now (power cuts judged only).
+    pub fn power_cut(&self) -> Option<std::sync::Arc<Snapshot>> {
+        self.durability.as_ref().map(Durability::cut)
     }
 
     /// A copy of this consumer's store files as they are now (process mode: `store.db` and its
@@ -1117,6 +1158,9 @@ impl Harness {
                 agent.claim(&name, u32::from(partition), &to)?;
             }
         }
+        // The coordinator's claim is not an owner's write: taken as durable (with all before
+        // it, every owner step's own durability judged already) before the new owner's steps.
+        self.assume_durable()?;
         if let Some(handle) = &mut self.owners[usize::from(group)][usize::from(to_owner)] {
             handle.assign(u32::from(partition))?;
         }

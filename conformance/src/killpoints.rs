@@ -50,17 +50,31 @@ const STATUS_WAIT_MS: u64 = 5_000;
 pub struct Scope {
     root: PathBuf,
     prefix: Option<String>,
+    /// What a power cut would leave, followed from the syncs (`durable`), when judged.
+    durability: Option<Durability>,
 }
 
 impl Scope {
     /// Every file under `dir` (a protocol consumer's store directory).
     pub fn directory(dir: &Path) -> io::Result<Scope> {
-        Ok(Scope { root: dir.canonicalize()?, prefix: None })
+        Ok(Scope { root: dir.canonicalize()?, prefix: None, durability: None })
     }
 
     /// The entries of `dir` named `prefix...` (`store.db`, `store.db-journal`, `store.db-wal`).
     pub fn files(dir: &Path, prefix: &str) -> io::Result<Scope> {
-        Ok(Scope { root: dir.canonicalize()?, prefix: Some(prefix.to_string()) })
+        Ok(Scope { root: dir.canonicalize()?, prefix: Some(prefix.to_string()), durability: None })
+    }
+
+    /// The same files, with what a power cut would leave of them followed by `durability`
+    /// (shared by every process of the store): each kill point and each window's close then
+    /// carry that state too.
+    pub fn with_durability(self, durability: Option<Durability>) -> Scope {
+        Scope { durability, ..self }
+    }
+
+    /// The durable view of this store, when power cuts are judged.
+    pub fn durability(&self) -> Option<&Durability> {
+        self.durability.as_ref()
     }
 
     /// The path relative to the scope's root when it is in the scope. A path is compared after
@@ -161,6 +175,8 @@ pub struct KillPoint {
     /// The file the call changed, relative to the store's root (empty: the root directory).
     pub file: PathBuf,
     pub snapshot: Snapshot,
+    /// The store a power cut right after the call leaves (when power cuts are judged).
+    pub power_cut: Option<Arc<Snapshot>>,
 }
 
 impl fmt::Display for KillPoint {
@@ -182,6 +198,8 @@ pub struct Window {
     /// Store files the process has mapped shared and writable by the window's close: its
     /// stores to that memory change the file with no call a kill point could follow.
     pub mapped: Vec<PathBuf>,
+    /// Syncs under the store (of a file or a directory) in the window.
+    pub syncs: usize,
 }
 
 /// Whether a file opened for writing outside the store holds no state of the consumer's: a
@@ -370,7 +388,8 @@ impl OpenWindow {
                 return;
             }
         };
-        let point = KillPoint { ordinal, syscall, file, snapshot };
+        let power_cut = self.scope.durability.as_ref().map(Durability::cut);
+        let point = KillPoint { ordinal, syscall, file, snapshot, power_cut };
         match slot {
             None => self.window.points.push(point),
             Some(pick) => self.window.points[pick] = point,
@@ -622,6 +641,9 @@ pub fn supported() -> Result<(), TraceError> {
     os::supported()
 }
 
+mod durable;
+pub use durable::Durability;
+
 #[cfg(all(target_os = "linux", target_env = "gnu", any(target_arch = "x86_64", target_arch = "aarch64")))]
 mod os;
 
@@ -655,7 +677,7 @@ mod os {
 
 #[cfg(test)]
 mod tests {
-    use super::{Entry, Scope, Traced};
+    use super::{Durability, Entry, Scope, Traced};
     use std::io::{BufRead, BufReader, Write};
     use std::path::Path;
     use std::process::Command;
@@ -698,6 +720,57 @@ mod tests {
         assert_eq!(last.snapshot.entries.keys().collect::<Vec<_>>(), [Path::new("d")], "{seen:?}");
         assert!(window.points.iter().all(|point| !point.file.starts_with("..")), "{seen:?}");
         assert_eq!(std::fs::read(dir.path().join("outside")).expect("written"), b"x");
+    }
+
+    /// With a durable view, each kill point carries what a power cut there leaves: a file's
+    /// content once it is synced (coreutils `sync FILE` is an fsync), its name once its
+    /// directory is (`sync .`), and nothing of a file made since: a table of the kill point
+    /// (by call and file) and the files its cut holds.
+    #[test]
+    fn a_kill_points_power_cut_holds_what_was_synced_before_it() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = dir.path().join("store");
+        std::fs::create_dir(&store).expect("the store directory");
+        std::fs::write(store.join("old"), "old").expect("a file of the baseline");
+        let script =
+            "read line; cd store; printf a > a; sync a; sync .; printf b > b; sync b; printf x > old; echo done";
+        let mut command = Command::new("sh");
+        command.arg("-c").arg(script).current_dir(dir.path());
+        let durability = Durability::baseline(&Scope::directory(&store).expect("a scope")).expect("a baseline");
+        let scope = Scope::directory(&store).expect("a scope").with_durability(Some(durability.clone()));
+        let (mut traced, mut stdin, stdout) = Traced::spawn(command, scope.clone()).expect("traced");
+        traced.open_window(&scope, 1);
+        writeln!(stdin, "go").expect("a line");
+        let mut reply = String::new();
+        BufReader::new(stdout).read_line(&mut reply).expect("a reply");
+        let window = traced.close_window().expect("a window");
+        traced.kill();
+        let cut_at = |syscall: &str, file: &str| {
+            let point = window.points.iter().rev().find(|p| p.syscall == syscall && p.file == Path::new(file));
+            let cut = point.and_then(|p| p.power_cut.clone()).unwrap_or_else(|| panic!("no {syscall} on {file}"));
+            let files: Vec<(String, Vec<u8>)> = cut
+                .entries
+                .iter()
+                .filter_map(|(path, entry)| match entry {
+                    Entry::File(content) => Some((path.display().to_string(), content.clone())),
+                    Entry::Directory => None,
+                })
+                .collect();
+            files
+        };
+        let file = |name: &str, content: &str| (name.to_string(), content.as_bytes().to_vec());
+        let table = [
+            ("write", "a", vec![file("old", "old")]),
+            ("fsync", "a", vec![file("old", "old")]),
+            ("fsync", "", vec![file("a", "a"), file("old", "old")]),
+            ("fsync", "b", vec![file("a", "a"), file("old", "old")]),
+            ("write", "old", vec![file("a", "a"), file("old", "old")]),
+        ];
+        for (syscall, name, expected) in table {
+            assert_eq!(cut_at(syscall, name), expected, "the cut right after {syscall} on '{name}'");
+        }
+        assert_eq!(window.syncs, 3, "fsync of a, of the directory and of b");
+        assert_eq!(durability.syncs(), 3);
     }
 
     /// A temporary directory with `store/` and a FIFO `gate` beside it: a script that starts

@@ -155,6 +155,12 @@ struct RunArgs {
     /// --worker or --mode protocol, off in process mode; not in process).
     #[arg(long, value_name = "on|off")]
     inside_step: Option<Switch>,
+    /// Power cuts at the kill points and after every step: the store as the consumer's traced
+    /// syncs made it durable, every change not synced lost (a file's content once the file
+    /// is synced, a file made, renamed or removed once its directory is) (default: on with
+    /// kill points inside steps).
+    #[arg(long, value_name = "on|off")]
+    power_cuts: Option<Switch>,
     /// Protocol mode only: read your consumer's SQLite store by the SQL in FILE (an observation
     /// spec, PROTOCOL.md "Observing the store"), from a copy, instead of trusting its store
     /// role; a store role that also answers observe must agree with it.
@@ -193,8 +199,16 @@ impl RunArgs {
             (None, Mode::Protocol) => true,
             (None, Mode::Process | Mode::InProcess) => false,
         };
+        let power_cuts = match (self.power_cuts, inside_step) {
+            (Some(Switch::On), false) => bail!(
+                "--power-cuts on needs kill points inside steps (--inside-step on): a cut's store is followed from the traced syncs"
+            ),
+            (Some(switch), _) => switch == Switch::On,
+            (None, traced) => traced,
+        };
         let mut options = Options {
             inside_step,
+            power_cuts,
             mutation: self.mutation,
             postgres: self.postgres.clone(),
             command: self.worker.clone(),
@@ -688,6 +702,13 @@ fn tried_summary(options: &Options, inside: &Inside) -> String {
         }
         (Mode::Protocol | Mode::Process, _) => inside.summary(traced),
     };
+    let cuts = match (options.mode, traced, &options.postgres) {
+        (_, _, Some(_)) => "power cuts: not tried: a PostgreSQL store is trusted for durability".to_string(),
+        (Mode::InProcess, _, None) | (Mode::Process | Mode::Protocol, false, None) => {
+            "power cuts: not tried (they need kill points inside steps)".to_string()
+        }
+        (Mode::Process | Mode::Protocol, true, None) => inside.power_summary(options.power_cuts),
+    };
     let store = match (options.mode, &options.observe) {
         (Mode::Protocol, Some(spec)) => format!(
             "store observed by its SQL ({}), on a copy; a store role that answers observe must agree",
@@ -700,7 +721,7 @@ fn tried_summary(options: &Options, inside: &Inside) -> String {
         }
         (Mode::Process | Mode::InProcess, _) => "store read directly by the harness".to_string(),
     };
-    format!("{kills}; {store}")
+    format!("{kills}; {cuts}; {store}")
 }
 
 /// Before any trace: the observation spec's queries, run on a store freshly set up for each

@@ -488,7 +488,11 @@ impl ProtocolOwner {
     pub fn spawn(launch: &Launch, spec: &OwnerSpec) -> Result<ProtocolOwner, Error> {
         let fail = |source| Error::Protocol { who: format!("{}/{}", spec.group, spec.owner), source };
         let scope = match launch.inside_step {
-            true => Some(Scope::directory(&launch.store).map_err(Error::io(&launch.store, "resolve"))?),
+            true => Some(
+                Scope::directory(&launch.store)
+                    .map_err(Error::io(&launch.store, "resolve"))?
+                    .with_durability(spec.durability.clone()),
+            ),
             false => None,
         };
         let init = launch.init(Role::Owner, Some(spec));

@@ -48,6 +48,10 @@ pub struct Inside {
     /// Distinct copies an owner was restarted on (protocol mode): each kill point judged by
     /// what a restart there makes of it too.
     pub restarts: usize,
+    /// Power cuts judged: one at each kill point judged and one after every step.
+    pub power_cuts: usize,
+    /// Syncs under the store (of a file or a directory) the tracer saw inside steps.
+    pub syncs: usize,
 }
 
 impl Inside {
@@ -89,6 +93,20 @@ impl Inside {
     }
 }
 
+impl Inside {
+    /// What power cuts were judged, for a summary line, or why none was.
+    pub fn power_summary(&self, on: bool) -> String {
+        if !on {
+            return "power cuts: not tried (--power-cuts off): every kill kept what the page cache held".to_string();
+        }
+        format!(
+            "power cuts (every change not synced lost) at each kill point and after every step: {} judged, {} \
+             syncs traced inside steps",
+            self.power_cuts, self.syncs
+        )
+    }
+}
+
 impl std::ops::AddAssign for Inside {
     fn add_assign(&mut self, other: Inside) {
         self.found += other.found;
@@ -98,6 +116,8 @@ impl std::ops::AddAssign for Inside {
         self.steps += other.steps;
         self.writes_unseen += other.writes_unseen;
         self.restarts += other.restarts;
+        self.power_cuts += other.power_cuts;
+        self.syncs += other.syncs;
     }
 }
 
@@ -122,6 +142,19 @@ pub enum ReplayFailure {
     /// after it: `point` is the kill point (`write 3 of 5 (pwrite64 on store.db-journal)`),
     /// `shows` the store in a few words, `table` the three stores side by side.
     NotAtomic {
+        step: usize,
+        action: Option<Action>,
+        named: Option<String>,
+        point: String,
+        shows: String,
+        table: String,
+    },
+    /// A power cut (every change not synced lost, `killpoints::Durability`) inside a step or
+    /// right after it left a store the model never passes through there: `point` is where
+    /// (`right after write 3 of 5 (...)`, `right after the step`), `shows` the store in a few
+    /// words and the acknowledged step the cut takes back (or that the store matches no state
+    /// of the model's), `table` the model's stores beside the one the cut left.
+    PowerCutLoses {
         step: usize,
         action: Option<Action>,
         named: Option<String>,
@@ -166,6 +199,7 @@ impl ReplayFailure {
             | ReplayFailure::Divergence { step, .. }
             | ReplayFailure::Misreported { step, .. }
             | ReplayFailure::NotAtomic { step, .. }
+            | ReplayFailure::PowerCutLoses { step, .. }
             | ReplayFailure::RestartDiverges { step, .. }
             | ReplayFailure::OutsideStore { step, .. }
             | ReplayFailure::MappedStore { step, .. } => *step,
@@ -183,6 +217,7 @@ impl ReplayFailure {
             | ReplayFailure::Divergence { step, .. }
             | ReplayFailure::Misreported { step, .. }
             | ReplayFailure::NotAtomic { step, .. }
+            | ReplayFailure::PowerCutLoses { step, .. }
             | ReplayFailure::RestartDiverges { step, .. }
             | ReplayFailure::OutsideStore { step, .. }
             | ReplayFailure::MappedStore { step, .. } => format!("step {step}"),
@@ -232,6 +267,12 @@ impl fmt::Display for ReplayFailure {
                 "{} is not atomic: killed after {point}, the store shows {shows}\n{table}",
                 step_name(step, named)
             ),
+            ReplayFailure::PowerCutLoses { step, named, point, shows, table, .. } => write!(
+                f,
+                "{} does not survive a power cut: cut {point}, the store shows {shows} (a change is durable once \
+                 its file is synced, and a file made, renamed or removed once its directory is)\n{table}",
+                step_name(step, named)
+            ),
             ReplayFailure::RestartDiverges { step, named, point, differs, table, .. } => write!(
                 f,
                 "a restart inside {} diverges: killed after {point} and {differs} (state kept where the \
@@ -265,6 +306,7 @@ impl std::error::Error for ReplayFailure {
             | ReplayFailure::VerdictMismatch { .. }
             | ReplayFailure::NotReached { .. }
             | ReplayFailure::NotAtomic { .. }
+            | ReplayFailure::PowerCutLoses { .. }
             | ReplayFailure::RestartDiverges { .. }
             | ReplayFailure::OutsideStore { .. }
             | ReplayFailure::MappedStore { .. } => None,
@@ -382,6 +424,9 @@ struct Judge {
     cache: CopyCache,
     checks: Vec<RestartCheck>,
     queue: Option<RestartQueue>,
+    /// Per step judged so far (0: the set-up), the model's stores after it and its name: what
+    /// a power cut that took steps back is compared with.
+    history: Vec<(Vec<ModelStore>, Option<String>)>,
 }
 
 impl Judge {
@@ -397,24 +442,142 @@ impl Judge {
     ) -> Result<(), ReplayFailure> {
         let named = action.map(|action| model::view::action_text(before, &action));
         let windows = harness.take_windows();
-        self.atomic(harness, step, action, &named, &windows, before, after)?;
+        let reader = harness.reader_identity();
+        self.atomic(harness, &reader, (step, action, &named), &windows, (before, after))?;
+        self.power_cuts(harness, &reader, (step, action, &named), &windows, (before, after))?;
         if harness.restarts_copies() {
-            self.restarts(harness, model, (step, action, &named), next, &windows, (before, after));
+            self.restarts(harness, &reader, model, (step, action, &named), next, &windows, (before, after));
+        }
+        self.history.push((stores_of(after), named));
+        Ok(())
+    }
+
+    /// Reads the copies among `snapshots` not read before (by this reader), each once.
+    fn read_copies<'a>(
+        &mut self,
+        harness: &Harness,
+        reader: &str,
+        (step, action, named): (usize, Option<Action>, &Option<String>),
+        snapshots: impl Iterator<Item = &'a Snapshot>,
+    ) -> Result<(), ReplayFailure> {
+        let read = self.cache.read.entry(reader.to_string()).or_default();
+        let mut unread: Vec<&Snapshot> = Vec::new();
+        for snapshot in snapshots {
+            if !read.contains_key(snapshot) && !unread.contains(&snapshot) {
+                unread.push(snapshot);
+            }
+        }
+        let shown = harness.observe_copies(&unread).map_err(|error| ReplayFailure::RealFailed {
+            step,
+            action,
+            named: named.clone(),
+            error: Box::new(error),
+        })?;
+        self.inside.reads += unread.len();
+        for (snapshot, stores) in unread.into_iter().zip(shown) {
+            read.insert(snapshot.clone(), stores);
         }
         Ok(())
     }
 
+    /// A power cut at each kill point must leave the model's store from before the step or
+    /// from after it, and one right after the step (every reply in) the store from after it:
+    /// a step acknowledged survives. The cut's store is what the traced syncs made durable
+    /// (`killpoints::Durability`); the first that fails names the acknowledged step it loses.
+    fn power_cuts(
+        &mut self,
+        harness: &Harness,
+        reader: &str,
+        (step, action, named): (usize, Option<Action>, &Option<String>),
+        windows: &[(u8, u8, Window)],
+        (before, after): (&State, &State),
+    ) -> Result<(), ReplayFailure> {
+        // A step of the producer's or the coordinator's writes no owner's state: what the
+        // store role or the harness wrote in it (a claim, the relay's copy) is taken as durable.
+        if action.is_some_and(|action| !matches!(action.actor(), Actor::Owner { .. })) {
+            harness.assume_durable().map_err(|error| ReplayFailure::RealFailed {
+                step,
+                action,
+                named: named.clone(),
+                error: Box::new(error),
+            })?;
+        }
+        let Some(now) = harness.power_cut() else { return Ok(()) };
+        // (where, the cut's store, whether only the after-state will do)
+        let mut cuts: Vec<(String, &Snapshot, bool)> = Vec::new();
+        for (_, _, window) in windows {
+            self.inside.syncs += window.syncs;
+            for point in &window.points {
+                let Some(cut) = &point.power_cut else { continue };
+                let place = format!(
+                    "right after {} {} of {} ({point})",
+                    point_noun(point.syscall),
+                    point.ordinal,
+                    window.found
+                );
+                cuts.push((place, cut, false));
+            }
+        }
+        cuts.push(("right after the step".to_string(), &now, true));
+        self.read_copies(harness, reader, (step, action, named), cuts.iter().map(|(_, cut, _)| *cut))?;
+        let read = &self.cache.read[reader];
+        let (stores_before, stores_after) = (stores_of(before), stores_of(after));
+        let mut first_failure = None;
+        for (place, cut, acknowledged) in cuts {
+            self.inside.power_cuts += 1;
+            let shown = &read[cut];
+            let survives = *shown == stores_after || (!acknowledged && *shown == stores_before);
+            if survives || first_failure.is_some() {
+                continue;
+            }
+            let all: [&[ModelStore]; 3] = [&stores_before, &stores_after, shown];
+            first_failure = Some(ReplayFailure::PowerCutLoses {
+                step,
+                action,
+                named: named.clone(),
+                point: place,
+                shows: format!("{}: {}", stores_text(shown), self.lost(shown, (step, named))),
+                table: crate::diff::three_columns(
+                    ("model before", &stores_lines(&stores_before, &all)),
+                    ("model after", &stores_lines(&stores_after, &all)),
+                    ("power cut there", &stores_lines(shown, &all)),
+                ),
+            });
+        }
+        first_failure.map_or(Ok(()), Err)
+    }
+
+    /// Which acknowledged step a cut that left `shown` took back: the first that changed the
+    /// store after the latest state the model passed through that `shown` is.
+    fn lost(&self, shown: &[ModelStore], (step, named): (usize, &Option<String>)) -> String {
+        let name = |index: usize, named: &Option<String>| match named {
+            Some(named) => format!("step {index} ({named})"),
+            None => "the set-up".to_string(),
+        };
+        let Some(matched) = self.history.iter().rposition(|(stores, _)| stores.as_slice() == shown) else {
+            return "the store is none the model passed through up to here".to_string();
+        };
+        let (kept, kept_named) = (&self.history[matched].0, &self.history[matched].1);
+        let lost = self.history[matched + 1..]
+            .iter()
+            .enumerate()
+            .find(|(_, (stores, _))| stores != kept)
+            .map_or_else(|| name(step, named), |(offset, (_, lost_named))| name(matched + 1 + offset, lost_named));
+        let kept = match matched {
+            0 => "as set up".to_string(),
+            _ => format!("as after {}", name(matched, kept_named)),
+        };
+        format!("{lost}, acknowledged, is lost: the store reads {kept}")
+    }
+
     /// Every kill point must leave the model's store from before the step or from after it.
-    #[allow(clippy::too_many_arguments)]
     fn atomic(
         &mut self,
-        harness: &mut Harness,
-        step: usize,
-        action: Option<Action>,
-        named: &Option<String>,
+        harness: &Harness,
+        reader: &str,
+        (step, action, named): (usize, Option<Action>, &Option<String>),
         windows: &[(u8, u8, Window)],
-        before: &State,
-        after: &State,
+        (before, after): (&State, &State),
     ) -> Result<(), ReplayFailure> {
         let named = named.clone();
         let mut outside = windows.iter().flat_map(|(_, _, window)| &window.outside);
@@ -445,23 +608,8 @@ impl Judge {
         self.inside.sampled_out += windows.iter().map(|(_, _, w)| w.found - w.points.len()).sum::<usize>();
         let points: Vec<_> =
             windows.iter().flat_map(|(_, _, window)| window.points.iter().map(move |p| (p, window.found))).collect();
-        let read = self.cache.read.entry(harness.reader_identity()).or_default();
-        let mut unread: Vec<&Snapshot> = Vec::new();
-        for (point, _) in &points {
-            if !read.contains_key(&point.snapshot) && !unread.contains(&&point.snapshot) {
-                unread.push(&point.snapshot);
-            }
-        }
-        let shown = harness.observe_copies(&unread).map_err(|error| ReplayFailure::RealFailed {
-            step,
-            action,
-            named: named.clone(),
-            error: Box::new(error),
-        })?;
-        self.inside.reads += unread.len();
-        for (snapshot, stores) in unread.into_iter().zip(shown) {
-            read.insert(snapshot.clone(), stores);
-        }
+        self.read_copies(harness, reader, (step, action, &named), points.iter().map(|(point, _)| &point.snapshot))?;
+        let read = &self.cache.read[reader];
         // Every point is judged (the count stays exact); the first that fails is reported.
         let mut first_failure = None;
         for (point, of) in points {
@@ -498,9 +646,11 @@ impl Judge {
     /// position kept where the store's reader does not look (a file of its own) shows here,
     /// whatever the store's rows say, and one the owner reports but does not act on shows in
     /// its next steps. The restarts are asked here and judged by `finish`.
+    #[allow(clippy::too_many_arguments)]
     fn restarts(
         &mut self,
-        harness: &mut Harness,
+        harness: &Harness,
+        reader: &str,
         model: &ConsumerModel,
         (step, action, named): (usize, Option<Action>, &Option<String>),
         next: Option<Action>,
@@ -513,7 +663,7 @@ impl Judge {
             .map(|(group, slot, _)| (*group, *slot))
             .collect();
         let sides = [stores_of(before), stores_of(after)];
-        let read = &self.cache.read[&harness.reader_identity()];
+        let read = &self.cache.read[reader];
         for (group, slot) in owners {
             let expected = [before, after].map(|state| model_restart(model, state, group, slot, next));
             let mut check = RestartCheck {

@@ -32,8 +32,10 @@ fn options() -> Options {
 
 /// This consumer, as worker processes, conforms on every corpus trace killed at every kill
 /// point inside every step: each copy of its store holds the model's store from before the step
-/// or from after it. The kills struck: every row's traces have kill points, and no owner step
-/// changed the model's store without a write to `store.db` or its journal.
+/// or from after it, and so does a power cut at each of them (its store as the traced syncs
+/// made it durable), and one after every step holds the step. The kills struck: every row's
+/// traces have kill points, no owner step changed the model's store without a write to
+/// `store.db` or its journal, and syncs were traced.
 #[test]
 fn every_corpus_trace_conforms_with_a_kill_after_every_write_of_every_step() {
     let started = Instant::now();
@@ -57,6 +59,8 @@ fn every_corpus_trace_conforms_with_a_kill_after_every_write_of_every_step() {
     assert_eq!(rows_with_points, rows, "rows whose traces showed no kill point");
     assert_eq!(inside.writes_unseen, 0, "{inside:?}");
     assert_eq!(inside.judged + inside.sampled_out, inside.found, "{inside:?}");
+    // Power cuts at every kill point judged, and after every step, from syncs the tracer saw.
+    assert!(inside.power_cuts > inside.judged && inside.syncs > 0, "{inside:?}");
 }
 
 /// The first corpus trace of every row (its file names sorted), cross-checked: every kill point

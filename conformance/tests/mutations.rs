@@ -184,6 +184,7 @@ fn failed_at(failure: &ReplayFailure) -> Option<(usize, Option<Action>)> {
         | ReplayFailure::VerdictMismatch { .. }
         | ReplayFailure::NotReached { .. }
         | ReplayFailure::NotAtomic { .. }
+        | ReplayFailure::PowerCutLoses { .. }
         | ReplayFailure::RestartDiverges { .. }
         | ReplayFailure::OutsideStore { .. }
         | ReplayFailure::MappedStore { .. }

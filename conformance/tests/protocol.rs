@@ -304,6 +304,51 @@ fn a_side_file_restart_and_a_mapped_store_are_caught_inside_steps() {
     }
 }
 
+/// A consumer whose commits a power cut takes back (`unsynced.py`: its SQLite settings as
+/// flags) is caught with the step a cut right after it loses, whatever a SIGKILL leaves: one
+/// that never syncs (`synchronous = OFF`, in DELETE and in WAL mode), and one in DELETE mode
+/// with `FULL`, whose commit (the journal's unlink) is never made durable by a sync of its
+/// directory. In WAL mode with `FULL` it conforms, and so does every variant with
+/// `--power-cuts off` (nothing else catches it). A table of flags, whether a cut is judged and
+/// what must come of it.
+#[test]
+fn a_consumer_whose_commit_a_power_cut_takes_back_is_caught_with_the_step_lost() {
+    let Some(interpreter) = tools::python3() else { return };
+    let trace = conformance::corpus::load(&root().join("tests/traces/atomic-fenced--replay.json")).expect("a trace");
+    let spec = conformance::observe::ObserveSpec::load(&root().join("examples/python/store.observe.toml"))
+        .expect("the examples' observation spec");
+    // The first step that writes is the restart's claim (step 2).
+    let lost = |failure: &ReplayFailure| {
+        matches!(failure, ReplayFailure::PowerCutLoses { step: 2, point, shows, .. }
+            if point == "right after the step" && shows.contains(": step 2 (") && shows.contains("acknowledged, is lost"))
+    };
+    let table: [(&str, bool, bool); 6] = [
+        ("", true, false),
+        ("--journal WAL", true, false),
+        ("--synchronous FULL", true, false),
+        ("--journal WAL --synchronous FULL", true, true),
+        ("", false, true),
+        ("--synchronous FULL", false, true),
+    ];
+    for (flags, power_cuts, conforms) in table {
+        let command = command(&interpreter, "conformance/tests/consumers", "unsynced.py", &format!(" {flags}"));
+        let options = Options {
+            command: Some(command.clone()),
+            inside_step: true,
+            power_cuts,
+            observe: Some(std::sync::Arc::new(spec.clone())),
+            ..Options::new(Mode::Protocol)
+        };
+        let mut inside = Inside::default();
+        let case = format!("unsynced.py {flags} with power cuts {power_cuts}");
+        match (replay_counted(&trace, &options, &mut inside), conforms) {
+            (Ok(_), true) => assert_eq!(inside.power_cuts > 0, power_cuts, "{case}: {inside:?}"),
+            (Err(failure), false) if lost(&failure) => {}
+            (other, _) => panic!("{case}: {}", other.map_or_else(|f| f.to_string(), |_| "conforms".into())),
+        }
+    }
+}
+
 /// `conformance test --worker` walks (`--walks 4 --seed 1`, the row's default bounds) catch the
 /// split transaction too, each divergence a kill between its two commits, and pass it with
 /// `--inside-step off`.
@@ -474,6 +519,7 @@ fn run_crash(case: &Crash, command: &str) -> (i64, u64) {
         settings,
         launch: Some(launch),
         inside_step: false,
+        durability: None,
     };
     let mut owner = ProtocolOwner::spawn(spec.launch.as_ref().expect("a launch"), &spec).expect("the owner starts");
     let step = |kind, offset| Step { kind, partition: 0, offset };

@@ -59,7 +59,7 @@ sub open_store {
     my $db = DBI->connect("dbi:SQLite:dbname=$path", '', '',
         { RaiseError => 1, PrintError => 0, AutoCommit => 1, sqlite_use_immediate_transaction => 1 });
     $db->sqlite_busy_timeout(10_000);
-    $db->do('PRAGMA synchronous = FULL');
+    $db->do('PRAGMA synchronous = EXTRA');
     if ($create) {
         $db->do('CREATE TABLE IF NOT EXISTS totals (grp TEXT PRIMARY KEY, total INTEGER NOT NULL)');
         $db->do('CREATE TABLE IF NOT EXISTS progress (grp TEXT NOT NULL, part INTEGER NOT NULL, '

@@ -53,7 +53,7 @@ class Store:
         if not create and not os.path.exists(path):
             raise StepError("refused", f"no store at {path}: the store role's setup creates it")
         self.db = sqlite3.connect(path, isolation_level=None, timeout=10)
-        self.db.execute("PRAGMA synchronous = FULL")
+        self.db.execute("PRAGMA synchronous = EXTRA")
         if create:
             self.db.executescript(SCHEMA)
 

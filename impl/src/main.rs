@@ -164,7 +164,8 @@ impl DirArgs {
     fn options(&self, journal: Journal) -> anyhow::Result<StoreOptions> {
         // `parse_busy_timeout` let only such values through, and `from_secs_f64` panics on others.
         assert!((0.0..=BUSY_TIMEOUT_SECONDS_MAX).contains(&self.busy_timeout), "--busy-timeout was range-checked");
-        Ok(StoreOptions { journal, busy_timeout: Duration::from_secs_f64(self.busy_timeout) })
+        let busy_timeout = Duration::from_secs_f64(self.busy_timeout);
+        Ok(StoreOptions { journal, busy_timeout, ..StoreOptions::default() })
     }
 
     fn open_store(&self) -> anyhow::Result<Store> {
@@ -1657,8 +1658,11 @@ fn power_cuts(args: PowerCutsArgs) -> anyhow::Result<ExitCode> {
     outln!("{TOOL}")?;
     let started = std::time::Instant::now();
     let report = consumer::power::run(&config, &work);
+    // The store's own commit, cut right after it returned (with its setting and the one before).
+    let store_cuts = report.is_ok().then(|| consumer::power::store_cut::run(&work));
     std::fs::remove_dir_all(&work).with_context(|| format!("cannot remove {}", work.display()))?;
     let report = report?;
+    let store_cuts = store_cuts.expect("run when the report is")?;
     out!("{}", report.table())?;
     // The replicated log's steps, on the simulated disk alone (no store).
     let replication = consumer::power::replication::run(args.seed, args.runs)?;
@@ -1667,10 +1671,16 @@ fn power_cuts(args: PowerCutsArgs) -> anyhow::Result<ExitCode> {
     for violation in &replication.violations {
         outln!("violation: {violation}")?;
     }
+    outln!()?;
+    out!("{}", consumer::power::store_cut::table(&store_cuts))?;
+    let store_violations = consumer::power::store_cut::violations(&store_cuts);
+    for violation in &store_violations {
+        outln!("violation: {violation}")?;
+    }
     out::flush()?;
     let runs = report.total().runs + replication.total().runs;
     errln!("{runs} runs in {:.1} s", started.elapsed().as_secs_f64())?;
-    if report.violation_count > 0 || !replication.violations.is_empty() {
+    if report.violation_count > 0 || !replication.violations.is_empty() || !store_violations.is_empty() {
         return Ok(ExitCode::from(VIOLATION_EXIT_CODE));
     }
     Ok(ExitCode::SUCCESS)

@@ -57,6 +57,27 @@ fn every_point_of_every_strategy_keeps_acknowledged_records_and_finishes() {
     assert!(total.kept > 0 && total.garbled > 0 && total.torn > 0, "{total:?}");
 }
 
+/// The store's commit under a cut right after it returned (`store_cut`): with the store's
+/// setting (`synchronous=EXTRA`, DELETE journal) SQLite syncs the journal's directory after
+/// unlinking it and no commit is lost; with `FULL` (the setting before) it does not, every cut
+/// puts the journal back and SQLite's reopen rolls every commit back: the witness that the cut
+/// strikes. A table of the setting and what its row must hold.
+#[test]
+fn the_stores_commit_survives_a_cut_right_after_it_and_full_would_not() {
+    use consumer::power::store_cut::{self, StoreCutRow, COMMITS};
+    use consumer::store::Synchronous;
+    let work = work_dir();
+    let rows = store_cut::run(work.path()).unwrap();
+    let expected = [
+        StoreCutRow { synchronous: Synchronous::Full, commits: COMMITS, lost: COMMITS, journals_back: COMMITS },
+        StoreCutRow { synchronous: Synchronous::Durable, commits: COMMITS, lost: 0, journals_back: 0 },
+    ];
+    assert_eq!(rows, expected, "{}", store_cut::table(&rows));
+    assert!(store_cut::violations(&rows).is_empty());
+    let silent = [StoreCutRow { lost: 0, ..expected[0].clone() }];
+    assert_eq!(store_cut::violations(&silent).len(), 1, "a cut that never struck is a violation");
+}
+
 #[test]
 fn an_append_that_acknowledges_before_its_data_is_synced_is_caught() {
     let config = Config {

@@ -67,6 +67,8 @@ const CALLS: &[Call] = &[
     call(libc::SYS_sendfile, "sendfile", FD0),
     call(libc::SYS_splice, "splice", &[Target::Fd(2)]),
     call(libc::SYS_msync, "msync", &[Target::Mapping(0)]),
+    call(libc::SYS_syncfs, "syncfs", FD0),
+    call(libc::SYS_sync, "sync", &[]),
     call(libc::SYS_truncate, "truncate", PATH0),
     call(libc::SYS_unlinkat, "unlinkat", AT_PATH1),
     call(libc::SYS_renameat, "renameat", RENAMEAT),
@@ -92,6 +94,43 @@ const CALLS: &[Call] = &[
     #[cfg(target_arch = "x86_64")]
     Call { nr: libc::SYS_open, name: "open", targets: PATH0, flags: Some(1) },
 ];
+
+/// What a call makes durable (`Durability`), when it succeeds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Durable {
+    Nothing,
+    /// The content of the file it names, or the entries of the directory it names.
+    Named,
+    /// Everything (`sync`, `syncfs`).
+    Everything,
+    /// A write: its file's content when the descriptor was opened `O_SYNC` or `O_DSYNC`.
+    IfSyncOpen,
+}
+
+/// What `call` with `args` makes durable: an `fsync` or `fdatasync` its file (or directory),
+/// an `msync` with `MS_SYNC` its mapped file, `sync` and `syncfs` everything, a write its
+/// file when its descriptor is synchronous (or `pwritev2` with `RWF_DSYNC` or `RWF_SYNC`).
+/// `sync_file_range` makes nothing durable: it neither flushes the disk's cache nor the
+/// file's metadata.
+fn durable_by(call: &Call, args: &[u64; 6]) -> Durable {
+    match call.name {
+        "fsync" | "fdatasync" => Durable::Named,
+        "msync" if args[2] & libc::MS_SYNC as u64 != 0 => Durable::Named,
+        "sync" | "syncfs" => Durable::Everything,
+        "pwritev2" if args[5] & (libc::RWF_DSYNC | libc::RWF_SYNC) as u64 != 0 => Durable::Named,
+        "write" | "pwrite64" | "writev" | "pwritev" | "pwritev2" => Durable::IfSyncOpen,
+        _ => Durable::Nothing,
+    }
+}
+
+/// Whether descriptor `fd` of `pid` was opened `O_SYNC` or `O_DSYNC` (its `fdinfo` flags).
+fn sync_open(pid: Pid, fd: i32) -> bool {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")) else { return false };
+    let flags = text.lines().find_map(|line| line.strip_prefix("flags:")).map(str::trim);
+    flags
+        .and_then(|octal| i64::from_str_radix(octal, 8).ok())
+        .is_some_and(|flags| flags & i64::from(libc::O_DSYNC) != 0)
+}
 
 /// The calls that put a file in place, or change one, by path: their last target is where.
 const PLACING_CALLS: [&str; 8] =
@@ -243,12 +282,21 @@ pub fn trace(mut command: Command, scope: Scope, shared: Arc<Shared>, ready: Rea
     tracer.serve();
 }
 
+/// A call followed to its exit: its name, the file it changes (relative to the store's
+/// root), what it makes durable and where that is read (`/proc/PID/fd/N`, or a mapped file).
+struct Pending {
+    name: &'static str,
+    file: PathBuf,
+    durable: Durable,
+    open: Option<PathBuf>,
+}
+
 struct Tracer {
     root: Pid,
     scope: Scope,
     shared: Arc<Shared>,
     /// Per stopped thread, the call it is in and the file it changes (recorded at its exit).
-    pending: BTreeMap<Pid, (&'static str, PathBuf)>,
+    pending: BTreeMap<Pid, Pending>,
     /// Threads in an open for writing (while a window is open), checked at its exit.
     opening: BTreeMap<Pid, &'static str>,
     /// Threads in a rename, link or truncation whose destination is outside the store (while a
@@ -375,12 +423,18 @@ impl Tracer {
             let state = self.shared.lock();
             state.window.is_some() || state.free
         };
-        if !open {
-            return self.resume(pid);
-        }
         let Some(call) = CALLS.iter().find(|call| u64::try_from(call.nr).is_ok_and(|known| known == nr)) else {
             return self.resume(pid);
         };
+        // A sync changes what a power cut leaves whenever it falls, in a window or not.
+        let durable = match self.scope.durability() {
+            Some(_) => durable_by(call, &args),
+            None => Durable::Nothing,
+        };
+        let syncing = matches!(durable, Durable::Named | Durable::Everything);
+        if !open && !syncing {
+            return self.resume(pid);
+        }
         // An open for writing without O_CREAT or O_TRUNC changes nothing by itself: not a kill
         // point, but (in a window) where it leads is checked at its exit.
         let (changing, writing) = match call.flags {
@@ -406,8 +460,18 @@ impl Tracer {
         let file = changing
             .then(|| call.targets.iter().find_map(|&t| resolve(pid, t, &args).and_then(|p| self.scope.relative(&p))))
             .flatten();
+        // `sync` names no file; `syncfs` names any on the file system: both reach the store.
+        let file = match durable {
+            Durable::Everything => Some(PathBuf::new()),
+            Durable::Nothing | Durable::Named | Durable::IfSyncOpen => file,
+        };
         if let Some(file) = file {
-            self.pending.insert(pid, (call.name, file));
+            let open = match call.targets.first() {
+                Some(Target::Fd(index)) => Some(PathBuf::from(format!("/proc/{pid}/fd/{}", args[*index] as i32))),
+                Some(Target::Mapping(index)) => mapping_path(pid, args[*index]),
+                Some(Target::Path { .. }) | None => None,
+            };
+            self.pending.insert(pid, Pending { name: call.name, file, durable, open });
         }
         match self.pending.contains_key(&pid) || self.opening.contains_key(&pid) || self.placing.contains_key(&pid) {
             true => ptrace::syscall(pid, None),
@@ -488,11 +552,19 @@ impl Tracer {
         }
         self.check_opened(pid, &info);
         self.check_placed(pid, &info);
-        if let Some((name, file)) = self.pending.remove(&pid) {
+        if let Some(Pending { name, file, durable, open }) = self.pending.remove(&pid) {
             // SAFETY: an exit stop holds the exit's fields.
             let failed = info.op == libc::PTRACE_SYSCALL_INFO_EXIT && unsafe { info.u.exit.is_error } != 0;
             if !failed {
+                let synced = self.follow_sync(pid, durable, &file, open.as_deref());
                 let mut state = self.shared.lock();
+                if let Some(error) = synced {
+                    state.failure.get_or_insert(error);
+                }
+                let counted = matches!(durable, Durable::Named | Durable::Everything);
+                if let Some(window) = state.window.as_mut().filter(|_| counted) {
+                    window.window.syncs += 1;
+                }
                 if state.free {
                     state.store_calls += 1;
                     if super::SYNC_CALLS.contains(&name) {
@@ -595,6 +667,32 @@ impl Tracer {
 }
 
 impl Tracer {
+    /// Makes what a successful call synced durable (`Durability`); an error as text.
+    fn follow_sync(
+        &self,
+        pid: Pid,
+        durable: Durable,
+        file: &std::path::Path,
+        open: Option<&std::path::Path>,
+    ) -> Option<String> {
+        let durability = self.scope.durability()?;
+        let path = self.scope.root.join(file);
+        let synced = match (durable, open) {
+            (Durable::Nothing, _) => return None,
+            (Durable::Everything, _) => durability.synced_all(),
+            (Durable::IfSyncOpen, Some(open)) => {
+                let fd = open.file_name().and_then(|name| name.to_str()).and_then(|n| n.parse().ok());
+                match fd.is_some_and(|fd| sync_open(pid, fd)) {
+                    true => durability.synced(&path, open),
+                    false => return None,
+                }
+            }
+            (Durable::Named, Some(open)) => durability.synced(&path, open),
+            (Durable::IfSyncOpen | Durable::Named, None) => return None,
+        };
+        synced.err().map(|error| format!("following a sync of {}: {error}", path.display()))
+    }
+
     /// Whether a call, at its entry, works on a store file through its first argument (a
     /// descriptor): a lock, a write, a sync, a close of the database.
     fn touches_store(&self, pid: Pid, info: &libc::ptrace_syscall_info) -> bool {

@@ -1,5 +1,5 @@
 //! The stand-in email provider (`external.db`): the model's inbox, outside the store. Every
-//! request is recorded durably (one `synchronous=FULL` transaction per batch of requests)
+//! request is recorded durably (one `synchronous=EXTRA` transaction per batch of requests)
 //! before `send` returns; a request carrying an idempotency key the provider received before
 //! is recorded as a duplicate and not delivered again. A real provider must do the same for
 //! a key: remember it durably, for at least as long as a consumer may retry, before it answers.

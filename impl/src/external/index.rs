@@ -38,7 +38,7 @@ impl Index {
         &self.path
     }
 
-    /// Writes `facts` in one transaction (`synchronous=FULL`): the `inside` hook runs before its
+    /// Writes `facts` in one transaction (`synchronous=EXTRA`): the `inside` hook runs before its
     /// COMMIT (a crash there writes nothing). Returns how many facts were new.
     pub fn write(&mut self, facts: &[Fact], inside: InsideHook<'_>) -> Result<u64, ExternalError> {
         let path = self.path.clone();

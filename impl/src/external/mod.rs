@@ -181,13 +181,14 @@ fn open_file(path: &Path, version: i64) -> Result<Connection, ExternalError> {
     Ok(conn)
 }
 
-/// A connection with the store's durability: DELETE journal, `synchronous=FULL` (a COMMIT is
-/// durable before it returns), and a busy timeout for the other processes.
+/// A connection with the store's durability: DELETE journal, `synchronous=EXTRA` (a COMMIT is
+/// durable before it returns, a power cut included: the journal's unlink, the commit, is
+/// followed by a sync of its directory), and a busy timeout for the other processes.
 fn connect(path: &Path) -> Result<Connection, ExternalError> {
     let conn = Connection::open(path).map_err(fail(path, "open"))?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(fail(path, "busy_timeout"))?;
     conn.pragma_update(None, "journal_mode", "DELETE").map_err(fail(path, "PRAGMA journal_mode"))?;
-    conn.pragma_update(None, "synchronous", "FULL").map_err(fail(path, "PRAGMA synchronous = FULL"))?;
+    conn.pragma_update(None, "synchronous", "EXTRA").map_err(fail(path, "PRAGMA synchronous = EXTRA"))?;
     Ok(conn)
 }
 

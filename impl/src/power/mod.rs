@@ -34,6 +34,7 @@ pub mod damage;
 pub mod replication;
 mod report;
 mod run;
+pub mod store_cut;
 
 pub use damage::{DamageClass, DAMAGE_STRATEGIES};
 pub use report::{DamageTally, Report, Tally};

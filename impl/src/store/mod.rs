@@ -16,8 +16,8 @@ pub use self::postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use types::{
     check_name, set_value, AtomicAlso, Claimed, DeadLetter, Fact, FailurePolicy, Guard, InsideHook, Item, Journal,
-    PoisonAttempt, ProgressRow, Reset, Rewind, StoreError, StoreOptions, TxnRow, TxnState, TxnTable, NAME_BYTES_MAX,
-    PARTITIONS_MAX, SCHEMA_VERSION,
+    PoisonAttempt, ProgressRow, Reset, Rewind, StoreError, StoreOptions, Synchronous, TxnRow, TxnState, TxnTable,
+    NAME_BYTES_MAX, PARTITIONS_MAX, SCHEMA_VERSION,
 };
 
 use crate::log::LogIdentity;

@@ -79,16 +79,34 @@ impl std::str::FromStr for Journal {
     }
 }
 
+/// SQLite's synchronous level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Synchronous {
+    /// Every COMMIT durable before it returns, a power cut included: `EXTRA` in DELETE mode
+    /// (the journal's unlink, which is the commit, followed by a sync of its directory),
+    /// `FULL` in WAL mode. The store's setting.
+    Durable,
+    /// `FULL` in either mode: the store's setting before power cuts were judged, whose
+    /// DELETE-mode commit a cut right after it takes back. Only `consumer power-cuts` uses
+    /// it, to show that.
+    Full,
+}
+
 #[derive(Clone, Copy, Debug)]
 pub struct StoreOptions {
     pub journal: Journal,
     /// How long a writer waits for another process's transaction before giving up.
     pub busy_timeout: Duration,
+    pub synchronous: Synchronous,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { journal: Journal::Delete, busy_timeout: Duration::from_secs(5) }
+        StoreOptions {
+            journal: Journal::Delete,
+            busy_timeout: Duration::from_secs(5),
+            synchronous: Synchronous::Durable,
+        }
     }
 }
 
