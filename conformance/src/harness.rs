@@ -54,6 +54,9 @@ pub struct Options {
     /// With kill points inside steps: judge also the store a power cut leaves at each of them
     /// and after every step, from the syncs traced (`killpoints::Durability`).
     pub power_cuts: bool,
+    /// With kill points inside steps, in protocol mode: race two incarnations of an owner
+    /// inside each of its steps that change the store (`replay::Judge::races`).
+    pub races: bool,
     /// Protocol mode: read the store by the consumer's own SQL (`--observe FILE`) instead of
     /// trusting its store role; the role's `observe`, where it has one, must agree.
     pub observe: Option<std::sync::Arc<ObserveSpec>>,
@@ -86,6 +89,7 @@ impl Options {
             reply_timeout_ms: crate::protocol::REPLY_TIMEOUT_MS_DEFAULT,
             inside_step: false,
             power_cuts: true,
+            races: true,
             observe: None,
         }
     }
@@ -437,6 +441,113 @@ impl CopyReader {
     }
 }
 
+/// Two incarnations of one owner raced inside a step (`Racer::race`): the steps each is asked.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RacePlan {
+    /// The first incarnation's steps before the raced one (a fetch, say).
+    pub first: Vec<Step>,
+    /// The step it is held inside.
+    pub raced: Step,
+    /// Transaction begins of the raced step it passes before it is held.
+    pub begins_passed: u64,
+    /// The second incarnation's steps, run to their end while the first is held.
+    pub second: Vec<Step>,
+}
+
+/// What a race made (`Racer::race`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RaceOutcome {
+    /// The raced step began fewer transactions than `begins_passed` + 1: it ran unheld.
+    NotHeld,
+    /// The second incarnation's start or one of its steps did not reply within
+    /// `RACE_WAIT_MS` while the first was held (a lock the first holds): not a race.
+    Blocked,
+    /// A restarted incarnation refused a step the model's restart takes (the refusal in
+    /// words): a restart that differs from the model's, which the restarts on copies judge.
+    Refused(String),
+    /// The race ran: every group's store after both, and what the first's raced step replied
+    /// (its outcome's name, or its refusal in words).
+    Raced { stores: Vec<ModelStore>, reply: String },
+}
+
+/// How long the second incarnation may wait while the first is held, per request.
+const RACE_WAIT_MS: u64 = 5_000;
+
+/// Races two incarnations of one owner on copies of the store (`Harness::racer`).
+pub struct Racer {
+    reader: CopyReader,
+    spec: OwnerSpec,
+}
+
+impl Racer {
+    /// On a copy of `snapshot` (the store before the step): the owner started on it (traced,
+    /// a restart's start) and asked `plan.first`, then sent `plan.raced` with a hold armed at
+    /// its transaction begin `plan.begins_passed`; once held, the owner started again on the
+    /// same copy (a second incarnation, whose start claims) and asked `plan.second` to their
+    /// end; then the first released and its reply read. The stores the copy then holds.
+    pub fn race(&self, snapshot: &Snapshot, plan: &RacePlan) -> Result<RaceOutcome, Error> {
+        let fresh = RESTARTS_NAMED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let copy = self.reader.write_copy(snapshot, &format!("race-{fresh}"))?;
+        let raced = self.race_on(&copy, plan);
+        let _ = std::fs::remove_dir_all(&copy);
+        raced
+    }
+
+    fn race_on(&self, copy: &Path, plan: &RacePlan) -> Result<RaceOutcome, Error> {
+        let launch = self.reader.launch.as_ref().ok_or(Error::Unsupported("a race on a copy without a command"))?;
+        let traced = Launch { store: copy.to_path_buf(), inside_step: true, ..launch.clone() };
+        let spec = OwnerSpec { launch: Some(traced.clone()), inside_step: true, durability: None, ..self.spec.clone() };
+        let mut first = crate::protocol::ProtocolOwner::spawn(&traced, &spec)?;
+        for step in &plan.first {
+            if let Err(refused) = first.step(*step) {
+                return Ok(RaceOutcome::Refused(refused.to_string()));
+            }
+        }
+        let tracer = first.traced().ok_or(Error::Unsupported("a race without the tracer"))?;
+        tracer.arm_hold(plan.begins_passed);
+        let sent = first.send_step(plan.raced)?;
+        let (wait, started) = (std::time::Duration::from_millis(2), std::time::Instant::now());
+        let deadline = std::time::Duration::from_millis(launch.reply_timeout_ms);
+        let held = loop {
+            if first.traced().is_some_and(|tracer| tracer.held()) {
+                break true;
+            }
+            if first.replied_within(wait) || started.elapsed() > deadline {
+                // A reply, or (past the reply wait) `finish_step` names the silence.
+                break false;
+            }
+        };
+        if !held {
+            first.traced().expect("traced").disarm_hold();
+            first.finish_step(sent)?;
+            return Ok(RaceOutcome::NotHeld);
+        }
+        let plain =
+            Launch { store: copy.to_path_buf(), inside_step: false, reply_timeout_ms: RACE_WAIT_MS, ..launch.clone() };
+        let second_spec =
+            OwnerSpec { launch: Some(plain.clone()), inside_step: false, durability: None, ..self.spec.clone() };
+        let second = crate::protocol::ProtocolOwner::spawn(&plain, &second_spec).and_then(|mut second| {
+            plan.second.iter().try_for_each(|step| second.step(*step).map(|_| ()))?;
+            Ok(second)
+        });
+        first.traced().expect("traced").thaw();
+        let reply = match first.finish_step(sent) {
+            Ok(outcome) => format!("'{outcome}'"),
+            Err(error) => error.to_string(),
+        };
+        match second {
+            Ok(second) => drop(second),
+            Err(Error::Protocol { source: crate::protocol::ProtocolError::Silent { .. }, .. }) => {
+                return Ok(RaceOutcome::Blocked)
+            }
+            Err(refused) => return Ok(RaceOutcome::Refused(refused.to_string())),
+        }
+        drop(first);
+        let stores = self.reader.stores_in(copy)?;
+        Ok(RaceOutcome::Raced { stores, reply })
+    }
+}
+
 /// Starts one owner on copies of the store (`Harness::restarter`).
 pub struct Restarter {
     reader: CopyReader,
@@ -772,6 +883,12 @@ impl Harness {
         self.launch.is_some() && self.traced()
     }
 
+    /// Whether an owner's steps are also raced against a second incarnation on copies
+    /// (protocol mode, traced, `Options::races`).
+    pub fn races_copies(&self) -> bool {
+        self.restarts_copies() && self.options.races
+    }
+
     /// Who reads a copy of the store, as text: what besides the copy the stores it shows
     /// depend on (the store role's start request but for the harness directory's paths, or the
     /// observation spec, and the groups and partitions read).
@@ -792,6 +909,17 @@ impl Harness {
         let spec = self.spec(group, owner);
         let launch = Launch { store: PathBuf::new(), dir: PathBuf::new(), ..launch.clone() };
         format!("{} {:?}", launch.command, launch.request(&spec))
+    }
+
+    /// What races two incarnations of the owner `owner` of `group` on copies of the store.
+    pub fn racer(&self, group: u8, owner: u8) -> Racer {
+        Racer { reader: self.copy_reader(), spec: self.spec(group, owner) }
+    }
+
+    /// A copy of the store as it is now (before a step a race starts from).
+    pub fn store_copy(&self) -> Result<Snapshot, Error> {
+        let scope = self.store_scope()?;
+        Snapshot::take(&scope).map_err(Error::io(&self.dir.path, "copy the store in"))
     }
 
     /// What starts the owner `owner` of `group` (a current incarnation's slot) on copies of

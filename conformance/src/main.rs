@@ -161,6 +161,12 @@ struct RunArgs {
     /// kill points inside steps).
     #[arg(long, value_name = "on|off")]
     power_cuts: Option<Switch>,
+    /// Races inside steps (protocol mode, with kill points): each owner step that changes the
+    /// store also run on a copy held at each of its transactions' begins while a second
+    /// incarnation of the owner claims and runs its steps; the store after must be the
+    /// model's, the first's write fenced (default: on with kill points inside steps).
+    #[arg(long, value_name = "on|off")]
+    races: Option<Switch>,
     /// Protocol mode only: read your consumer's SQLite store by the SQL in FILE (an observation
     /// spec, PROTOCOL.md "Observing the store"), from a copy, instead of trusting its store
     /// role; a store role that also answers observe must agree with it.
@@ -206,9 +212,20 @@ impl RunArgs {
             (Some(switch), _) => switch == Switch::On,
             (None, traced) => traced,
         };
+        let races = match (self.races, inside_step, mode) {
+            (Some(Switch::On), false, _) => {
+                bail!("--races on needs kill points inside steps (--inside-step on): a race holds a traced owner")
+            }
+            (Some(Switch::On), true, Mode::Process | Mode::InProcess) => {
+                bail!("--races on applies to protocol mode only (--worker or --mode protocol)")
+            }
+            (Some(switch), _, _) => switch == Switch::On,
+            (None, traced, _) => traced,
+        };
         let mut options = Options {
             inside_step,
             power_cuts,
+            races,
             mutation: self.mutation,
             postgres: self.postgres.clone(),
             command: self.worker.clone(),
@@ -708,6 +725,13 @@ fn tried_summary(options: &Options, inside: &Inside) -> String {
             "power cuts: not tried (they need kill points inside steps)".to_string()
         }
         (Mode::Process | Mode::Protocol, true, None) => inside.power_summary(options.power_cuts),
+    };
+    // Races need a consumer restarted on copies: protocol mode (this consumer's own are
+    // replayed step by step already).
+    let cuts = match (options.mode, traced) {
+        (Mode::Protocol, true) => format!("{cuts}; {}", inside.race_summary(options.races)),
+        (Mode::Protocol, false) => format!("{cuts}; owners raced inside steps: not tried (they need kill points)"),
+        (Mode::Process | Mode::InProcess, _) => cuts,
     };
     let store = match (options.mode, &options.observe) {
         (Mode::Protocol, Some(spec)) => format!(

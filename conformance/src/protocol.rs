@@ -148,6 +148,15 @@ struct Peer {
     replies: Receiver<Line>,
     reply_timeout: Duration,
     next_id: u64,
+    /// A reply line received while only looking whether one had come (`Peer::replied_within`).
+    early: Option<Line>,
+}
+
+/// A request sent whose reply is still to be read (`Peer::send`, `Peer::receive`).
+pub(crate) struct Sent {
+    id: u64,
+    request: String,
+    expected: String,
 }
 
 /// A consumer process as started: plainly, or under the tracer (kill points inside steps).
@@ -320,7 +329,7 @@ impl Peer {
         // not keep the harness waiting for a join.
         std::thread::spawn(move || read_lines(output, sender));
         let reply_timeout = Duration::from_millis(reply_timeout_ms);
-        let mut peer = Peer { process, input, replies, reply_timeout, next_id: 1 };
+        let mut peer = Peer { process, input, replies, reply_timeout, next_id: 1, early: None };
         let reply = peer.request(Body::Init(init));
         // The window `Process::start` opened with the process.
         peer.process.close_window()?;
@@ -341,6 +350,12 @@ impl Peer {
 
     /// Sends one request and returns its reply's body; an `error` reply is `Refused`.
     fn request(&mut self, body: Body) -> Result<Body, ProtocolError> {
+        let sent = self.send(body)?;
+        self.receive(sent)
+    }
+
+    /// Sends one request without waiting for its reply (`receive` reads it).
+    fn send(&mut self, body: Body) -> Result<Sent, ProtocolError> {
         let id = self.next_id;
         self.next_id += 1;
         let request = describe(&body);
@@ -350,6 +365,20 @@ impl Peer {
         writeln!(self.input, "{line}")
             .and_then(|()| self.input.flush())
             .map_err(|source| ProtocolError::Write { request: request.clone(), source })?;
+        Ok(Sent { id, request, expected })
+    }
+
+    /// Whether a reply line came within `wait` (kept for `receive`).
+    fn replied_within(&mut self, wait: Duration) -> bool {
+        if self.early.is_none() {
+            self.early = self.replies.recv_timeout(wait).ok();
+        }
+        self.early.is_some()
+    }
+
+    /// The reply to a request `send` sent (waiting up to the reply timeout).
+    fn receive(&mut self, sent: Sent) -> Result<Body, ProtocolError> {
+        let Sent { id, request, expected } = sent;
         let line = self.read_line(&request)?;
         let message: Message = serde_json::from_str(&line).map_err(|e| ProtocolError::Unreadable {
             request: request.clone(),
@@ -368,7 +397,11 @@ impl Peer {
 
     fn read_line(&mut self, request: &str) -> Result<String, ProtocolError> {
         let request = request.to_string();
-        let line = match self.replies.recv_timeout(self.reply_timeout) {
+        let received = match self.early.take() {
+            Some(line) => Ok(line),
+            None => self.replies.recv_timeout(self.reply_timeout),
+        };
+        let line = match received {
             Ok(Line::Whole(line)) => line,
             Ok(Line::Cut(line)) => {
                 let reason = if line.len() as u64 >= REPLY_BYTES_MAX {
@@ -503,6 +536,35 @@ impl ProtocolOwner {
 
     fn fail(&self, source: ProtocolError) -> Error {
         Error::Protocol { who: format!("{}/{}", self.group, self.owner), source }
+    }
+
+    /// Sends a step without waiting for its reply: a race holds the owner part-way through.
+    pub(crate) fn send_step(&mut self, step: Step) -> Result<Sent, Error> {
+        let request = self.step_request(step)?;
+        self.peer.send(Body::Step(request)).map_err(|e| self.fail(e))
+    }
+
+    /// Whether the owner replied within `wait`.
+    pub(crate) fn replied_within(&mut self, wait: Duration) -> bool {
+        self.peer.replied_within(wait)
+    }
+
+    /// The reply to a step `send_step` sent: its outcome, or its refusal or failure.
+    pub(crate) fn finish_step(&mut self, sent: Sent) -> Result<Outcome, Error> {
+        let request = sent.request.clone();
+        match self.peer.receive(sent) {
+            Ok(Body::StepOk(outcome)) => Ok(outcome),
+            Ok(other) => Err(self.fail(ProtocolError::Unexpected { request, line: format!("{other:?}") })),
+            Err(error) => Err(self.fail(error)),
+        }
+    }
+
+    /// The owner's process under the tracer, when traced.
+    pub(crate) fn traced(&self) -> Option<&Traced> {
+        match &self.peer.process {
+            Process::Traced { traced, .. } => Some(traced),
+            Process::Plain(_) => None,
+        }
     }
 
     /// The step request: the model's step, with what the log holds (the record itself for a

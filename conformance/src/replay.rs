@@ -2,7 +2,7 @@
 //! after every step and the properties' verdicts at the end.
 
 use crate::error::Error;
-use crate::harness::{restart_step, Harness, Options, Restarted, Restarter};
+use crate::harness::{restart_step, Harness, Options, RaceOutcome, RacePlan, Restarted, Restarter};
 use crate::killpoints::{Snapshot, Window};
 use consumer::strategy::Step;
 use model::action::Actor;
@@ -52,6 +52,14 @@ pub struct Inside {
     pub power_cuts: usize,
     /// Syncs under the store (of a file or a directory) the tracer saw inside steps.
     pub syncs: usize,
+    /// Races run (protocol mode): an owner's step held at a transaction's begin while a second
+    /// incarnation claimed and took its steps; and the steps raced.
+    pub races: usize,
+    pub race_steps: usize,
+    /// Races where the second incarnation waited on a lock the held one kept (not a race).
+    pub races_blocked: usize,
+    /// Races not run: a restarted incarnation refused a step the model's restart takes.
+    pub races_refused: usize,
 }
 
 impl Inside {
@@ -107,6 +115,28 @@ impl Inside {
     }
 }
 
+impl Inside {
+    /// What races were run, for a summary line, or why none was.
+    pub fn race_summary(&self, on: bool) -> String {
+        if !on {
+            return "owners raced inside steps: not tried (--races off)".to_string();
+        }
+        let mut blocked = match self.races_blocked {
+            0 => String::new(),
+            n => format!("; {n} where the second waited on the first's lock, not counted"),
+        };
+        if self.races_refused > 0 {
+            let n = self.races_refused;
+            blocked.push_str(&format!("; {n} not run, a restarted owner refusing the model's step"));
+        }
+        format!(
+            "owners raced inside steps: {} races in {} steps (each held at a transaction's begin while a second \
+             incarnation claimed and ran{blocked})",
+            self.races, self.race_steps
+        )
+    }
+}
+
 impl std::ops::AddAssign for Inside {
     fn add_assign(&mut self, other: Inside) {
         self.found += other.found;
@@ -118,6 +148,10 @@ impl std::ops::AddAssign for Inside {
         self.restarts += other.restarts;
         self.power_cuts += other.power_cuts;
         self.syncs += other.syncs;
+        self.races += other.races;
+        self.race_steps += other.race_steps;
+        self.races_blocked += other.races_blocked;
+        self.races_refused += other.races_refused;
     }
 }
 
@@ -162,6 +196,10 @@ pub enum ReplayFailure {
         shows: String,
         table: String,
     },
+    /// Two incarnations of an owner raced inside a step left a store the model's fence never
+    /// leaves: `race` says who was held where and what the other did, `table` the model's
+    /// store beside the real one.
+    RaceDiverges { step: usize, action: Option<Action>, named: Option<String>, race: String, table: String },
     /// With an observation spec, the store role reported a store the database does not hold
     /// (`error` is `Error::RoleDisagrees`, naming the fields).
     Misreported { step: usize, action: Option<Action>, named: Option<String>, error: Box<Error> },
@@ -200,6 +238,7 @@ impl ReplayFailure {
             | ReplayFailure::Misreported { step, .. }
             | ReplayFailure::NotAtomic { step, .. }
             | ReplayFailure::PowerCutLoses { step, .. }
+            | ReplayFailure::RaceDiverges { step, .. }
             | ReplayFailure::RestartDiverges { step, .. }
             | ReplayFailure::OutsideStore { step, .. }
             | ReplayFailure::MappedStore { step, .. } => *step,
@@ -218,6 +257,7 @@ impl ReplayFailure {
             | ReplayFailure::Misreported { step, .. }
             | ReplayFailure::NotAtomic { step, .. }
             | ReplayFailure::PowerCutLoses { step, .. }
+            | ReplayFailure::RaceDiverges { step, .. }
             | ReplayFailure::RestartDiverges { step, .. }
             | ReplayFailure::OutsideStore { step, .. }
             | ReplayFailure::MappedStore { step, .. } => format!("step {step}"),
@@ -273,6 +313,12 @@ impl fmt::Display for ReplayFailure {
                  its file is synced, and a file made, renamed or removed once its directory is)\n{table}",
                 step_name(step, named)
             ),
+            ReplayFailure::RaceDiverges { step, named, race, table, .. } => write!(
+                f,
+                "two owners raced inside {}: {race} (a fence checked in one transaction and written in \
+                 another, or state kept outside the store's transactions?)\n{table}",
+                step_name(step, named)
+            ),
             ReplayFailure::RestartDiverges { step, named, point, differs, table, .. } => write!(
                 f,
                 "a restart inside {} diverges: killed after {point} and {differs} (state kept where the \
@@ -307,6 +353,7 @@ impl std::error::Error for ReplayFailure {
             | ReplayFailure::NotReached { .. }
             | ReplayFailure::NotAtomic { .. }
             | ReplayFailure::PowerCutLoses { .. }
+            | ReplayFailure::RaceDiverges { .. }
             | ReplayFailure::RestartDiverges { .. }
             | ReplayFailure::OutsideStore { .. }
             | ReplayFailure::MappedStore { .. } => None,
@@ -361,6 +408,8 @@ pub struct CopyCache {
     asked: HashSet<RestartKey>,
     restarted: HashMap<RestartKey, Result<Restarted, usize>>,
     errors: Vec<Option<Error>>,
+    /// The races run, by what each depends on.
+    raced: HashMap<RaceKey, RaceOutcome>,
 }
 
 fn replay_judged(trace: &Trace, options: &Options, judge: &mut Judge) -> Result<ReplayReport, ReplayFailure> {
@@ -378,7 +427,8 @@ fn replay_judged(trace: &Trace, options: &Options, judge: &mut Judge) -> Result<
         let mut observed = vec![harness.observe().map_err(|error| fail(0, (None, None), error))?];
         compare(0, (None, None), &expected[0], &observed[0])?;
         // The initial owners' starts: the model's initial state is the one after them.
-        judge.step(&mut harness, &model, (0, None), trace.actions.first().copied(), (&expected[0], &expected[0]))?;
+        let first = trace.actions.first().copied();
+        judge.step(&mut harness, &model, (0, None), first, None, (&expected[0], &expected[0]))?;
         for (index, action) in trace.actions.iter().enumerate() {
             let step = index + 1;
             let at = || (Some(*action), Some(model::view::action_text(&expected[index], action)));
@@ -386,11 +436,17 @@ fn replay_judged(trace: &Trace, options: &Options, judge: &mut Judge) -> Result<
             if !matches!(action.actor(), Actor::Owner { .. }) {
                 judge.settle();
             }
+            // A race starts from the store before an owner's step.
+            let copy_before = match harness.races_copies() && matches!(action.actor(), Actor::Owner { .. }) {
+                true => Some(harness.store_copy().map_err(|error| fail(step, at(), error))?),
+                false => None,
+            };
             let state = harness.apply(action).map_err(|error| fail(step, at(), error))?;
             compare(step, at(), &expected[step], &state)?;
             observed.push(state);
             let next = trace.actions.get(step).copied();
-            judge.step(&mut harness, &model, (step, Some(*action)), next, (&expected[index], &expected[step]))?;
+            let sides = (&expected[index], &expected[step]);
+            judge.step(&mut harness, &model, (step, Some(*action)), next, copy_before.as_ref(), sides)?;
         }
         Ok(observed)
     })();
@@ -402,7 +458,11 @@ fn replay_judged(trace: &Trace, options: &Options, judge: &mut Judge) -> Result<
         (Err(walked), Ok(())) => return Err(walked),
         (Ok(_), Err(restarted)) => return Err(restarted),
         (Err(walked), Err(restarted)) => {
-            let earlier = restarted.steps_run(usize::MAX) < walked.steps_run(usize::MAX);
+            // At the same step a restart's failure names the cause more narrowly than a race's
+            // (which restarts the owner too, and runs its steps against a second one).
+            let (at_restart, at_walk) = (restarted.steps_run(usize::MAX), walked.steps_run(usize::MAX));
+            let raced = matches!(walked, ReplayFailure::RaceDiverges { .. });
+            let earlier = at_restart < at_walk || (at_restart == at_walk && raced);
             return Err(if earlier { restarted } else { walked });
         }
     };
@@ -429,6 +489,16 @@ struct Judge {
     history: Vec<(Vec<ModelStore>, Option<String>)>,
 }
 
+/// What a race depends on besides the consumer: the store it starts from, the owner's start
+/// request, the plan and the log.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct RaceKey {
+    copy: Snapshot,
+    start: String,
+    plan: RacePlan,
+    log: (Vec<Vec<i64>>, Vec<model::state::Offset>),
+}
+
 impl Judge {
     /// Judges the kill points of step `step` (`action`, `None` for the initial owners' starts)
     /// between the model's states `before` and `after`; `next` is the trace's next action.
@@ -438,6 +508,7 @@ impl Judge {
         model: &ConsumerModel,
         (step, action): (usize, Option<Action>),
         next: Option<Action>,
+        copy_before: Option<&Snapshot>,
         (before, after): (&State, &State),
     ) -> Result<(), ReplayFailure> {
         let named = action.map(|action| model::view::action_text(before, &action));
@@ -448,7 +519,99 @@ impl Judge {
         if harness.restarts_copies() {
             self.restarts(harness, &reader, model, (step, action, &named), next, &windows, (before, after));
         }
+        // After the restarts are asked: a race's failure gives way to a restart's at the same step.
+        if let Some(copy) = copy_before {
+            self.races(harness, model, (step, action, &named), copy, (before, after))?;
+        }
         self.history.push((stores_of(after), named));
+        Ok(())
+    }
+
+    /// An owner's step that changes the store, raced (protocol mode, `Harness::races_copies`):
+    /// on a copy of the store before it, the owner restarted and walked to the step, held at
+    /// each transaction's begin in turn (`RACE_BEGINS_MAX` at most, until the step runs unheld),
+    /// while a second incarnation claims and takes its own steps; released, the store must be
+    /// what the model leaves with the first's write fenced (`model_race`). A fence read in one
+    /// transaction and written in another is caught by the hold between the two.
+    fn races(
+        &mut self,
+        harness: &Harness,
+        model: &ConsumerModel,
+        (step, action, named): (usize, Option<Action>, &Option<String>),
+        copy: &Snapshot,
+        (before, after): (&State, &State),
+    ) -> Result<(), ReplayFailure> {
+        // An owner's write (a fenced step), not a start's claim: the race is about the write.
+        let Some(action) = action.filter(|action| action.owner_write().is_some()) else { return Ok(()) };
+        let Actor::Owner { group, owner } = action.actor() else { return Ok(()) };
+        if !harness.is_current_slot(owner) || stores_of(before) == stores_of(after) {
+            return Ok(());
+        }
+        let Some((plan, expected)) = model_race(model, before, (group, owner), Some(action)) else { return Ok(()) };
+        let racer = harness.racer(group, owner);
+        let (start, log) = (harness.restart_request(group, owner), (before.log.clone(), before.log_start.clone()));
+        let mut raced = false;
+        for begins_passed in 0..RACE_BEGINS_MAX {
+            let plan = RacePlan { begins_passed, ..plan.clone() };
+            let key = RaceKey { copy: copy.clone(), start: start.clone(), plan: plan.clone(), log: log.clone() };
+            let outcome = match self.cache.raced.get(&key) {
+                Some(outcome) => outcome.clone(),
+                None => {
+                    let outcome = racer.race(copy, &plan).map_err(|error| ReplayFailure::RealFailed {
+                        step,
+                        action: Some(action),
+                        named: named.clone(),
+                        error: Box::new(error),
+                    })?;
+                    self.cache.raced.insert(key, outcome.clone());
+                    outcome
+                }
+            };
+            let (stores, reply) = match outcome {
+                RaceOutcome::NotHeld => break,
+                RaceOutcome::Blocked => {
+                    self.inside.races_blocked += 1;
+                    continue;
+                }
+                // The restarts on copies judge a restart that refuses the model's steps.
+                RaceOutcome::Refused(_) => {
+                    self.inside.races_refused += 1;
+                    break;
+                }
+                RaceOutcome::Raced { stores, reply } => (stores, reply),
+            };
+            self.inside.races += 1;
+            if !raced {
+                raced = true;
+                self.inside.race_steps += 1;
+            }
+            if stores != expected {
+                let who = format!("g{group}/o{owner}");
+                let steps = |steps: &[Step]| steps.iter().map(Step::to_string).collect::<Vec<_>>().join(", ");
+                let race = format!(
+                    "{who} restarted on the store from before the step and asked [{}], then held as its {} began \
+                     transaction {} of it; meanwhile {who} started again (a second incarnation, which claims) and \
+                     ran [{}]; released, the first's {} replied {reply}, and the store shows {} where the model's \
+                     fence leaves {}",
+                    steps(&plan.first),
+                    plan.raced,
+                    begins_passed + 1,
+                    steps(&plan.second),
+                    plan.raced,
+                    stores_text(&stores),
+                    stores_text(&expected)
+                );
+                let all: [&[ModelStore]; 2] = [&expected, &stores];
+                let table = crate::diff::side_by_side(&stores_lines(&expected, &all), &stores_lines(&stores, &all));
+                return Err(ReplayFailure::RaceDiverges {
+                    step,
+                    action: Some(action),
+                    named: named.clone(),
+                    race,
+                    table,
+                });
+            }
+        }
         Ok(())
     }
 
@@ -931,6 +1094,77 @@ fn model_steps(
         Ok(Box::new(model_steps(model, &after, (group, owner), (None, wrote), steps)))
     });
     Restarted { leases, stores: Some(stores), next }
+}
+
+/// Most transaction begins a raced step is held at (0, 1, ...); a step that runs unheld at one
+/// is not raced further.
+const RACE_BEGINS_MAX: u64 = 4;
+
+/// The steps an owner is asked from `state` on (chosen as `model_steps` chooses them: the
+/// trace's next where enabled, else the first the model enables), up to and including the
+/// first that changes a store: the real steps, that step's action, and the states before and
+/// after it. `None` when none changes a store within `RESTART_STEPS_MAX` steps.
+fn model_walk(
+    config: &model::Config,
+    state: &State,
+    (group, owner): (u8, u8),
+    trace_next: Option<Action>,
+) -> Option<(Vec<Step>, Action, State, State)> {
+    let (mut state, mut steps) = (state.clone(), Vec::new());
+    for _ in 0..RESTART_STEPS_MAX {
+        let mut enabled = Vec::new();
+        model::step::enabled_actions(config, &state, &mut enabled);
+        let askable = |action: &Action| {
+            matches!(action.actor(), Actor::Owner { group: g, owner: o } if (g, o) == (group, owner))
+                && restart_step(action, &state).is_some()
+        };
+        let chosen = trace_next
+            .filter(|action| enabled.contains(action) && askable(action))
+            .or_else(|| enabled.iter().copied().find(|action| askable(action)))?;
+        steps.push(restart_step(&chosen, &state)?);
+        let after = model::step::next_state(config, &state, chosen);
+        if stores_of(&after) != stores_of(&state) {
+            return Some((steps, chosen, state, after));
+        }
+        state = after;
+    }
+    None
+}
+
+/// The model's race at an owner's step from `before`: the owner restarted (a first
+/// incarnation) and walked to its first store-changing step (`model_walk`), then started again
+/// (a pause: the second incarnation claims, the first becomes an earlier one) and walked to its
+/// own, then the first's held step taken by the earlier incarnation (fenced, in a fenced row):
+/// the plan and the stores it leaves. `None` where the model has no such race.
+fn model_race(
+    model: &ConsumerModel,
+    before: &State,
+    (group, owner): (u8, u8),
+    trace_next: Option<Action>,
+) -> Option<(RacePlan, Vec<ModelStore>)> {
+    // A paused slot more than the trace's, free, for the first incarnation.
+    let mut config = model.config.clone();
+    config.pauses = config.pauses.checked_add(1)?;
+    let free = State::initial(&config).groups.first()?.paused.last()?.clone();
+    let mut state = before.clone();
+    for group in &mut state.groups {
+        group.paused.push(free.clone());
+    }
+    let crashed = model::step::next_state(&config, &state, Action::Crash { group, owner });
+    let started = model::step::next_state(&config, &crashed, Action::Restart { group, owner });
+    let (mut first, raced_action, at_raced, _) = model_walk(&config, &started, (group, owner), trace_next)?;
+    let raced = first.pop()?;
+    let paused = model::step::next_state(&config, &at_raced, Action::Pause { group, owner });
+    let (second, _, _, after_second) = model_walk(&config, &paused, (group, owner), Some(raced_action))?;
+    let owners = after_second.groups[usize::from(group)].owners.len();
+    let mut enabled = Vec::new();
+    model::step::enabled_actions(&config, &after_second, &mut enabled);
+    let earlier = enabled.into_iter().find(|action| {
+        matches!(action.actor(), Actor::Owner { group: g, owner: o } if g == group && usize::from(o) >= owners)
+            && restart_step(action, &after_second) == Some(raced)
+    })?;
+    let end = model::step::next_state(&config, &after_second, earlier);
+    Some((RacePlan { first, raced, begins_passed: 0, second }, stores_of(&end)))
 }
 
 /// A restart's leases (the restarted owner's) and its group's partition rows, one per line,

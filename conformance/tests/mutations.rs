@@ -185,6 +185,7 @@ fn failed_at(failure: &ReplayFailure) -> Option<(usize, Option<Action>)> {
         | ReplayFailure::NotReached { .. }
         | ReplayFailure::NotAtomic { .. }
         | ReplayFailure::PowerCutLoses { .. }
+        | ReplayFailure::RaceDiverges { .. }
         | ReplayFailure::RestartDiverges { .. }
         | ReplayFailure::OutsideStore { .. }
         | ReplayFailure::MappedStore { .. }

@@ -91,7 +91,8 @@ fn replay_row(command: &str, row: Strategy, inside_step: bool) -> (Vec<Outcome>,
 /// Every trace of the row conforms, killed between steps and at every kill point inside them:
 /// the consumer's claim holds on the whole corpus. The kills struck: kill points were found,
 /// and no owner step changed the model's store without a write under the store directory.
-fn assert_conforms(command: &str, row: Strategy) {
+/// What was tried comes back for the row's own witnesses.
+fn assert_conforms(command: &str, row: Strategy) -> Inside {
     let (outcomes, inside) = replay_row(command, row, true);
     for (name, outcome) in outcomes {
         if let Err(failure) = outcome {
@@ -104,12 +105,15 @@ fn assert_conforms(command: &str, row: Strategy) {
     }
     assert!(inside.found > 0 && inside.judged == inside.found, "'{command}': kill points {inside:?}");
     assert_eq!(inside.writes_unseen, 0, "'{command}': a write step showed no kill point: {inside:?}");
+    inside
 }
 
+/// Its fence held where it was raced: owners raced inside its writes, and power cuts judged.
 #[test]
 fn the_python_atomic_fenced_consumer_conforms_on_every_atomic_fenced_trace() {
     let Some(command) = python("atomic_fenced.py", "") else { return };
-    assert_conforms(&command, Strategy::AtomicFenced);
+    let inside = assert_conforms(&command, Strategy::AtomicFenced);
+    assert!(inside.races > 0 && inside.race_steps > 0 && inside.power_cuts > 0 && inside.syncs > 0, "{inside:?}");
 }
 
 /// The seed's consumer: its duplicates (a crash between effect and commit, a zombie's write)
@@ -117,7 +121,7 @@ fn the_python_atomic_fenced_consumer_conforms_on_every_atomic_fenced_trace() {
 #[test]
 fn the_python_effect_first_consumer_conforms_on_every_effect_first_trace() {
     let Some(command) = python("effect_first.py", "") else { return };
-    assert_conforms(&command, Strategy::EffectFirst);
+    let _ = assert_conforms(&command, Strategy::EffectFirst);
 }
 
 /// The Perl example (DBI and DBD::SQLite): the dedup id in the effect's transaction, the commit
@@ -255,8 +259,9 @@ type Caught = fn(&ReplayFailure) -> bool;
 /// checks see, replayed on one trace with the default kill points: a restart position in a file
 /// of its own (caught by restarting an owner on a kill point's copy), what was applied in a file
 /// of its own (caught by the restarted owner's next steps), the same file outside the
-/// store renamed into place there (refused, naming it), and a store file mapped into memory
-/// (refused, naming the file).
+/// store renamed into place there (refused, naming it), a store file mapped into memory
+/// (refused, naming the file), and a fence checked in a transaction of its own (caught by a
+/// race held between its two transactions, naming both incarnations' steps).
 #[test]
 fn a_side_file_restart_and_a_mapped_store_are_caught_inside_steps() {
     let Some(interpreter) = tools::python3() else { return };
@@ -265,7 +270,7 @@ fn a_side_file_restart_and_a_mapped_store_are_caught_inside_steps() {
         .expect("the examples' observation spec");
     let outside = tempfile::tempdir().expect("a directory outside the store");
     let outside_flag = format!(" --outside {}", shell_quote(&outside.path().to_string_lossy()));
-    let table: [(&str, &str, Caught); 4] = [
+    let table: [(&str, &str, Caught); 5] = [
         ("side_file.py", "", |failure| {
             matches!(failure, ReplayFailure::RestartDiverges { step: 4, point, differs, .. }
                 if point.contains("position") && differs.contains("took p0 lease at 1"))
@@ -285,6 +290,12 @@ fn a_side_file_restart_and_a_mapped_store_are_caught_inside_steps() {
             "",
             |failure| matches!(failure, ReplayFailure::MappedStore { step: 0, file, .. } if file == "counter"),
         ),
+        // Its fence checked in a transaction before the write's: held between the two while a
+        // second incarnation claims and applies, it applies the record again.
+        ("fence_apart.py", "", |failure| {
+            matches!(failure, ReplayFailure::RaceDiverges { step: 4, race, .. }
+                if race.contains("began transaction 2") && race.contains("g0 total 10"))
+        }),
     ];
     for (script, flags, caught) in table {
         let command = command(&interpreter, "conformance/tests/consumers", script, flags);

@@ -132,6 +132,17 @@ fn sync_open(pid: Pid, fd: i32) -> bool {
         .is_some_and(|flags| flags & i64::from(libc::O_DSYNC) != 0)
 }
 
+/// The `fcntl` commands that set or clear a record lock.
+const LOCK_COMMANDS: [libc::c_int; 4] = [libc::F_SETLK, libc::F_SETLKW, libc::F_OFD_SETLK, libc::F_OFD_SETLKW];
+
+/// A record lock call on a store file, followed to its exit: the file, what it does, and
+/// whether it began a transaction (no lock held beyond the baseline when it was asked).
+struct LockCall {
+    file: PathBuf,
+    kind: LockKind,
+    range: (i64, i64),
+}
+
 /// The calls that put a file in place, or change one, by path: their last target is where.
 const PLACING_CALLS: [&str; 8] =
     ["rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "truncate"];
@@ -178,6 +189,14 @@ fn filter() -> Result<BpfProgram, TraceError> {
     };
     let shared_writable = vec![bit(2, libc::PROT_WRITE)?, bit(3, libc::MAP_SHARED)?];
     rules.insert(libc::SYS_mmap, vec![SeccompRule::new(shared_writable).map_err(refuse)?]);
+    // Record locks set and cleared (a transaction's begin and end, `Traced::arm_hold`).
+    let mut locks = Vec::new();
+    for command in LOCK_COMMANDS {
+        let value = u64::from(command.unsigned_abs());
+        let condition = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value).map_err(refuse)?;
+        locks.push(SeccompRule::new(vec![condition]).map_err(refuse)?);
+    }
+    rules.insert(libc::SYS_fcntl, locks);
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Trace(0), ARCH).map_err(refuse)?;
     BpfProgram::try_from(filter).map_err(refuse)
 }
@@ -278,6 +297,9 @@ pub fn trace(mut command: Command, scope: Scope, shared: Arc<Shared>, ready: Rea
         started: BTreeSet::new(),
         held: Vec::new(),
         stopped: BTreeSet::new(),
+        locks: BTreeMap::new(),
+        baseline: None,
+        locking: BTreeMap::new(),
     };
     tracer.serve();
 }
@@ -308,6 +330,13 @@ struct Tracer {
     held: Vec<WaitStatus>,
     /// Threads sent the freeze's SIGSTOP whose stop for it has not been seen: it is dropped.
     stopped: BTreeSet<Pid>,
+    /// The record locks the process holds on store files: per file, the byte ranges (start,
+    /// end; `i64::MAX` for "to the end").
+    locks: BTreeMap<PathBuf, BTreeSet<(i64, i64)>>,
+    /// The locks held when the hold was armed (a database kept open holds some throughout).
+    baseline: Option<BTreeMap<PathBuf, BTreeSet<(i64, i64)>>>,
+    /// Per thread, the lock call it is in (at its exit the held ranges change).
+    locking: BTreeMap<Pid, LockCall>,
 }
 
 /// How often a frozen tracer looks for a thaw.
@@ -419,6 +448,9 @@ impl Tracer {
         // SAFETY: `op` says the union holds the seccomp stop's fields.
         let (nr, args) = unsafe { (info.u.seccomp.nr, info.u.seccomp.args) };
         self.note_mapping(pid, nr, &args);
+        if nr == libc::SYS_fcntl as u64 {
+            return self.on_lock(pid, &args);
+        }
         let open = {
             let state = self.shared.lock();
             state.window.is_some() || state.free
@@ -476,6 +508,71 @@ impl Tracer {
         match self.pending.contains_key(&pid) || self.opening.contains_key(&pid) || self.placing.contains_key(&pid) {
             true => ptrace::syscall(pid, None),
             false => self.resume(pid),
+        }
+    }
+
+    /// At a record lock's entry on a store file: an armed hold lands here when the call takes
+    /// a lock while the process holds none beyond its baseline (a transaction begins) and no
+    /// begin is left to pass; the call is followed to its exit, where the held ranges change.
+    fn on_lock(&mut self, pid: Pid, args: &[u64; 6]) -> nix::Result<()> {
+        let file = i32::try_from(args[0]).ok().and_then(|fd| fd_path(pid, fd)).and_then(|p| self.scope.relative(&p));
+        let Some((file, (kind, range))) = file.zip(lock_request(pid, args)) else { return self.resume(pid) };
+        let hold = self.shared.lock().hold;
+        if let Some(left) = hold {
+            if self.baseline.is_none() {
+                self.baseline = Some(self.locks.clone());
+            }
+            let begins = kind == LockKind::Take && Some(&self.locks) == self.baseline.as_ref();
+            if begins && left == 0 {
+                return self.hold_here(pid);
+            }
+            if begins {
+                self.shared.lock().hold = Some(left - 1);
+            }
+        } else {
+            self.baseline = None;
+        }
+        self.locking.insert(pid, LockCall { file, kind, range });
+        ptrace::syscall(pid, None)
+    }
+
+    /// Holds every thread: this one at its call's entry (handled again at the thaw), the
+    /// others by a SIGSTOP the tracer keeps (`strike_now`'s freeze, the same way).
+    fn hold_here(&mut self, pid: Pid) -> nix::Result<()> {
+        let mut state = self.shared.lock();
+        state.hold = None;
+        state.held = true;
+        state.frozen = true;
+        let others: Vec<i32> = state.live.iter().copied().filter(|&other| other != pid.as_raw()).collect();
+        drop(state);
+        self.baseline = None;
+        self.held.push(WaitStatus::PtraceEvent(pid, Signal::SIGTRAP, libc::PTRACE_EVENT_SECCOMP));
+        for other in others {
+            // SAFETY: tkill only sends a signal; a thread gone meanwhile makes it fail.
+            if unsafe { libc::syscall(libc::SYS_tkill, other, libc::SIGSTOP) } == 0 {
+                self.stopped.insert(Pid::from_raw(other));
+            }
+        }
+        Ok(())
+    }
+
+    /// At a record lock's exit: the ranges it took or released, once it succeeded.
+    fn lock_done(&mut self, pid: Pid, info: &libc::ptrace_syscall_info) {
+        let Some(LockCall { file, kind, range }) = self.locking.remove(&pid) else { return };
+        // SAFETY: an exit stop holds the exit's fields.
+        if info.op != libc::PTRACE_SYSCALL_INFO_EXIT || unsafe { info.u.exit.is_error } != 0 {
+            return;
+        }
+        let held = self.locks.entry(file.clone()).or_default();
+        match kind {
+            LockKind::Take => {
+                held.insert(range);
+            }
+            LockKind::Release => held.retain(|&(start, end)| start < range.0 || end > range.1),
+        }
+        // A file with no lock left is no entry: the comparison with the baseline is by ranges.
+        if held.is_empty() {
+            self.locks.remove(&file);
         }
     }
 
@@ -552,6 +649,7 @@ impl Tracer {
         }
         self.check_opened(pid, &info);
         self.check_placed(pid, &info);
+        self.lock_done(pid, &info);
         if let Some(Pending { name, file, durable, open }) = self.pending.remove(&pid) {
             // SAFETY: an exit stop holds the exit's fields.
             let failed = info.op == libc::PTRACE_SYSCALL_INFO_EXIT && unsafe { info.u.exit.is_error } != 0;
@@ -720,22 +818,34 @@ fn lock_kind(pid: Pid, info: &libc::ptrace_syscall_info) -> Option<LockKind> {
     if nr != libc::SYS_fcntl as u64 {
         return None;
     }
+    lock_request(pid, &args).map(|(kind, _)| kind)
+}
+
+/// What a record lock call asks (`fcntl` with a lock command, at its entry): take or release,
+/// and the byte range (start, end; a length of 0 runs to the end). Only `SEEK_SET` ranges are
+/// read (SQLite's and `lockf`'s from the start); others are taken as the whole file.
+fn lock_request(pid: Pid, args: &[u64; 6]) -> Option<(LockKind, (i64, i64))> {
     let command = args[1] as u32 as i32;
-    if ![libc::F_SETLK, libc::F_SETLKW, libc::F_OFD_SETLK, libc::F_OFD_SETLKW].contains(&command) {
+    if !LOCK_COMMANDS.contains(&command) {
         return None;
     }
-    // `struct flock` starts with its `l_type` (a short).
-    let mut kind = [0u8; 2];
+    // `struct flock`: l_type, l_whence (shorts), then l_start and l_len (off_t, aligned).
+    let mut bytes = [0u8; 24];
     let address = usize::try_from(args[2]).ok()?;
-    let remote = [RemoteIoVec { base: address, len: kind.len() }];
-    let read = process_vm_readv(pid, &mut [IoSliceMut::new(&mut kind)], &remote);
-    if !read.is_ok_and(|n| n == kind.len()) {
+    let remote = [RemoteIoVec { base: address, len: bytes.len() }];
+    let read = process_vm_readv(pid, &mut [IoSliceMut::new(&mut bytes)], &remote);
+    if !read.is_ok_and(|n| n == bytes.len()) {
         return None;
     }
-    Some(match i16::from_ne_bytes(kind) == libc::F_UNLCK as i16 {
-        true => LockKind::Release,
-        false => LockKind::Take,
-    })
+    let short = |at: usize| i16::from_ne_bytes([bytes[at], bytes[at + 1]]);
+    let long = |at: usize| i64::from_ne_bytes(bytes[at..at + 8].try_into().expect("eight bytes"));
+    let kind = if short(0) == libc::F_UNLCK as i16 { LockKind::Release } else { LockKind::Take };
+    let range = match (short(2) == libc::SEEK_SET as i16, long(8), long(16)) {
+        (true, start, 0) => (start, i64::MAX),
+        (true, start, length) if length > 0 => (start, start.saturating_add(length)),
+        _ => (0, i64::MAX),
+    };
+    Some((kind, range))
 }
 
 /// Counts an armed kill down at a successful call under the store; at zero, the kill is due
