@@ -441,16 +441,28 @@ impl CopyReader {
     }
 }
 
+/// Which incarnation a race holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RaceOrder {
+    /// The first, inside its raced step, while the second starts (claiming) and runs its steps.
+    FirstHeld,
+    /// The second, inside its start (its claim), while the first runs its raced step.
+    SecondHeld,
+}
+
 /// Two incarnations of one owner raced inside a step (`Racer::race`): the steps each is asked.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RacePlan {
+    pub order: RaceOrder,
     /// The first incarnation's steps before the raced one (a fetch, say).
     pub first: Vec<Step>,
-    /// The step it is held inside.
+    /// The first's step the race is about.
     pub raced: Step,
-    /// Transaction begins of the raced step it passes before it is held.
+    /// Transaction begins the held incarnation passes (in its raced step, or in its start)
+    /// before it is held.
     pub begins_passed: u64,
-    /// The second incarnation's steps, run to their end while the first is held.
+    /// The second incarnation's steps after its start (`FirstHeld`: run while the first is
+    /// held; none for `SecondHeld`).
     pub second: Vec<Step>,
 }
 
@@ -485,12 +497,69 @@ impl Racer {
     /// its transaction begin `plan.begins_passed`; once held, the owner started again on the
     /// same copy (a second incarnation, whose start claims) and asked `plan.second` to their
     /// end; then the first released and its reply read. The stores the copy then holds.
+    /// `SecondHeld`: the first started untraced and asked `plan.first`; the second started
+    /// traced with the hold armed before its `init`, held inside its start; meanwhile the first
+    /// runs `plan.raced`; then the second is released and its start's reply read.
     pub fn race(&self, snapshot: &Snapshot, plan: &RacePlan) -> Result<RaceOutcome, Error> {
         let fresh = RESTARTS_NAMED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let copy = self.reader.write_copy(snapshot, &format!("race-{fresh}"))?;
-        let raced = self.race_on(&copy, plan);
+        let raced = match plan.order {
+            RaceOrder::FirstHeld => self.race_on(&copy, plan),
+            RaceOrder::SecondHeld => self.race_start_held(&copy, plan),
+        };
         let _ = std::fs::remove_dir_all(&copy);
         raced
+    }
+
+    fn race_start_held(&self, copy: &Path, plan: &RacePlan) -> Result<RaceOutcome, Error> {
+        let launch = self.reader.launch.as_ref().ok_or(Error::Unsupported("a race on a copy without a command"))?;
+        let plain =
+            Launch { store: copy.to_path_buf(), inside_step: false, reply_timeout_ms: RACE_WAIT_MS, ..launch.clone() };
+        let plain_spec =
+            OwnerSpec { launch: Some(plain.clone()), inside_step: false, durability: None, ..self.spec.clone() };
+        let mut first = crate::protocol::ProtocolOwner::spawn(&plain, &plain_spec)?;
+        for step in &plan.first {
+            if let Err(refused) = first.step(*step) {
+                return Ok(RaceOutcome::Refused(refused.to_string()));
+            }
+        }
+        let traced = Launch { store: copy.to_path_buf(), inside_step: true, ..launch.clone() };
+        let traced_spec =
+            OwnerSpec { launch: Some(traced.clone()), inside_step: true, durability: None, ..self.spec.clone() };
+        let (mut second, sent) = crate::protocol::ProtocolOwner::spawn_held(&traced, &traced_spec, plan.begins_passed)?;
+        let (wait, started) = (std::time::Duration::from_millis(2), std::time::Instant::now());
+        let deadline = std::time::Duration::from_millis(launch.reply_timeout_ms);
+        let held = loop {
+            if second.traced().is_some_and(|tracer| tracer.held()) {
+                break true;
+            }
+            if second.replied_within(wait) || started.elapsed() > deadline {
+                break false;
+            }
+        };
+        if !held {
+            second.traced().expect("traced").disarm_hold();
+            return match second.finish_start(sent) {
+                Ok(()) => Ok(RaceOutcome::NotHeld),
+                Err(refused) => Ok(RaceOutcome::Refused(refused.to_string())),
+            };
+        }
+        let raced = first.step(plan.raced);
+        second.traced().expect("traced").thaw();
+        let started = second.finish_start(sent);
+        let reply = match raced {
+            Ok(outcome) => format!("'{outcome}'"),
+            Err(Error::Protocol { source: crate::protocol::ProtocolError::Silent { .. }, .. }) => {
+                return Ok(RaceOutcome::Blocked)
+            }
+            Err(error) => error.to_string(),
+        };
+        if let Err(refused) = started {
+            return Ok(RaceOutcome::Refused(refused.to_string()));
+        }
+        drop((first, second));
+        let stores = self.reader.stores_in(copy)?;
+        Ok(RaceOutcome::Raced { stores, reply })
     }
 
     fn race_on(&self, copy: &Path, plan: &RacePlan) -> Result<RaceOutcome, Error> {

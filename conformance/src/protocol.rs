@@ -323,18 +323,29 @@ impl Peer {
     /// Traced (`trace`: the store's scope), the process's start until its reply to `init` is a
     /// window of its own: an owner's start is a model step (a restart claims its epochs).
     fn spawn(command: &str, init: Init, reply_timeout_ms: u64, trace: Option<&Scope>) -> Result<Peer, ProtocolError> {
+        let mut peer = Peer::launch(command, reply_timeout_ms, trace)?;
+        let sent = peer.send(Body::Init(init))?;
+        peer.finish_init(sent)?;
+        Ok(peer)
+    }
+
+    /// Starts the process, sending nothing yet (`spawn` sends `init` and waits for its reply).
+    fn launch(command: &str, reply_timeout_ms: u64, trace: Option<&Scope>) -> Result<Peer, ProtocolError> {
         let (process, input, output) = Process::start(command, trace)?;
         let (sender, replies) = mpsc::channel();
         // Detached: it ends when the output does, and a grandchild holding the pipe open must
         // not keep the harness waiting for a join.
         std::thread::spawn(move || read_lines(output, sender));
         let reply_timeout = Duration::from_millis(reply_timeout_ms);
-        let mut peer = Peer { process, input, replies, reply_timeout, next_id: 1, early: None };
-        let reply = peer.request(Body::Init(init));
-        // The window `Process::start` opened with the process.
-        peer.process.close_window()?;
+        Ok(Peer { process, input, replies, reply_timeout, next_id: 1, early: None })
+    }
+
+    /// The reply to `init`, which ends the window `Process::start` opened with the process.
+    fn finish_init(&mut self, sent: Sent) -> Result<(), ProtocolError> {
+        let reply = self.receive(sent);
+        self.process.close_window()?;
         match reply? {
-            Body::InitOk { protocol: VERSION } => Ok(peer),
+            Body::InitOk { protocol: VERSION } => Ok(()),
             other => Err(ProtocolError::Unexpected { request: "init".into(), line: format!("{other:?}") }),
         }
     }
@@ -536,6 +547,30 @@ impl ProtocolOwner {
 
     fn fail(&self, source: ProtocolError) -> Error {
         Error::Protocol { who: format!("{}/{}", self.group, self.owner), source }
+    }
+
+    /// Starts the owner traced (`launch.inside_step` on) with a hold armed before its `init`
+    /// is sent (`Traced::arm_hold`), not waiting for the reply: a race holds a start's claim.
+    pub(crate) fn spawn_held(
+        launch: &Launch,
+        spec: &OwnerSpec,
+        begins_passed: u64,
+    ) -> Result<(ProtocolOwner, Sent), Error> {
+        let fail = |source| Error::Protocol { who: format!("{}/{}", spec.group, spec.owner), source };
+        let scope = Scope::directory(&launch.store).map_err(Error::io(&launch.store, "resolve"))?;
+        let mut peer = Peer::launch(&launch.command, launch.reply_timeout_ms, Some(&scope)).map_err(fail)?;
+        match &peer.process {
+            Process::Traced { traced, .. } => traced.arm_hold(begins_passed),
+            Process::Plain(_) => return Err(Error::Unsupported("a held start without the tracer")),
+        }
+        let sent = peer.send(Body::Init(launch.init(Role::Owner, Some(spec)))).map_err(fail)?;
+        let log = open_log(&spec.dir)?;
+        Ok((ProtocolOwner { peer, log, group: spec.group.clone(), owner: spec.owner.clone() }, sent))
+    }
+
+    /// The reply to the `init` `spawn_held` sent.
+    pub(crate) fn finish_start(&mut self, sent: Sent) -> Result<(), Error> {
+        self.peer.finish_init(sent).map_err(|e| self.fail(e))
     }
 
     /// Sends a step without waiting for its reply: a race holds the owner part-way through.

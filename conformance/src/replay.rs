@@ -2,7 +2,7 @@
 //! after every step and the properties' verdicts at the end.
 
 use crate::error::Error;
-use crate::harness::{restart_step, Harness, Options, RaceOutcome, RacePlan, Restarted, Restarter};
+use crate::harness::{restart_step, Harness, Options, RaceOrder, RaceOutcome, RacePlan, Restarted, Restarter};
 use crate::killpoints::{Snapshot, Window};
 use consumer::strategy::Step;
 use model::action::Actor;
@@ -130,8 +130,8 @@ impl Inside {
             blocked.push_str(&format!("; {n} not run, a restarted owner refusing the model's step"));
         }
         format!(
-            "owners raced inside steps: {} races in {} steps (each held at a transaction's begin while a second \
-             incarnation claimed and ran{blocked})",
+            "owners raced inside steps: {} races in {} steps (the writer or a second incarnation's claim held at \
+             a transaction's begin while the other ran{blocked})",
             self.races, self.race_steps
         )
     }
@@ -315,8 +315,8 @@ impl fmt::Display for ReplayFailure {
             ),
             ReplayFailure::RaceDiverges { step, named, race, table, .. } => write!(
                 f,
-                "two owners raced inside {}: {race} (a fence checked in one transaction and written in \
-                 another, or state kept outside the store's transactions?)\n{table}",
+                "two owners raced inside {}: {race} (a check or a read in one transaction and the write \
+                 that trusts it in another, or state kept outside the store's transactions?)\n{table}",
                 step_name(step, named)
             ),
             ReplayFailure::RestartDiverges { step, named, point, differs, table, .. } => write!(
@@ -527,12 +527,15 @@ impl Judge {
         Ok(())
     }
 
-    /// An owner's step that changes the store, raced (protocol mode, `Harness::races_copies`):
-    /// on a copy of the store before it, the owner restarted and walked to the step, held at
-    /// each transaction's begin in turn (`RACE_BEGINS_MAX` at most, until the step runs unheld),
-    /// while a second incarnation claims and takes its own steps; released, the store must be
-    /// what the model leaves with the first's write fenced (`model_race`). A fence read in one
-    /// transaction and written in another is caught by the hold between the two.
+    /// An owner's step that changes the store, raced (protocol mode, `Harness::races_copies`)
+    /// in both orders on a copy of the store from before it: the owner restarted and walked to
+    /// the step, held at each of its transactions' begins in turn while a second incarnation
+    /// claims and takes its steps (`RaceOrder::FirstHeld`), and the second held inside its
+    /// start's claim while the first takes the step (`SecondHeld`); `RACE_BEGINS_MAX` holds at
+    /// most per order, until one lands nowhere. Released, the store must be what the model
+    /// leaves for the same (`model_race`). A fence read in one transaction and written in
+    /// another is caught by the first order's hold between the two; a claim that reads in one
+    /// transaction and writes in another, by the second's.
     fn races(
         &mut self,
         harness: &Harness,
@@ -547,69 +550,54 @@ impl Judge {
         if !harness.is_current_slot(owner) || stores_of(before) == stores_of(after) {
             return Ok(());
         }
-        let Some((plan, expected)) = model_race(model, before, (group, owner), Some(action)) else { return Ok(()) };
         let racer = harness.racer(group, owner);
         let (start, log) = (harness.restart_request(group, owner), (before.log.clone(), before.log_start.clone()));
         let mut raced = false;
-        for begins_passed in 0..RACE_BEGINS_MAX {
-            let plan = RacePlan { begins_passed, ..plan.clone() };
-            let key = RaceKey { copy: copy.clone(), start: start.clone(), plan: plan.clone(), log: log.clone() };
-            let outcome = match self.cache.raced.get(&key) {
-                Some(outcome) => outcome.clone(),
-                None => {
-                    let outcome = racer.race(copy, &plan).map_err(|error| ReplayFailure::RealFailed {
-                        step,
-                        action: Some(action),
-                        named: named.clone(),
-                        error: Box::new(error),
-                    })?;
-                    self.cache.raced.insert(key, outcome.clone());
-                    outcome
-                }
+        for order in [RaceOrder::FirstHeld, RaceOrder::SecondHeld] {
+            let Some((plan, expected)) = model_race(model, before, (group, owner), Some(action), order) else {
+                continue;
             };
-            let (stores, reply) = match outcome {
-                RaceOutcome::NotHeld => break,
-                RaceOutcome::Blocked => {
-                    self.inside.races_blocked += 1;
-                    continue;
+            for begins_passed in 0..RACE_BEGINS_MAX {
+                let plan = RacePlan { begins_passed, ..plan.clone() };
+                let key = RaceKey { copy: copy.clone(), start: start.clone(), plan: plan.clone(), log: log.clone() };
+                let outcome = match self.cache.raced.get(&key) {
+                    Some(outcome) => outcome.clone(),
+                    None => {
+                        let outcome = racer.race(copy, &plan).map_err(|error| ReplayFailure::RealFailed {
+                            step,
+                            action: Some(action),
+                            named: named.clone(),
+                            error: Box::new(error),
+                        })?;
+                        self.cache.raced.insert(key, outcome.clone());
+                        outcome
+                    }
+                };
+                let (stores, reply) = match outcome {
+                    RaceOutcome::NotHeld => break,
+                    RaceOutcome::Blocked => {
+                        self.inside.races_blocked += 1;
+                        continue;
+                    }
+                    // The restarts on copies judge a restart that refuses the model's steps.
+                    RaceOutcome::Refused(_) => {
+                        self.inside.races_refused += 1;
+                        break;
+                    }
+                    RaceOutcome::Raced { stores, reply } => (stores, reply),
+                };
+                self.inside.races += 1;
+                if !raced {
+                    raced = true;
+                    self.inside.race_steps += 1;
                 }
-                // The restarts on copies judge a restart that refuses the model's steps.
-                RaceOutcome::Refused(_) => {
-                    self.inside.races_refused += 1;
-                    break;
+                if stores != expected {
+                    let race = race_text((group, owner), &plan, &reply, (&stores, &expected));
+                    let all: [&[ModelStore]; 2] = [&expected, &stores];
+                    let table = crate::diff::side_by_side(&stores_lines(&expected, &all), &stores_lines(&stores, &all));
+                    let (action, named) = (Some(action), named.clone());
+                    return Err(ReplayFailure::RaceDiverges { step, action, named, race, table });
                 }
-                RaceOutcome::Raced { stores, reply } => (stores, reply),
-            };
-            self.inside.races += 1;
-            if !raced {
-                raced = true;
-                self.inside.race_steps += 1;
-            }
-            if stores != expected {
-                let who = format!("g{group}/o{owner}");
-                let steps = |steps: &[Step]| steps.iter().map(Step::to_string).collect::<Vec<_>>().join(", ");
-                let race = format!(
-                    "{who} restarted on the store from before the step and asked [{}], then held as its {} began \
-                     transaction {} of it; meanwhile {who} started again (a second incarnation, which claims) and \
-                     ran [{}]; released, the first's {} replied {reply}, and the store shows {} where the model's \
-                     fence leaves {}",
-                    steps(&plan.first),
-                    plan.raced,
-                    begins_passed + 1,
-                    steps(&plan.second),
-                    plan.raced,
-                    stores_text(&stores),
-                    stores_text(&expected)
-                );
-                let all: [&[ModelStore]; 2] = [&expected, &stores];
-                let table = crate::diff::side_by_side(&stores_lines(&expected, &all), &stores_lines(&stores, &all));
-                return Err(ReplayFailure::RaceDiverges {
-                    step,
-                    action: Some(action),
-                    named: named.clone(),
-                    race,
-                    table,
-                });
             }
         }
         Ok(())
@@ -1141,6 +1129,7 @@ fn model_race(
     before: &State,
     (group, owner): (u8, u8),
     trace_next: Option<Action>,
+    order: RaceOrder,
 ) -> Option<(RacePlan, Vec<ModelStore>)> {
     // A paused slot more than the trace's, free, for the first incarnation.
     let mut config = model.config.clone();
@@ -1152,8 +1141,13 @@ fn model_race(
     }
     let crashed = model::step::next_state(&config, &state, Action::Crash { group, owner });
     let started = model::step::next_state(&config, &crashed, Action::Restart { group, owner });
-    let (mut first, raced_action, at_raced, _) = model_walk(&config, &started, (group, owner), trace_next)?;
+    let (mut first, raced_action, at_raced, after_raced) = model_walk(&config, &started, (group, owner), trace_next)?;
     let raced = first.pop()?;
+    if order == RaceOrder::SecondHeld {
+        // The first's step lands while it is current; then the second's start claims.
+        let paused = model::step::next_state(&config, &after_raced, Action::Pause { group, owner });
+        return Some((RacePlan { order, first, raced, begins_passed: 0, second: Vec::new() }, stores_of(&paused)));
+    }
     let paused = model::step::next_state(&config, &at_raced, Action::Pause { group, owner });
     let (second, _, _, after_second) = model_walk(&config, &paused, (group, owner), Some(raced_action))?;
     let owners = after_second.groups[usize::from(group)].owners.len();
@@ -1164,7 +1158,36 @@ fn model_race(
             && restart_step(action, &after_second) == Some(raced)
     })?;
     let end = model::step::next_state(&config, &after_second, earlier);
-    Some((RacePlan { first, raced, begins_passed: 0, second }, stores_of(&end)))
+    Some((RacePlan { order, first, raced, begins_passed: 0, second }, stores_of(&end)))
+}
+
+/// A race that diverged, in words: who was held where, what the other did, what the first's
+/// step replied, and the store against the model's.
+fn race_text(
+    (group, owner): (u8, u8),
+    plan: &RacePlan,
+    reply: &str,
+    (real, model): (&[ModelStore], &[ModelStore]),
+) -> String {
+    let who = format!("g{group}/o{owner}");
+    let steps = |steps: &[Step]| steps.iter().map(Step::to_string).collect::<Vec<_>>().join(", ");
+    let (first, raced, begin) = (steps(&plan.first), plan.raced, plan.begins_passed + 1);
+    let (real, model) = (stores_text(real), stores_text(model));
+    match plan.order {
+        RaceOrder::FirstHeld => format!(
+            "{who} restarted on the store from before the step and asked [{first}], then held as its {raced} began \
+             transaction {begin} of it; meanwhile {who} started again (a second incarnation, which claims) and ran \
+             [{}]; released, the first's {raced} replied {reply}, and the store shows {real} where the model's fence \
+             leaves {model}",
+            steps(&plan.second)
+        ),
+        RaceOrder::SecondHeld => format!(
+            "{who} restarted on the store from before the step and asked [{first}]; {who} started again (a second \
+             incarnation) and held as its start began transaction {begin}; meanwhile the first's {raced} replied \
+             {reply}; released, the second's start claimed, and the store shows {real} where the model (the first's \
+             write, then the second's claim) leaves {model}"
+        ),
+    }
 }
 
 /// A restart's leases (the restarted owner's) and its group's partition rows, one per line,

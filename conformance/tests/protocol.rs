@@ -260,8 +260,9 @@ type Caught = fn(&ReplayFailure) -> bool;
 /// of its own (caught by restarting an owner on a kill point's copy), what was applied in a file
 /// of its own (caught by the restarted owner's next steps), the same file outside the
 /// store renamed into place there (refused, naming it), a store file mapped into memory
-/// (refused, naming the file), and a fence checked in a transaction of its own (caught by a
-/// race held between its two transactions, naming both incarnations' steps).
+/// (refused, naming the file), a fence checked in a transaction of its own (caught by a race
+/// held between its two transactions, naming both incarnations' steps), and a start that
+/// claims by what it read a transaction before (caught by a race holding the start there).
 #[test]
 fn a_side_file_restart_and_a_mapped_store_are_caught_inside_steps() {
     let Some(interpreter) = tools::python3() else { return };
@@ -270,7 +271,7 @@ fn a_side_file_restart_and_a_mapped_store_are_caught_inside_steps() {
         .expect("the examples' observation spec");
     let outside = tempfile::tempdir().expect("a directory outside the store");
     let outside_flag = format!(" --outside {}", shell_quote(&outside.path().to_string_lossy()));
-    let table: [(&str, &str, Caught); 5] = [
+    let table: [(&str, &str, Caught); 6] = [
         ("side_file.py", "", |failure| {
             matches!(failure, ReplayFailure::RestartDiverges { step: 4, point, differs, .. }
                 if point.contains("position") && differs.contains("took p0 lease at 1"))
@@ -295,6 +296,12 @@ fn a_side_file_restart_and_a_mapped_store_are_caught_inside_steps() {
         ("fence_apart.py", "", |failure| {
             matches!(failure, ReplayFailure::RaceDiverges { step: 4, race, .. }
                 if race.contains("began transaction 2") && race.contains("g0 total 10"))
+        }),
+        // Its start's claim writing back the next offset it read a transaction before: held
+        // between the two while the earlier incarnation applies, it takes the offset back.
+        ("claim_apart.py", "", |failure| {
+            matches!(failure, ReplayFailure::RaceDiverges { step: 4, race, table, .. }
+                if race.contains("held as its start began transaction") && table.contains("g0 p0 next 0 epoch"))
         }),
     ];
     for (script, flags, caught) in table {
