@@ -107,6 +107,11 @@ impl Inside {
         if !on {
             return "power cuts: not tried (--power-cuts off): every kill kept what the page cache held".to_string();
         }
+        if self.found == 0 {
+            return "power cuts: not tried: the consumer changed no file under its store directory (a store \
+                    elsewhere is trusted for durability)"
+                .to_string();
+        }
         format!(
             "power cuts (every change not synced lost) at each kill point and after every step: {} judged, {} \
              syncs traced inside steps",
@@ -120,6 +125,12 @@ impl Inside {
     pub fn race_summary(&self, on: bool) -> String {
         if !on {
             return "owners raced inside steps: not tried (--races off)".to_string();
+        }
+        if self.races == 0 {
+            return format!(
+                "owners raced inside steps: none: no hold landed (a store the consumer never locks is not raced){}",
+                if self.races_refused > 0 { "; some not run, a restarted owner refusing the model's step" } else { "" }
+            );
         }
         let mut blocked = match self.races_blocked {
             0 => String::new(),
